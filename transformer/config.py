@@ -1,0 +1,164 @@
+"""Configuration: every field the library reads, its default, and validation.
+
+Named configurations in ``configs/`` start from :func:`default_config` and change
+what differs. Configurations are ``ml_collections.ConfigDict`` objects so that
+``train.py`` can take ``--config=configs/tutorial.py --config.model.d_model=256``
+(``ml_collections.config_flags``, the convention of Google research code and the
+TF Model Garden): a named file plus typed command-line overrides of any field.
+
+Where the TensorFlow tutorial and the paper differ, the field that selects
+between them says so.
+"""
+
+import ml_collections
+
+POSITIONAL_LAYOUTS = ("interleaved", "concatenated")
+HEAD_WIDTHS = ("split", "full")
+OUTPUT_WEIGHTS = ("tied", "shared", "untied")
+
+
+def default_config() -> ml_collections.ConfigDict:
+  """The paper's base model (Table 3, row "base") with the tutorial's data set-up."""
+  config = ml_collections.ConfigDict()
+
+  config.model = ml_collections.ConfigDict()
+  config.model.num_layers = 6
+  config.model.d_model = 512
+  config.model.num_heads = 8
+  config.model.dff = 2048
+  # §5.4 residual dropout: applied to every sub-layer output and to the
+  # embedding sums.
+  config.model.dropout_rate = 0.1
+  # Dropout on the attention weights. The paper has none; the tutorial passes
+  # dropout_rate to keras.layers.MultiHeadAttention, which drops weights.
+  config.model.attention_dropout_rate = 0.0
+  # The paper drops out every sub-layer output (§5.4). The tutorial only drops
+  # out the feed-forward output (its attention blocks add the raw MHA output).
+  config.model.residual_dropout_on_attention = True
+  # "split": each head is d_model / num_heads wide (paper §3.2.2, d_k = d_v = 64).
+  # "full": each head is d_model wide (the tutorial's key_dim=d_model).
+  config.model.head_width = "split"
+  # "interleaved": sin on even channels, cos on odd (paper §3.5, old tutorial).
+  # "concatenated": all sines then all cosines (current tutorial).
+  config.model.positional_layout = "interleaved"
+  # §3.4: embeddings are multiplied by sqrt(d_model) before the positional
+  # encoding is added. False is the ablation.
+  config.model.scale_embeddings = True
+  # "tied": pre-softmax projection = decoder embedding transposed (§3.4).
+  # "shared": one matrix for source embedding, target embedding and output
+  #   (the paper's three-way sharing; needs a joint vocabulary).
+  # "untied": a separate Dense layer with bias (current tutorial).
+  config.model.output_weights = "tied"
+  # Length of the positional-encoding table: the longest sequence the model
+  # can ever see (the tutorial uses 2048).
+  config.model.max_position = 2048
+
+  config.data = ml_collections.ConfigDict()
+  # Longest tokenized sentence kept (tokens, [START]/[END] included).
+  config.data.max_tokens = 128
+  # Sentences per batch, used when tokens_per_batch is 0.
+  config.data.batch_size = 64
+  # Paper §5.1: batches of about 25,000 source + 25,000 target tokens.
+  # 0 means batches of batch_size sentences.
+  config.data.tokens_per_batch = 0
+  # Group sentences of similar length before batching (paper §5.1).
+  config.data.bucketing = False
+  config.data.shuffle_buffer = 20000
+  # "separate": one WordPiece vocabulary per language (tutorial).
+  # "joint": one vocabulary over both languages (needed by output_weights="shared").
+  config.data.vocabulary = "separate"
+  config.data.vocab_size = 8000
+
+  config.training = ml_collections.ConfigDict()
+  # §5.3: lrate = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5).
+  config.training.warmup_steps = 4000
+  config.training.adam_beta_1 = 0.9
+  config.training.adam_beta_2 = 0.98
+  config.training.adam_epsilon = 1e-9
+  # §5.4: label smoothing eps_ls = 0.1. The tutorial uses none (0.0).
+  config.training.label_smoothing = 0.1
+  config.training.epochs = 20
+  # If > 0, stop after this many optimizer steps (overrides epochs).
+  config.training.train_steps = 0
+  config.training.checkpoint_every_steps = 1000
+  config.training.keep_checkpoints = 5
+  config.training.seed = 0
+
+  config.decoding = ml_collections.ConfigDict()
+  # §6.1: beam size 4, length penalty alpha 0.6, output length input + 50.
+  config.decoding.beam_size = 4
+  config.decoding.length_penalty = 0.6
+  config.decoding.extra_length = 50
+  return config
+
+
+class ConfigError(ValueError):
+  """A configuration field has a value the library cannot use."""
+
+
+def _require(condition: bool, field: str, message: str) -> None:
+  if not condition:
+    raise ConfigError(f"config.{field}: {message}")
+
+
+def _positive_int(config, section: str, name: str, allow_zero: bool = False) -> None:
+  value = config[section][name]
+  field = f"{section}.{name}"
+  _require(isinstance(value, int) and not isinstance(value, bool),
+           field, f"must be an integer, got {value!r}")
+  bound = 0 if allow_zero else 1
+  _require(value >= bound, field,
+           f"must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+
+
+def _rate(config, section: str, name: str) -> None:
+  value = config[section][name]
+  _require(0.0 <= value < 1.0, f"{section}.{name}", f"must be in [0, 1), got {value}")
+
+
+def _choice(config, section: str, name: str, choices) -> None:
+  value = config[section][name]
+  _require(value in choices, f"{section}.{name}",
+           f"unknown value {value!r}; choose one of {', '.join(choices)}")
+
+
+def validate_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """Checks every field; raises ConfigError naming the first bad one."""
+  for name in ("num_layers", "d_model", "num_heads", "dff", "max_position"):
+    _positive_int(config, "model", name)
+  _require(config.model.d_model % config.model.num_heads == 0
+           or config.model.head_width == "full", "model.d_model",
+           f"d_model={config.model.d_model} is not divisible by "
+           f"num_heads={config.model.num_heads} (needed by head_width='split')")
+  _require(config.model.d_model % 2 == 0, "model.d_model",
+           f"must be even for the sin/cos positional encoding, got {config.model.d_model}")
+  _rate(config, "model", "dropout_rate")
+  _rate(config, "model", "attention_dropout_rate")
+  _choice(config, "model", "head_width", HEAD_WIDTHS)
+  _choice(config, "model", "positional_layout", POSITIONAL_LAYOUTS)
+  _choice(config, "model", "output_weights", OUTPUT_WEIGHTS)
+  _choice(config, "data", "vocabulary", ("separate", "joint"))
+  _require(config.model.output_weights != "shared" or config.data.vocabulary == "joint",
+           "model.output_weights",
+           "'shared' (three-way weight sharing) needs data.vocabulary='joint'")
+  for name in ("max_tokens", "batch_size", "vocab_size"):
+    _positive_int(config, "data", name)
+  _positive_int(config, "data", "tokens_per_batch", allow_zero=True)
+  _require(config.data.tokens_per_batch == 0
+           or config.data.tokens_per_batch >= config.data.max_tokens,
+           "data.tokens_per_batch",
+           f"{config.data.tokens_per_batch} cannot hold one sentence of "
+           f"max_tokens={config.data.max_tokens}")
+  _require(config.data.max_tokens <= config.model.max_position, "data.max_tokens",
+           f"{config.data.max_tokens} exceeds model.max_position={config.model.max_position}")
+  _positive_int(config, "training", "warmup_steps")
+  _positive_int(config, "training", "epochs")
+  _positive_int(config, "training", "train_steps", allow_zero=True)
+  _positive_int(config, "training", "checkpoint_every_steps")
+  _positive_int(config, "training", "keep_checkpoints")
+  _rate(config, "training", "label_smoothing")
+  _positive_int(config, "decoding", "beam_size")
+  _positive_int(config, "decoding", "extra_length", allow_zero=True)
+  _require(config.decoding.length_penalty >= 0, "decoding.length_penalty",
+           f"must be >= 0, got {config.decoding.length_penalty}")
+  return config
