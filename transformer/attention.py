@@ -1,0 +1,245 @@
+"""Attention (tutorial: "Define the components" → "The attention layers";
+paper §3.2).
+
+Masks are boolean tensors where True means "may attend", broadcastable to
+``(batch, heads, query_length, key_length)``. They are built from token ids and
+passed explicitly to every attention layer. Keras' implicit mask propagation
+is deliberately not used: Keras 3's ``MultiHeadAttention`` removes
+``_keras_mask`` from its inputs and ``Add`` drops masks, so in the tutorial's
+code only the first encoder and first decoder self-attention see the padding
+mask, and the causal mask is lost when ``use_causal_mask=True`` meets dropout
+or returned scores (keras-team/keras#23038). The tests in
+``tests/test_masking.py`` check every layer.
+"""
+
+import keras
+import tensorflow as tf
+
+
+def padding_mask(ids, pad_id: int = 0):
+  """Keys that are real tokens: ``(batch, 1, 1, key_length)`` bool."""
+  return tf.not_equal(ids, pad_id)[:, tf.newaxis, tf.newaxis, :]
+
+
+def causal_mask(length):
+  """Look-ahead mask: query i may attend to keys j ≤ i. ``(1, 1, length, length)`` bool."""
+  ones = tf.ones((length, length), dtype=tf.bool)
+  return tf.linalg.band_part(ones, -1, 0)[tf.newaxis, tf.newaxis]
+
+
+def attention_logits(query, key, scaled: bool = True):
+  """QKᵀ, divided by √d_k when ``scaled`` (eq. 1).
+
+  For query and key entries with unit variance the dot product of two d_k-wide
+  vectors has variance d_k; dividing by √d_k brings it back to 1 so that the
+  softmax does not saturate (§3.2.1, footnote 4).
+
+  Shapes: query ``(..., q_len, d_k)``, key ``(..., k_len, d_k)`` →
+  ``(..., q_len, k_len)``.
+  """
+  logits = tf.matmul(query, key, transpose_b=True)
+  if scaled:
+    logits = logits / tf.math.sqrt(tf.cast(tf.shape(key)[-1], logits.dtype))
+  return logits
+
+
+def masked_softmax(logits, mask=None):
+  """Softmax over the last axis, in float32, with masked keys given weight exactly 0."""
+  logits = tf.cast(logits, tf.float32)
+  if mask is not None:
+    # The dtype's minimum (not -inf) keeps a fully masked row finite.
+    logits = tf.where(mask, logits, tf.float32.min)
+  weights = tf.nn.softmax(logits, axis=-1)
+  if mask is not None:
+    weights = tf.where(mask, weights, 0.0)
+  return weights
+
+
+def scaled_dot_product_attention(query, key, value, mask=None, weights_dropout=None):
+  """softmax(QKᵀ/√d_k)V (eq. 1). Returns ``(output, weights)``.
+
+  Shapes: query ``(..., q_len, d_k)``, key ``(..., k_len, d_k)``,
+  value ``(..., k_len, d_v)``, mask broadcastable to ``(..., q_len, k_len)``.
+  ``weights_dropout`` (a callable) is applied to the weights before they meet
+  the values; the returned weights are those before dropout.
+  """
+  weights = masked_softmax(attention_logits(query, key), mask)
+  used = tf.cast(weights, value.dtype)
+  if weights_dropout is not None:
+    used = weights_dropout(used)
+  return tf.matmul(used, value), weights
+
+
+@keras.saving.register_keras_serializable(package="transformer")
+class MultiHeadAttention(keras.layers.Layer):
+  """Multi-head attention (§3.2.2): h heads of width ``key_dim``, then a projection
+  back to the query width.
+
+  ``call(query, value, attention_mask)``: query ``(batch, q_len, d_model)``, value
+  ``(batch, k_len, d_model)`` (also used as the keys) → output
+  ``(batch, q_len, d_model)`` and weights ``(batch, heads, q_len, k_len)``.
+
+  Incremental decoding uses the two halves separately: :meth:`project_key_value`
+  once per key, and :meth:`attend` for each new query.
+
+  ``dropout`` drops attention weights (the tutorial's choice, via Keras'
+  ``MultiHeadAttention(dropout=...)``); the paper drops none. Returned weights are
+  taken before that dropout, so every row sums to 1.
+  """
+
+  def __init__(self, num_heads: int, key_dim: int, dropout: float = 0.0, **kwargs):
+    super().__init__(**kwargs)
+    self.num_heads = num_heads
+    self.key_dim = key_dim
+    self.dropout = dropout
+    width = num_heads * key_dim
+    self.query_dense = keras.layers.Dense(width, name="query")
+    self.key_dense = keras.layers.Dense(width, name="key")
+    self.value_dense = keras.layers.Dense(width, name="value")
+    self.output_dense = None  # Built once the query width is known.
+    self.weights_dropout = keras.layers.Dropout(dropout)
+
+  def build(self, query_shape, value_shape=None):
+    value_shape = value_shape or query_shape
+    self.query_dense.build(query_shape)
+    self.key_dense.build(value_shape)
+    self.value_dense.build(value_shape)
+    self.output_dense = keras.layers.Dense(query_shape[-1], name="attention_output")
+    self.output_dense.build((*query_shape[:-1], self.num_heads * self.key_dim))
+    self.built = True
+
+  def _split_heads(self, x):
+    """``(batch, length, heads * key_dim)`` → ``(batch, heads, length, key_dim)``."""
+    batch, length = tf.shape(x)[0], tf.shape(x)[1]
+    x = tf.reshape(x, (batch, length, self.num_heads, self.key_dim))
+    return tf.transpose(x, (0, 2, 1, 3))
+
+  def project_key_value(self, value):
+    """Keys and values per head, each ``(batch, heads, k_len, key_dim)``."""
+    return self._split_heads(self.key_dense(value)), self._split_heads(self.value_dense(value))
+
+  def attend(self, query, keys, values, mask=None, training=None):
+    """Attention of ``query`` over per-head ``keys``/``values`` from :meth:`project_key_value`."""
+    queries = self._split_heads(self.query_dense(query))
+    heads, weights = scaled_dot_product_attention(  # heads: (batch, heads, q_len, key_dim)
+        queries, keys, values, mask,
+        weights_dropout=lambda w: self.weights_dropout(w, training=training))
+    batch, length = tf.shape(query)[0], tf.shape(query)[1]
+    merged = tf.reshape(tf.transpose(heads, (0, 2, 1, 3)),
+                        (batch, length, self.num_heads * self.key_dim))
+    return self.output_dense(merged), weights
+
+  def call(self, query, value, attention_mask=None, training=None):
+    keys, values = self.project_key_value(value)
+    return self.attend(query, keys, values, attention_mask, training=training)
+
+  def compute_output_shape(self, query_shape, value_shape=None):
+    return query_shape
+
+  def get_config(self):
+    return {**super().get_config(), "num_heads": self.num_heads, "key_dim": self.key_dim,
+            "dropout": self.dropout}
+
+
+@keras.saving.register_keras_serializable(package="transformer")
+class BaseAttention(keras.layers.Layer):
+  """An attention sub-layer with its residual connection and post-LayerNorm (§3.1, §5.4):
+  ``LayerNorm(x + Dropout(MultiHeadAttention(x, context)))``.
+
+  ``residual_dropout=False`` leaves out the Dropout, as the tutorial does.
+  The attention weights of the last call are kept in ``last_attention_scores``
+  ``(batch, heads, q_len, k_len)``, as the tutorial keeps them for plotting.
+  """
+
+  def __init__(self, num_heads: int, key_dim: int, *, attention_dropout_rate: float = 0.0,
+               dropout_rate: float = 0.1, residual_dropout: bool = True, **kwargs):
+    super().__init__(**kwargs)
+    self.num_heads = num_heads
+    self.key_dim = key_dim
+    self.attention_dropout_rate = attention_dropout_rate
+    self.dropout_rate = dropout_rate
+    self.residual_dropout = residual_dropout
+    self.mha = MultiHeadAttention(num_heads, key_dim, dropout=attention_dropout_rate,
+                                  name="multi_head_attention")
+    self.dropout = keras.layers.Dropout(dropout_rate if residual_dropout else 0.0)
+    self.layernorm = keras.layers.LayerNormalization(epsilon=1e-6)
+    self.last_attention_scores = None
+
+  def build(self, x_shape, context_shape=None):
+    self.mha.build(x_shape, context_shape or x_shape)
+    self.layernorm.build(x_shape)
+    self.built = True
+
+  def residual(self, x, attended, training=None):
+    return self.layernorm(x + self.dropout(attended, training=training))
+
+  def compute_output_shape(self, x_shape, *args, **kwargs):
+    return x_shape
+
+  def get_config(self):
+    return {**super().get_config(), "num_heads": self.num_heads, "key_dim": self.key_dim,
+            "attention_dropout_rate": self.attention_dropout_rate,
+            "dropout_rate": self.dropout_rate, "residual_dropout": self.residual_dropout}
+
+
+@keras.saving.register_keras_serializable(package="transformer")
+class GlobalSelfAttention(BaseAttention):
+  """Encoder self-attention: every position attends to every real source token.
+
+  ``call(x, attention_mask)``: x ``(batch, src_len, d_model)``, mask from :func:`padding_mask`.
+  """
+
+  def call(self, x, attention_mask=None, training=None):
+    attended, self.last_attention_scores = self.mha(
+        x, x, attention_mask=attention_mask, training=training)
+    return self.residual(x, attended, training=training)
+
+
+@keras.saving.register_keras_serializable(package="transformer")
+class CausalSelfAttention(BaseAttention):
+  """Decoder self-attention: position i attends to positions ≤ i only (§3.2.3).
+
+  ``call(x)``: x ``(batch, tgt_len, d_model)``. Padding at the end of the target
+  needs no mask of its own: a real position never sees a later (padded) one.
+
+  ``step(x, cache, index)`` is the incremental form used in decoding: x is the
+  one new position ``(batch, 1, d_model)`` at ``index``; ``cache`` holds the keys
+  and values of all positions, ``{"key", "value"}`` each
+  ``(batch, heads, max_length, key_dim)``, and comes back with this position added.
+  """
+
+  def call(self, x, training=None):
+    attended, self.last_attention_scores = self.mha(
+        x, x, attention_mask=causal_mask(tf.shape(x)[1]), training=training)
+    return self.residual(x, attended, training=training)
+
+  def step(self, x, cache, index):
+    key, value = self.mha.project_key_value(x)
+    max_length = tf.shape(cache["key"])[2]
+    here = tf.one_hot(index, max_length, dtype=key.dtype)[tf.newaxis, tf.newaxis, :, tf.newaxis]
+    cache = {"key": cache["key"] * (1 - here) + key * here,
+             "value": cache["value"] * (1 - here) + value * here}
+    mask = (tf.range(max_length) <= index)[tf.newaxis, tf.newaxis, tf.newaxis, :]
+    attended, _ = self.mha.attend(x, cache["key"], cache["value"], mask)
+    return self.residual(x, attended), cache
+
+
+@keras.saving.register_keras_serializable(package="transformer")
+class CrossAttention(BaseAttention):
+  """Decoder-encoder attention: target positions attend to real source tokens (§3.2.3).
+
+  ``call(x, context, attention_mask)``: x ``(batch, tgt_len, d_model)``, context (the encoder
+  output) ``(batch, src_len, d_model)``, mask from :func:`padding_mask` of the source.
+
+  In decoding the context's keys and values are projected once
+  (``mha.project_key_value``) and ``step`` attends over them.
+  """
+
+  def call(self, x, context, attention_mask=None, training=None):
+    attended, self.last_attention_scores = self.mha(
+        x, context, attention_mask=attention_mask, training=training)
+    return self.residual(x, attended, training=training)
+
+  def step(self, x, keys, values, mask):
+    attended, weights = self.mha.attend(x, keys, values, mask)
+    return self.residual(x, attended), weights

@@ -1,0 +1,98 @@
+"""Positional encoding and embedding (tutorial: "Define the components" →
+"The embedding and positional encoding layer"; paper §3.4 and §3.5).
+"""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from transformer.config import POSITIONAL_LAYOUTS
+
+
+def positional_encoding(length: int, depth: int, layout: str = "interleaved") -> tf.Tensor:
+  """The sinusoidal positional encoding of §3.5, shape ``(length, depth)``, float32.
+
+  PE(pos, 2i) = sin(pos / 10000^(2i/depth)), PE(pos, 2i+1) = cos(pos / 10000^(2i/depth)).
+
+  Args:
+    length: number of positions.
+    depth: number of channels (d_model); must be even.
+    layout: ``"interleaved"`` puts sin(pos·ω_i) in channel 2i and cos(pos·ω_i)
+      in channel 2i+1, as the paper's formula does. ``"concatenated"`` puts all
+      sines in channels [0, depth/2) and all cosines in [depth/2, depth), as the
+      current tutorial does. Same values, channels permuted: both are correct,
+      but a model trained with one layout does not work with the other.
+  """
+  if layout not in POSITIONAL_LAYOUTS:
+    raise ValueError(f"unknown positional layout {layout!r}; "
+                     f"choose one of {', '.join(POSITIONAL_LAYOUTS)}")
+  if depth % 2:
+    raise ValueError(f"depth must be even, got {depth}")
+  positions = np.arange(length, dtype=np.float64)[:, np.newaxis]
+  frequencies = 1.0 / 10000.0 ** (np.arange(0, depth, 2, dtype=np.float64) / depth)
+  angles = positions * frequencies  # (length, depth / 2)
+  if layout == "interleaved":
+    encoding = np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(length, depth)
+  else:
+    encoding = np.concatenate([np.sin(angles), np.cos(angles)], axis=-1)
+  return tf.constant(encoding, dtype=tf.float32)
+
+
+@keras.saving.register_keras_serializable(package="transformer")
+class PositionalEmbedding(keras.layers.Layer):
+  """Token embedding × √d_model + positional encoding, then dropout (§3.4, §3.5, §5.4).
+
+  Input: token ids ``(batch, length)``. Output: ``(batch, length, d_model)``.
+
+  The √d_model factor brings the embeddings (initialized with variance about
+  1/d_model by Keras' uniform initializer, and in tied models shaped by the
+  output projection) to the scale of the positional encoding, whose entries
+  are in [-1, 1]; ``scale_embeddings=False`` is the ablation.
+
+  Padding is not masked here: masks are built from the token ids and passed to
+  the attention layers explicitly (see ``attention.py``).
+  """
+
+  def __init__(self, vocab_size: int, d_model: int, *, max_position: int = 2048,
+               layout: str = "interleaved", scale_embeddings: bool = True,
+               dropout_rate: float = 0.1, **kwargs):
+    super().__init__(**kwargs)
+    self.vocab_size = vocab_size
+    self.d_model = d_model
+    self.max_position = max_position
+    self.layout = layout
+    self.scale_embeddings = scale_embeddings
+    self.dropout_rate = dropout_rate
+    self.token_embedding = keras.layers.Embedding(vocab_size, d_model, name="token_embedding")
+    self.dropout = keras.layers.Dropout(dropout_rate)
+    self.encoding = positional_encoding(max_position, d_model, layout)
+
+  def build(self, ids_shape):
+    self.token_embedding.build(ids_shape)
+    self.built = True
+
+  @property
+  def embeddings(self):
+    """The embedding matrix ``(vocab_size, d_model)``, shared with tied output layers."""
+    return self.token_embedding.embeddings
+
+  def call(self, ids, training=None, offset=0):
+    """Embeds ``ids`` placed at positions ``offset, offset + 1, ...``.
+
+    ``offset`` lets incremental decoding embed one token at its position.
+    """
+    x = self.token_embedding(ids)
+    if self.scale_embeddings:
+      x = x * tf.cast(tf.math.sqrt(float(self.d_model)), x.dtype)
+    length = tf.shape(ids)[1]
+    positions = self.encoding[offset:offset + length]
+    x = x + tf.cast(positions, x.dtype)[tf.newaxis]
+    return self.dropout(x, training=training)
+
+  def compute_output_shape(self, ids_shape):
+    return (*ids_shape, self.d_model)
+
+  def get_config(self):
+    return {**super().get_config(), "vocab_size": self.vocab_size, "d_model": self.d_model,
+            "max_position": self.max_position, "layout": self.layout,
+            "scale_embeddings": self.scale_embeddings, "dropout_rate": self.dropout_rate}

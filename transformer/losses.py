@@ -1,0 +1,50 @@
+"""Loss and metric (tutorial: "Set up the loss and metrics"; paper §5.4).
+
+Both ignore padding (label 0). The loss is returned as a (sum, count) pair so
+that a distributed training step can divide by the number of real tokens of the
+whole global batch rather than average per replica.
+"""
+
+import tensorflow as tf
+
+
+def masked_cross_entropy_sum(labels, logits, label_smoothing: float = 0.0, pad_id: int = 0):
+  """Summed token cross-entropy over real tokens, and how many there are.
+
+  With ``label_smoothing`` = ε_ls the target distribution puts 1 - ε_ls on the
+  label and spreads ε_ls uniformly over all ``vocab`` classes (§5.4,
+  Szegedy et al. 2016), as ``keras.losses.CategoricalCrossentropy`` does.
+
+  Shapes: labels ``(batch, length)`` int, logits ``(batch, length, vocab)``.
+  Returns two float32 scalars: ``(loss_sum, token_count)``.
+  """
+  logits = tf.cast(logits, tf.float32)
+  labels = tf.cast(labels, tf.int32)
+  log_probs = tf.nn.log_softmax(logits, axis=-1)
+  nll = -tf.gather(log_probs, labels, batch_dims=2)
+  if label_smoothing:
+    uniform = -tf.reduce_mean(log_probs, axis=-1)
+    nll = (1.0 - label_smoothing) * nll + label_smoothing * uniform
+  mask = tf.cast(tf.not_equal(labels, pad_id), tf.float32)
+  return tf.reduce_sum(nll * mask), tf.reduce_sum(mask)
+
+
+def masked_loss(labels, logits, label_smoothing: float = 0.0, pad_id: int = 0):
+  """Mean token cross-entropy over real tokens (the tutorial's ``masked_loss``)."""
+  loss_sum, count = masked_cross_entropy_sum(labels, logits, label_smoothing, pad_id)
+  return tf.math.divide_no_nan(loss_sum, count)
+
+
+def masked_correct_sum(labels, logits, pad_id: int = 0):
+  """Number of real tokens whose argmax prediction is right, and how many there are."""
+  labels = tf.cast(labels, tf.int32)
+  predictions = tf.argmax(logits, axis=-1, output_type=tf.int32)
+  mask = tf.not_equal(labels, pad_id)
+  correct = tf.logical_and(mask, tf.equal(predictions, labels))
+  return tf.reduce_sum(tf.cast(correct, tf.float32)), tf.reduce_sum(tf.cast(mask, tf.float32))
+
+
+def masked_accuracy(labels, logits, pad_id: int = 0):
+  """Token accuracy over real tokens (the tutorial's ``masked_accuracy``)."""
+  correct, count = masked_correct_sum(labels, logits, pad_id)
+  return tf.math.divide_no_nan(correct, count)

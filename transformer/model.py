@@ -1,0 +1,138 @@
+"""The Transformer model (tutorial: "The Transformer"; paper §3, Figure 1)."""
+
+import keras
+import tensorflow as tf
+
+from transformer.attention import padding_mask
+from transformer.config import HEAD_WIDTHS, OUTPUT_WEIGHTS
+from transformer.decoder import Decoder
+from transformer.embedding import PositionalEmbedding
+from transformer.encoder import Encoder
+
+
+@keras.saving.register_keras_serializable(package="transformer")
+class Transformer(keras.Model):
+  """Encoder-decoder Transformer.
+
+  ``model((source_ids, target_input_ids), training=...)`` with int ids
+  ``(batch, src_len)`` and ``(batch, tgt_len)`` (0 is padding) returns float32
+  logits ``(batch, tgt_len, target_vocab_size)``.
+
+  Args:
+    head_width: ``"split"``: each of the ``num_heads`` heads is
+      ``d_model / num_heads`` wide (paper §3.2.2); ``"full"``: each head is
+      ``d_model`` wide (the tutorial's ``key_dim=d_model``), h times the attention
+      parameters.
+    output_weights: ``"tied"``: logits = decoder output × (target embedding)ᵀ,
+      one matrix for both (§3.4); ``"shared"``: additionally the source embedding
+      is that same matrix (three-way sharing over a joint vocabulary, §3.4);
+      ``"untied"``: a separate output Dense layer with bias (current tutorial).
+    The other arguments are described in :mod:`transformer.config`.
+  """
+
+  def __init__(self, *, num_layers: int, d_model: int, num_heads: int, dff: int,
+               input_vocab_size: int, target_vocab_size: int, dropout_rate: float = 0.1,
+               attention_dropout_rate: float = 0.0, residual_dropout_on_attention: bool = True,
+               head_width: str = "split", positional_layout: str = "interleaved",
+               scale_embeddings: bool = True, output_weights: str = "tied",
+               max_position: int = 2048, pad_id: int = 0, **kwargs):
+    super().__init__(**kwargs)
+    if head_width not in HEAD_WIDTHS:
+      raise ValueError(f"head_width: unknown value {head_width!r}; choose one of {HEAD_WIDTHS}")
+    if output_weights not in OUTPUT_WEIGHTS:
+      raise ValueError(f"output_weights: unknown value {output_weights!r}; "
+                       f"choose one of {OUTPUT_WEIGHTS}")
+    if head_width == "split" and d_model % num_heads:
+      raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+    if output_weights == "shared" and input_vocab_size != target_vocab_size:
+      raise ValueError("output_weights='shared' needs one joint vocabulary, got "
+                       f"input_vocab_size={input_vocab_size} and "
+                       f"target_vocab_size={target_vocab_size}")
+    self.hyperparameters = dict(
+        num_layers=num_layers, d_model=d_model, num_heads=num_heads, dff=dff,
+        input_vocab_size=input_vocab_size, target_vocab_size=target_vocab_size,
+        dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
+        residual_dropout_on_attention=residual_dropout_on_attention, head_width=head_width,
+        positional_layout=positional_layout, scale_embeddings=scale_embeddings,
+        output_weights=output_weights, max_position=max_position, pad_id=pad_id)
+    self.output_weights = output_weights
+    self.pad_id = pad_id
+    self.target_vocab_size = target_vocab_size
+
+    stack_args = dict(
+        key_dim=d_model // num_heads if head_width == "split" else d_model,
+        dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
+        residual_dropout_on_attention=residual_dropout_on_attention,
+        max_position=max_position, positional_layout=positional_layout,
+        scale_embeddings=scale_embeddings)
+    shared_embedding = None
+    if output_weights == "shared":
+      shared_embedding = PositionalEmbedding(
+          input_vocab_size, d_model, max_position=max_position, layout=positional_layout,
+          scale_embeddings=scale_embeddings, dropout_rate=dropout_rate,
+          name="shared_embedding")
+    self.encoder = Encoder(num_layers, d_model, num_heads, dff, input_vocab_size,
+                           pad_id=pad_id, embedding=shared_embedding, name="encoder",
+                           **stack_args)
+    self.decoder = Decoder(num_layers, d_model, num_heads, dff, target_vocab_size,
+                           embedding=shared_embedding, name="decoder", **stack_args)
+    self.final_layer = (keras.layers.Dense(target_vocab_size, name="final_layer")
+                        if output_weights == "untied" else None)
+
+  @classmethod
+  def from_model_config(cls, model_config, input_vocab_size: int, target_vocab_size: int):
+    """Builds the model from ``config.model`` (see :mod:`transformer.config`)."""
+    return cls(input_vocab_size=input_vocab_size, target_vocab_size=target_vocab_size,
+               **model_config.to_dict())
+
+  def build(self, inputs_shape=None):
+    # Called with the shapes of (source_ids, target_ids); builds every weight so
+    # that a model restored from a .keras file can load its variables.
+    source_shape, target_shape = inputs_shape or ((None, None), (None, None))
+    self.encoder.build(tuple(source_shape))
+    self.decoder.build(tuple(target_shape), (*source_shape, self.hyperparameters["d_model"]))
+    if self.final_layer is not None:
+      self.final_layer.build((*target_shape, self.hyperparameters["d_model"]))
+    self.built = True
+
+  @property
+  def output_projection(self):
+    """The pre-softmax weight: ``(d_model, vocab)`` kernel, or the ``(vocab, d_model)``
+    target embedding itself when tied or shared (the same variable, not a copy)."""
+    if self.final_layer is not None:
+      return self.final_layer.kernel
+    return self.decoder.embedding.embeddings
+
+  def encode(self, source_ids, training=None):
+    """Returns the encoder output ``(batch, src_len, d_model)`` and the source padding mask."""
+    return (self.encoder(source_ids, training=training),
+            padding_mask(source_ids, self.pad_id))
+
+  def logits(self, x):
+    """Pre-softmax projection of decoder outputs ``(..., d_model)`` → float32 ``(..., vocab)``."""
+    if self.final_layer is not None:
+      logits = self.final_layer(x)
+    else:
+      embeddings = tf.cast(self.decoder.embedding.embeddings, x.dtype)
+      logits = tf.einsum("...d,vd->...v", x, embeddings)
+    return tf.cast(logits, tf.float32)
+
+  def call(self, inputs, training=None):
+    source_ids, target_ids = inputs
+    context, source_mask = self.encode(source_ids, training=training)
+    x = self.decoder(target_ids, context, source_mask=source_mask, training=training)
+    return self.logits(x)
+
+  def initial_cache(self, context, max_length):
+    """Decoding state for :meth:`decode_step` (see :meth:`Decoder.initial_cache`)."""
+    return self.decoder.initial_cache(context, max_length)
+
+  def decode_step(self, ids, index, cache, source_mask):
+    """Logits ``(batch, vocab)`` for the token after ``ids`` ``(batch,)`` at position
+    ``index``, the updated cache, and the last layer's cross-attention
+    ``(batch, heads, src_len)``. Exactly the last position of a full decoder pass."""
+    x, cache, weights = self.decoder.step(ids, index, cache, source_mask)
+    return self.logits(x[:, 0]), cache, weights[:, :, 0]
+
+  def get_config(self):
+    return {**super().get_config(), **self.hyperparameters}
