@@ -1,0 +1,166 @@
+"""Loading the TED HRLR Portuguese-English data (tutorial: "Download the dataset").
+
+The tutorial calls ``tfds.load('ted_hrlr_translate/pt_to_en', as_supervised=True)``.
+Machines without internet cannot download it, so this module also reads the
+original line-aligned files (``pt.train en.train pt.dev en.dev pt.test en.test``)
+from a folder and puts the examples in the order TFDS gives them, so that both
+sources yield the same ``(pt, en)`` pairs in the same order.
+
+TFDS builds the data set from the same files with two differences this module
+reproduces: it drops pairs where either side is empty, and it orders the examples
+of a split by an MD5 hash of ``split_name + str(line_index)`` rather than by line.
+"""
+
+import hashlib
+import os
+from pathlib import Path
+from typing import List, Tuple, Union
+
+from absl import logging
+import tensorflow as tf
+
+SPLITS = ("train", "validation", "test")
+# File suffix of each TFDS split name in the original data set.
+SPLIT_FILE_SUFFIX = {"train": "train", "validation": "dev", "test": "test"}
+SOURCE_LANGUAGE = "pt"
+TARGET_LANGUAGE = "en"
+TFDS_NAME = "ted_hrlr_translate/pt_to_en"
+
+PathLike = Union[str, os.PathLike]
+Pair = Tuple[str, str]
+
+
+class DataError(ValueError):
+  """The data files are missing or malformed."""
+
+
+def split_files(data_dir: PathLike, split: str) -> Tuple[Path, Path]:
+  """Returns the (source, target) file paths of `split` inside `data_dir`."""
+  _check_split(split)
+  suffix = SPLIT_FILE_SUFFIX[split]
+  data_dir = Path(data_dir)
+  return (data_dir / f"{SOURCE_LANGUAGE}.{suffix}",
+          data_dir / f"{TARGET_LANGUAGE}.{suffix}")
+
+
+def _check_split(split: str) -> None:
+  if split not in SPLITS:
+    raise DataError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
+
+
+def _read_lines(path: Path) -> List[str]:
+  if not path.is_file():
+    raise DataError(f"missing data file: {path}")
+  with open(path, "rb") as f:
+    raw_lines = f.read().split(b"\n")
+  # A trailing newline leaves one empty element that is not a line.
+  if raw_lines and raw_lines[-1] == b"":
+    raw_lines.pop()
+  lines = []
+  for line_number, raw in enumerate(raw_lines, start=1):
+    try:
+      lines.append(raw.decode("utf-8").rstrip("\r"))
+    except UnicodeDecodeError as e:
+      raise DataError(f"{path}: line {line_number} is not valid UTF-8 ({e.reason} "
+                      f"at byte {e.start})") from e
+  return lines
+
+
+def read_parallel_files(source_path: PathLike,
+                        target_path: PathLike) -> Tuple[List[Pair], int]:
+  """Reads two line-aligned UTF-8 files into (source, target) pairs.
+
+  Pairs where either side is empty or whitespace-only are dropped, as TFDS does.
+
+  Returns:
+    (pairs, dropped): the kept pairs in file order and how many were dropped.
+
+  Raises:
+    DataError: a file is missing, is not UTF-8, or the line counts differ.
+  """
+  indexed_pairs, dropped = _read_indexed_pairs(source_path, target_path)
+  return [pair for _, pair in indexed_pairs], dropped
+
+
+def _read_indexed_pairs(source_path: PathLike,
+                        target_path: PathLike) -> Tuple[List[Tuple[int, Pair]], int]:
+  """Like `read_parallel_files`, each kept pair with its 0-based line index."""
+  source_path, target_path = Path(source_path), Path(target_path)
+  source_lines = _read_lines(source_path)
+  target_lines = _read_lines(target_path)
+  if len(source_lines) != len(target_lines):
+    raise DataError(
+        f"line counts differ: {source_path} has {len(source_lines)} lines, "
+        f"{target_path} has {len(target_lines)}; the files must be line-aligned")
+  indexed_pairs = [(i, (s, t)) for i, (s, t) in enumerate(zip(source_lines, target_lines))
+                   if s.strip() and t.strip()]
+  return indexed_pairs, len(source_lines) - len(indexed_pairs)
+
+
+def tfds_order(num_examples: int, split_name: str) -> List[int]:
+  """The order in which TFDS yields the lines 0..num_examples-1 of a split."""
+  def key(i):
+    return int(hashlib.md5((split_name + str(i)).encode()).hexdigest(), 16)
+  return sorted(range(num_examples), key=key)
+
+
+def read_local_split(data_dir: PathLike, split: str) -> Tuple[List[Pair], int]:
+  """(pairs in TFDS order, number of dropped empty pairs) of `split` in `data_dir`."""
+  source_path, target_path = split_files(data_dir, split)
+  missing = [str(p) for p in (source_path, target_path) if not p.is_file()]
+  if missing:
+    raise DataError(
+        f"{data_dir} does not hold the {split!r} split: missing {', '.join(missing)}. "
+        f"Expected files: " + ", ".join(
+            f"{lang}.{SPLIT_FILE_SUFFIX[s]}" for s in SPLITS
+            for lang in (SOURCE_LANGUAGE, TARGET_LANGUAGE)))
+  indexed_pairs, dropped = _read_indexed_pairs(source_path, target_path)
+  if dropped:
+    logging.info("%s split of %s: dropped %d pairs with an empty side",
+                 split, data_dir, dropped)
+  # TFDS keys each example by its line index in the file (dropped lines keep
+  # their index), then orders the examples by the hash of that key.
+  pair_at_line = dict(indexed_pairs)
+  num_lines = max(pair_at_line, default=-1) + 1
+  ordered = [pair_at_line[i] for i in tfds_order(num_lines, split) if i in pair_at_line]
+  return ordered, dropped
+
+
+def local_split_pairs(data_dir: PathLike, split: str) -> List[Pair]:
+  """The (pt, en) pairs of `split` read from `data_dir`, in TFDS order."""
+  return read_local_split(data_dir, split)[0]
+
+
+def pairs_to_dataset(pairs: List[Pair]) -> tf.data.Dataset:
+  """A dataset of (source, target) scalar tf.string pairs."""
+  sources = [s for s, _ in pairs]
+  targets = [t for _, t in pairs]
+  return tf.data.Dataset.from_tensor_slices(
+      (tf.constant(sources, dtype=tf.string), tf.constant(targets, dtype=tf.string)))
+
+
+def load_local_split(data_dir: PathLike, split: str) -> tf.data.Dataset:
+  """The `split` read from `data_dir` as a dataset of (pt, en) string pairs."""
+  return pairs_to_dataset(local_split_pairs(data_dir, split))
+
+
+def load_tfds_split(split: str) -> tf.data.Dataset:
+  """The `split` from TensorFlow Datasets (downloads on first use)."""
+  _check_split(split)
+  try:
+    import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    raise ImportError(
+        "loading from 'tfds' needs tensorflow-datasets (pip install "
+        "'transformer-pt-en[tfds]'); or pass a folder with the files "
+        "pt.train en.train pt.dev en.dev pt.test en.test") from e
+  return tfds.load(TFDS_NAME, split=split, as_supervised=True)
+
+
+def load_split(source: PathLike, split: str) -> tf.data.Dataset:
+  """Loads `split` from "tfds" or from a folder of the original files."""
+  if str(source) == "tfds":
+    return load_tfds_split(split)
+  if not Path(source).is_dir():
+    raise DataError(f"data source {source!r} is neither 'tfds' nor a folder")
+  return load_local_split(source, split)
