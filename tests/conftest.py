@@ -1,0 +1,78 @@
+"""Shared pytest fixtures.
+
+The real data lives beside the project at ``../shared/data`` (see its README);
+tests that need it skip, saying why, when it is absent.
+"""
+
+from pathlib import Path
+import time
+
+import pytest
+
+# The project modules import TensorFlow, so fixtures import them lazily to keep
+# collection fast for tests that do not need it.
+SHARED_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def _require(path: Path, what: str) -> Path:
+  if not path.exists():
+    pytest.skip(f"{what} not found at {path} (the shared data folder beside the "
+                "project, see ../shared/data/README.md)")
+  return path
+
+
+@pytest.fixture(scope="session")
+def shared_data_dir() -> Path:
+  """``../shared/data`` relative to the project root; skips when absent."""
+  return _require(SHARED_DATA_DIR, "shared data folder")
+
+
+@pytest.fixture(scope="session")
+def ted_data_dir(shared_data_dir) -> Path:
+  """The TED HRLR pt->en files (pt.train en.train pt.dev ...)."""
+  return _require(shared_data_dir / "ted_hrlr_pt_to_en", "TED HRLR pt-en data")
+
+
+@pytest.fixture(scope="session")
+def tutorial_tokenizer_path(shared_data_dir) -> Path:
+  """The tutorial's ted_hrlr_translate_pt_en_converter SavedModel."""
+  return _require(shared_data_dir / "tutorial_tokenizer", "tutorial tokenizer SavedModel")
+
+
+@pytest.fixture(scope="session")
+def tutorial_tokenizers(tutorial_tokenizer_path):
+  """The tutorial's converter, loaded."""
+  from transformer import tokenizers  # pylint: disable=g-import-not-at-top
+  return tokenizers.load_tokenizers(tutorial_tokenizer_path)
+
+
+@pytest.fixture(scope="session")
+def train_pairs(ted_data_dir):
+  """The 51,785 training pairs in TFDS order."""
+  from transformer import data  # pylint: disable=g-import-not-at-top
+  return data.local_split_pairs(ted_data_dir, "train")
+
+
+@pytest.fixture(scope="session")
+def guide_tokenizers_build(request, train_pairs):
+  """Our tokenizers built with the subword guide's settings on the full train split.
+
+  The build takes minutes on 2 cores, so it is cached in pytest's cache folder
+  and reused across sessions: ``pytest --cache-clear`` forces a rebuild.
+
+  Returns:
+    (path of the SavedModel, seconds the call took: the build time on a
+    rebuild, about zero when cached).
+  """
+  from transformer import tokenizers  # pylint: disable=g-import-not-at-top
+  cache_dir = request.config.cache.mkdir("transformer_tokenizers")
+  start = time.time()
+  path = tokenizers.get_or_build_tokenizers(train_pairs, cache_dir, vocab_size=8000,
+                                            vocabulary="separate")
+  return path, time.time() - start
+
+
+@pytest.fixture(scope="session")
+def guide_tokenizers(guide_tokenizers_build):
+  from transformer import tokenizers  # pylint: disable=g-import-not-at-top
+  return tokenizers.load_tokenizers(guide_tokenizers_build[0])
