@@ -1,0 +1,157 @@
+"""Batches for training (tutorial: "Set up a data pipeline with tf.data").
+
+Turns a dataset of (pt, en) string pairs into ``((source_ids, target_input_ids),
+labels)`` batches of int64 token ids, padded with 0 ([PAD]) up to the longest
+sentence of each batch, in the form ``keras.Model.fit`` takes.
+
+Trimming follows the tutorial: the source keeps at most ``max_tokens`` tokens and
+the target at most ``max_tokens + 1``, so that the decoder inputs
+(``target[:-1]``) and the labels (``target[1:]``) are at most ``max_tokens``
+long. No tensor in a batch is longer than ``max_tokens``, the length the
+positional encoding and attention masks must cover. A trimmed sentence loses
+its [END] token (the tutorial keeps such pairs rather than dropping them).
+
+Differences from the tutorial's ``make_batches``:
+
+* Tokenization runs once per split: the tokenized pairs are cached before the
+  shuffle, so later epochs only shuffle and batch.
+* ``bucketing=True`` groups sentences of similar length before batching (paper
+  §5.1, "batched together by approximate sequence length"), which cuts the
+  padding of random batches (``padding_fraction`` measures it).
+* ``tokens_per_batch > 0`` sizes each length bucket's batches to a token budget
+  (paper §5.1: about 25,000 source and 25,000 target tokens per batch); it
+  implies bucketing, since a budget needs the batch's length to be known.
+
+Batch sizes are global: under a ``tf.distribute`` strategy, pass the result to
+``strategy.experimental_distribute_dataset``, which splits each batch across
+the replicas.
+"""
+
+from typing import Iterable, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+# Sentences tokenized per call: batching amortizes the per-call overhead of the
+# tokenizer's ops.
+_TOKENIZE_BATCH = 1024
+
+
+def tokenize_pairs(pairs_dataset: tf.data.Dataset, tokenizers,
+                   max_tokens: int = 128) -> tf.data.Dataset:
+  """Tokenizes and trims (pt, en) string pairs into (pt_ids, en_ids) int64 vectors.
+
+  The source is trimmed to `max_tokens` and the target to `max_tokens + 1`
+  tokens (see the module docstring).
+  """
+  def tokenize(pt, en):
+    pt_ids = tokenizers.pt.tokenize(pt)[:, :max_tokens]
+    en_ids = tokenizers.en.tokenize(en)[:, :max_tokens + 1]
+    return pt_ids, en_ids
+
+  def as_tensors(pt_ids, en_ids):
+    # unbatch() types each row as a RaggedTensorSpec of ragged rank 0, which
+    # padded_batch rejects; inside map() the rows are plain tensors.
+    return tf.identity(pt_ids), tf.identity(en_ids)
+
+  return (pairs_dataset
+          .batch(_TOKENIZE_BATCH)
+          .map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+          .unbatch()
+          .map(as_tensors))
+
+
+def bucket_boundaries(max_tokens: int, min_length: int = 8,
+                      growth: float = 1.1) -> List[int]:
+  """Bucket boundaries growing by about `growth` from `min_length` to `max_tokens`.
+
+  Bucket i holds sequences of length in [boundaries[i-1], boundaries[i]); the
+  last bucket holds lengths up to `max_tokens`. Geometric growth keeps the
+  padding within a bucket at about `growth - 1` of its length.
+  """
+  boundaries = []
+  length = min_length
+  while length <= max_tokens:
+    boundaries.append(length)
+    length = max(length + 1, int(length * growth))
+  return boundaries
+
+
+def bucket_max_lengths(boundaries: Sequence[int], max_tokens: int) -> List[int]:
+  """The longest sequence each bucket can hold."""
+  return [boundary - 1 for boundary in boundaries] + [max_tokens]
+
+
+def _bucketed_length(pt_ids, en_ids):
+  # The padded length of all three tensors of a batch: source, decoder inputs
+  # and labels (the latter two are one shorter than the target).
+  return tf.maximum(tf.shape(pt_ids)[0], tf.shape(en_ids)[0] - 1)
+
+
+def _split_target(pt_ids, en_ids):
+  return (pt_ids, en_ids[:, :-1]), en_ids[:, 1:]
+
+
+def make_batches(pairs_dataset: tf.data.Dataset, tokenizers, *,
+                 max_tokens: int = 128, batch_size: int = 64,
+                 tokens_per_batch: int = 0, bucketing: bool = False,
+                 shuffle: bool = True, shuffle_buffer: int = 20000, seed: int = 0,
+                 drop_remainder: bool = False) -> tf.data.Dataset:
+  """Tokenized, shuffled, padded batches of ((source, decoder input), labels).
+
+  Args:
+    pairs_dataset: (pt, en) scalar tf.string pairs (see `transformer.data`).
+    tokenizers: a module with `.pt` and `.en` tokenizers (ours or the tutorial's).
+    max_tokens: longest sequence in any batch tensor (see the module docstring).
+    batch_size: sentences per (global) batch, used when tokens_per_batch is 0.
+    tokens_per_batch: if > 0, each batch holds as many sentences as fit
+      `batch size * padded length <= tokens_per_batch` on each side; implies
+      bucketing.
+    bucketing: group sentences of similar length before batching.
+    shuffle: shuffle the sentences (each epoch anew) before batching.
+    shuffle_buffer: size of the shuffle buffer.
+    seed: the shuffle seed; the same seed gives the same batches in the same
+      order.
+    drop_remainder: drop incomplete final batches (of each bucket).
+
+  Returns:
+    A dataset of `((source_ids, target_input_ids), label_ids)`, each int64 of
+    shape [batch, length <= max_tokens], 0-padded.
+  """
+  if tokens_per_batch and tokens_per_batch < max_tokens:
+    raise ValueError(f"tokens_per_batch={tokens_per_batch} cannot hold one "
+                     f"sentence of max_tokens={max_tokens}")
+  dataset = tokenize_pairs(pairs_dataset, tokenizers, max_tokens).cache()
+  if shuffle:
+    dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+
+  if bucketing or tokens_per_batch:
+    boundaries = bucket_boundaries(max_tokens)
+    if tokens_per_batch:
+      batch_sizes = [tokens_per_batch // length
+                     for length in bucket_max_lengths(boundaries, max_tokens)]
+    else:
+      batch_sizes = [batch_size] * (len(boundaries) + 1)
+    dataset = dataset.bucket_by_sequence_length(
+        _bucketed_length, boundaries, batch_sizes, drop_remainder=drop_remainder)
+  else:
+    dataset = dataset.padded_batch(batch_size, drop_remainder=drop_remainder)
+
+  return (dataset
+          .map(_split_target, num_parallel_calls=tf.data.AUTOTUNE)
+          .prefetch(tf.data.AUTOTUNE))
+
+
+def padding_fraction(batches: Iterable, max_batches: Optional[int] = None) -> float:
+  """The fraction of [PAD] (0) positions in the source and decoder-input tensors."""
+  padding = total = 0
+  for index, ((source, target_input), _) in enumerate(batches):
+    if max_batches is not None and index >= max_batches:
+      break
+    for ids in (source, target_input):
+      ids = np.asarray(ids)
+      padding += int(np.count_nonzero(ids == 0))
+      total += ids.size
+  if total == 0:
+    raise ValueError("padding_fraction: no batches")
+  return padding / total

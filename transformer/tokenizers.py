@@ -1,0 +1,274 @@
+"""WordPiece tokenizers (tutorial: "Set up the tokenizer"; the subword-tokenizer guide).
+
+The tutorial downloads ``ted_hrlr_translate_pt_en_converter``, a SavedModel with
+two BERT WordPiece tokenizers, ``.pt`` and ``.en``. This module builds the same
+kind of SavedModel from the training split with the guide's settings (target
+vocabulary 8,000, reserved tokens ``[PAD] [UNK] [START] [END]`` at ids 0-3,
+``lower_case=True``), caches it, and loads either that or the tutorial's file.
+``vocabulary="joint"`` learns one vocabulary over both languages; the ``.pt``
+and ``.en`` tokenizers then share it (needed to share embedding weights).
+
+Each tokenizer has the converter's interface: ``tokenize(strings)`` gives an
+int64 RaggedTensor with ``[START]``=2 first and ``[END]``=3 last;
+``detokenize(ids)`` and ``lookup(ids)`` take ragged or dense (0-padded) int64
+batches; ``get_vocab_size()``, ``get_vocab_path()``, ``get_reserved_tokens()``.
+The SavedModel loads with only ``tensorflow`` and ``tensorflow_text`` imported.
+
+What ``detokenize(tokenize(s))`` loses: it is not the identity. BertTokenizer
+with ``lower_case=True`` lower-cases, applies NFD normalization and strips the
+accents (combining marks), and splits on whitespace and around punctuation;
+detokenization then joins the words with single spaces. So "Olá, Mundo!" comes
+back as "ola , mundo !". Characters outside the vocabulary come back as
+``[UNK]``. The TED data is already lower-cased and tokenized, so only the
+accent folding changes the Portuguese training text.
+"""
+
+import hashlib
+import json
+import os
+from pathlib import Path
+import shutil
+import tempfile
+import time
+from typing import Iterable, List, Sequence, Tuple, Union
+
+from absl import logging
+import tensorflow as tf
+
+from transformer import data
+
+RESERVED_TOKENS = ("[PAD]", "[UNK]", "[START]", "[END]")
+START_ID = RESERVED_TOKENS.index("[START]")
+END_ID = RESERVED_TOKENS.index("[END]")
+VOCABULARIES = ("separate", "joint")
+BERT_TOKENIZER_PARAMS = {"lower_case": True}
+# Bump when the exported module changes so that old caches are rebuilt.
+_FORMAT_VERSION = 1
+# Sentences per element of the dataset fed to the vocabulary learner.
+_LEARNER_BATCH = 1000
+INTERFACE = ("tokenize", "detokenize", "lookup", "get_vocab_size",
+             "get_vocab_path", "get_reserved_tokens")
+
+PathLike = Union[str, os.PathLike]
+
+
+def _import_tensorflow_text():
+  """Imports tensorflow_text, which registers the ops the tokenizers need."""
+  import tensorflow_text  # pylint: disable=g-import-not-at-top
+  return tensorflow_text
+
+
+class TokenizerError(ValueError):
+  """A tokenizer SavedModel is missing or lacks the expected interface."""
+
+
+def learn_vocabulary(sentences: Sequence[str], vocab_size: int = 8000,
+                     name: str = "") -> List[str]:
+  """Learns a BERT WordPiece vocabulary with the subword guide's settings."""
+  from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset  # pylint: disable=g-import-not-at-top
+  start = time.time()
+  logging.info("learning the %s WordPiece vocabulary (target size %d) from %d "
+               "sentences; this takes minutes on the full training split",
+               name, vocab_size, len(sentences))
+  dataset = tf.data.Dataset.from_tensor_slices(
+      tf.constant(list(sentences), dtype=tf.string)).batch(_LEARNER_BATCH)
+  vocab = bert_vocab_from_dataset.bert_vocab_from_dataset(
+      dataset.prefetch(tf.data.AUTOTUNE),
+      vocab_size=vocab_size,
+      reserved_tokens=list(RESERVED_TOKENS),
+      bert_tokenizer_params=BERT_TOKENIZER_PARAMS,
+      learn_params={})
+  logging.info("learned the %s vocabulary: %d tokens in %.1f s",
+               name, len(vocab), time.time() - start)
+  return vocab
+
+
+def write_vocab_file(vocab: Iterable[str], path: PathLike) -> Path:
+  path = Path(path)
+  path.write_text("".join(token + "\n" for token in vocab), encoding="utf-8")
+  return path
+
+
+class CustomTokenizer(tf.Module):
+  """A BERT WordPiece tokenizer for one language, exportable as a SavedModel."""
+
+  def __init__(self, reserved_tokens: Sequence[str], vocab_path: PathLike):
+    super().__init__()
+    text = _import_tensorflow_text()
+    vocab_path = str(vocab_path)
+    self.tokenizer = text.BertTokenizer(vocab_path, **BERT_TOKENIZER_PARAMS)
+    self._reserved_tokens = list(reserved_tokens)
+    # An Asset makes tf.saved_model.save copy the file into assets/.
+    self._vocab_path = tf.saved_model.Asset(vocab_path)
+    vocab = Path(vocab_path).read_text(encoding="utf-8").splitlines()
+    self.vocab = tf.Variable(vocab)
+    # Reserved tokens except [UNK], which the reader should still see.
+    dropped = [re_escape(t) for t in self._reserved_tokens if t != "[UNK]"]
+    self._drop_pattern = "|".join(dropped)
+
+    ragged_ids = tf.RaggedTensorSpec(shape=[None, None], dtype=tf.int64)
+    dense_ids = tf.TensorSpec(shape=[None, None], dtype=tf.int64)
+    # Exporting concrete functions fixes the signatures the SavedModel serves.
+    self.tokenize.get_concrete_function(tf.TensorSpec(shape=[None], dtype=tf.string))
+    for spec in (ragged_ids, dense_ids):
+      self.detokenize.get_concrete_function(spec)
+      self.lookup.get_concrete_function(spec)
+    self.get_vocab_size.get_concrete_function()
+    self.get_vocab_path.get_concrete_function()
+    self.get_reserved_tokens.get_concrete_function()
+
+  @tf.function
+  def tokenize(self, strings):
+    # [batch, words, wordpieces] -> [batch, tokens]
+    ids = self.tokenizer.tokenize(strings).merge_dims(-2, -1)
+    batch = ids.bounding_shape()[0]
+    starts = tf.fill([batch, 1], tf.constant(START_ID, tf.int64))
+    ends = tf.fill([batch, 1], tf.constant(END_ID, tf.int64))
+    return tf.concat([starts, ids, ends], axis=1)
+
+  @tf.function
+  def detokenize(self, tokenized):
+    words = self.tokenizer.detokenize(tokenized)
+    keep = tf.logical_not(tf.strings.regex_full_match(words, self._drop_pattern))
+    words = tf.ragged.boolean_mask(words, keep)
+    return tf.strings.reduce_join(words, separator=" ", axis=-1)
+
+  @tf.function
+  def lookup(self, token_ids):
+    return tf.gather(self.vocab, token_ids)
+
+  @tf.function
+  def get_vocab_size(self):
+    return tf.shape(self.vocab)[0]
+
+  @tf.function
+  def get_vocab_path(self):
+    return self._vocab_path
+
+  @tf.function
+  def get_reserved_tokens(self):
+    return tf.constant(self._reserved_tokens)
+
+
+def re_escape(token: str) -> str:
+  """Escapes a literal for an RE2 regex (tf.strings.regex_full_match)."""
+  return "".join("\\" + c if not c.isalnum() else c for c in token)
+
+
+class Tokenizers(tf.Module):
+  """The `.pt` and `.en` tokenizers, saved together like the tutorial's converter."""
+
+  def __init__(self, pt_vocab_path: PathLike, en_vocab_path: PathLike,
+               reserved_tokens: Sequence[str] = RESERVED_TOKENS):
+    super().__init__()
+    self.pt = CustomTokenizer(reserved_tokens, pt_vocab_path)
+    self.en = CustomTokenizer(reserved_tokens, en_vocab_path)
+
+
+def build_tokenizers(train_pairs: Sequence[data.Pair], export_dir: PathLike,
+                     vocab_size: int = 8000, vocabulary: str = "separate") -> Path:
+  """Learns the vocabularies from `train_pairs` and saves a Tokenizers SavedModel."""
+  _check_vocabulary(vocabulary)
+  export_dir = Path(export_dir)
+  pt_sentences = [pt for pt, _ in train_pairs]
+  en_sentences = [en for _, en in train_pairs]
+  with tempfile.TemporaryDirectory() as vocab_dir:
+    if vocabulary == "joint":
+      joint = learn_vocabulary(pt_sentences + en_sentences, vocab_size, "joint pt+en")
+      pt_path = en_path = write_vocab_file(joint, Path(vocab_dir) / "joint_vocab.txt")
+    else:
+      pt_path = write_vocab_file(learn_vocabulary(pt_sentences, vocab_size, "pt"),
+                                 Path(vocab_dir) / "pt_vocab.txt")
+      en_path = write_vocab_file(learn_vocabulary(en_sentences, vocab_size, "en"),
+                                 Path(vocab_dir) / "en_vocab.txt")
+    tf.saved_model.save(Tokenizers(pt_path, en_path), str(export_dir))
+  return export_dir
+
+
+def _check_vocabulary(vocabulary: str) -> None:
+  if vocabulary not in VOCABULARIES:
+    raise ValueError(f"unknown vocabulary {vocabulary!r}; choose one of "
+                     f"{', '.join(VOCABULARIES)}")
+
+
+def cache_key(train_pairs: Sequence[data.Pair], vocab_size: int, vocabulary: str) -> str:
+  """A hash of the training text and every setting that changes the vocabulary."""
+  digest = hashlib.sha256()
+  settings = {"vocab_size": vocab_size, "vocabulary": vocabulary,
+              "reserved_tokens": list(RESERVED_TOKENS),
+              "bert_tokenizer_params": BERT_TOKENIZER_PARAMS,
+              "format_version": _FORMAT_VERSION}
+  digest.update(json.dumps(settings, sort_keys=True).encode())
+  for pt, en in train_pairs:
+    # Separators that cannot occur inside a line keep the encoding unambiguous.
+    digest.update(pt.encode("utf-8") + b"\t" + en.encode("utf-8") + b"\n")
+  return digest.hexdigest()
+
+
+def get_or_build_tokenizers(train_pairs_or_data_dir: Union[PathLike, Sequence[data.Pair]],
+                            cache_dir: PathLike, vocab_size: int = 8000,
+                            vocabulary: str = "separate", rebuild: bool = False) -> Path:
+  """Returns the path of a cached Tokenizers SavedModel, building it if needed.
+
+  Args:
+    train_pairs_or_data_dir: the (pt, en) training pairs, or a folder with the
+      original files (its train split is read).
+    cache_dir: where SavedModels are kept, one per cache key.
+    vocab_size: target vocabulary size.
+    vocabulary: "separate" or "joint".
+    rebuild: build even if the cache holds this key.
+  """
+  _check_vocabulary(vocabulary)
+  if isinstance(train_pairs_or_data_dir, (str, os.PathLike)):
+    train_pairs = data.local_split_pairs(train_pairs_or_data_dir, "train")
+  else:
+    train_pairs = train_pairs_or_data_dir
+  if not train_pairs:
+    raise ValueError("no training pairs to learn a vocabulary from")
+  key = cache_key(train_pairs, vocab_size, vocabulary)
+  export_dir = Path(cache_dir) / f"tokenizers_{vocabulary}_{vocab_size}_{key[:16]}"
+  if (export_dir / "saved_model.pb").is_file() and not rebuild:
+    logging.info("using cached tokenizers %s", export_dir)
+    return export_dir
+  export_dir.parent.mkdir(parents=True, exist_ok=True)
+  # Build beside the target and rename, so an interrupted build leaves no
+  # half-written SavedModel that would later pass for a cached one.
+  staging = Path(tempfile.mkdtemp(prefix=".building_", dir=export_dir.parent))
+  try:
+    build_tokenizers(train_pairs, staging / "model", vocab_size, vocabulary)
+    (staging / "model" / "build_info.json").write_text(json.dumps(
+        {"key": key, "vocab_size": vocab_size, "vocabulary": vocabulary,
+         "num_pairs": len(train_pairs)}, indent=2))
+    if export_dir.exists():
+      shutil.rmtree(export_dir)
+    (staging / "model").rename(export_dir)
+  finally:
+    shutil.rmtree(staging, ignore_errors=True)
+  logging.info("saved tokenizers to %s", export_dir)
+  return export_dir
+
+
+def load_tokenizers(path: PathLike):
+  """Loads a Tokenizers SavedModel (ours or the tutorial's converter)."""
+  path = Path(path)
+  if not (path / "saved_model.pb").is_file():
+    raise TokenizerError(
+        f"no tokenizer SavedModel at {path}: pass the tutorial's "
+        "ted_hrlr_translate_pt_en_converter or build one with "
+        "transformer.tokenizers.get_or_build_tokenizers(data_dir, cache_dir)")
+  _import_tensorflow_text()
+  tokenizers = tf.saved_model.load(str(path))
+  for language in (data.SOURCE_LANGUAGE, data.TARGET_LANGUAGE):
+    tokenizer = getattr(tokenizers, language, None)
+    if tokenizer is None:
+      raise TokenizerError(f"the SavedModel at {path} has no .{language} tokenizer")
+    missing = [name for name in INTERFACE if not hasattr(tokenizer, name)]
+    if missing:
+      raise TokenizerError(f"the .{language} tokenizer in {path} lacks "
+                           f"{', '.join(missing)}")
+  return tokenizers
+
+
+def vocab_sizes(tokenizers) -> Tuple[int, int]:
+  """(pt, en) vocabulary sizes of a loaded Tokenizers module."""
+  return (int(tokenizers.pt.get_vocab_size()), int(tokenizers.en.get_vocab_size()))
