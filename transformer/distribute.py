@@ -1,0 +1,125 @@
+"""Choosing a ``tf.distribute`` strategy by name (the TF Model Garden's ``--strategy``).
+
+=================  ==========================================================
+name               strategy
+=================  ==========================================================
+``default``        ``tf.distribute.get_strategy()``: no distribution, one device
+``mirrored``       ``MirroredStrategy`` over the local GPUs (on CPU when none)
+``tpu``            ``TPUStrategy`` (``TPUClusterResolver`` +
+                   ``initialize_tpu_system``); ``tpu_address`` is the TPU name
+                   or ``grpc://`` address ("" or None: the local TPU VM)
+``multi_worker``   ``MultiWorkerMirroredStrategy``, cluster from ``TF_CONFIG``
+``auto``           ``tpu`` if a TPU address is given, else ``mirrored`` on two
+                   or more GPUs, else ``default``
+=================  ==========================================================
+
+The choice (:func:`resolve_strategy_name`) and the flag checks
+(:func:`check_strategy_flags`) are plain functions so they can be tested on a
+machine without TPUs or GPUs; only :func:`get_strategy` touches devices.
+"""
+
+import json
+import os
+from typing import Optional
+
+from absl import logging
+
+STRATEGIES = ("default", "mirrored", "tpu", "multi_worker", "auto")
+MIXED_PRECISION = ("none", "mixed_float16", "mixed_bfloat16")
+
+
+class StrategyError(ValueError):
+  """An unknown strategy name or a contradictory combination of flags."""
+
+
+def check_strategy_flags(name: str, tpu_address: Optional[str] = None,
+                         mixed_precision: str = "none") -> None:
+  """Raises StrategyError for an unknown or contradictory combination.
+
+  * ``name`` must be one of :data:`STRATEGIES`;
+  * a TPU address only makes sense with ``tpu`` or ``auto``;
+  * ``mixed_float16`` needs a loss-scaled float16 GPU set-up: TPUs compute in
+    bfloat16, so it is refused with ``tpu`` (and with ``auto`` given a TPU).
+  """
+  if name not in STRATEGIES:
+    raise StrategyError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
+  if mixed_precision not in MIXED_PRECISION:
+    raise StrategyError(f"unknown mixed precision policy {mixed_precision!r}; "
+                        f"choose one of {', '.join(MIXED_PRECISION)}")
+  if tpu_address and name not in ("tpu", "auto"):
+    raise StrategyError(f"a TPU address ({tpu_address!r}) was given with strategy "
+                        f"{name!r}; use --strategy=tpu or --strategy=auto, or drop --tpu")
+  on_tpu = name == "tpu" or (name == "auto" and bool(tpu_address))
+  if on_tpu and mixed_precision == "mixed_float16":
+    raise StrategyError("mixed_float16 is for GPUs; on a TPU use "
+                        "--mixed_precision=mixed_bfloat16")
+
+
+def resolve_strategy_name(name: str, tpu_address: Optional[str] = None,
+                          num_gpus: int = 0) -> str:
+  """The concrete strategy ``name`` stands for (resolves ``auto``).
+
+  ``auto``: ``tpu`` when a TPU address is given, else ``mirrored`` with two or
+  more GPUs, else ``default``. Other names are returned unchanged.
+  """
+  check_strategy_flags(name, tpu_address)
+  if name != "auto":
+    return name
+  if tpu_address:
+    return "tpu"
+  if num_gpus >= 2:
+    return "mirrored"
+  return "default"
+
+
+def tf_config_task() -> tuple:
+  """(task_type, task_id) from ``TF_CONFIG``, or (None, None) when unset."""
+  tf_config = json.loads(os.environ.get("TF_CONFIG", "{}") or "{}")
+  task = tf_config.get("task", {})
+  return task.get("type"), task.get("index")
+
+
+def get_strategy(name: str, tpu_address: Optional[str] = None):
+  """Creates the ``tf.distribute.Strategy`` called ``name`` (see the module docstring)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  num_gpus = len(tf.config.list_physical_devices("GPU")) if name == "auto" else 0
+  resolved = resolve_strategy_name(name, tpu_address, num_gpus)
+  if resolved == "default":
+    strategy = tf.distribute.get_strategy()
+  elif resolved == "mirrored":
+    strategy = tf.distribute.MirroredStrategy()
+  elif resolved == "multi_worker":
+    if "TF_CONFIG" not in os.environ:
+      logging.warning("strategy multi_worker without TF_CONFIG: running as a single worker")
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+  else:  # tpu
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address or "")
+    if tpu_address not in (None, "", "local"):
+      tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    strategy = tf.distribute.TPUStrategy(resolver)
+  logging.info("strategy %s (%s) with %d replica(s)", resolved, type(strategy).__name__,
+               strategy.num_replicas_in_sync)
+  return strategy
+
+
+def is_chief(strategy) -> bool:
+  """Whether this process writes checkpoints, summaries and exports.
+
+  True except on the non-chief workers of a multi-worker strategy (worker 0
+  is the chief when the cluster has no "chief" task).
+  """
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if resolver is None or not getattr(strategy.extended, "_in_multi_worker_mode",
+                                     lambda: False)():
+    return True
+  task_type, task_id = resolver.task_type, resolver.task_id
+  if task_type == "chief" or task_type is None:
+    return True
+  cluster = resolver.cluster_spec().as_dict()
+  return task_type == "worker" and task_id == 0 and "chief" not in cluster
+
+
+def worker_id(strategy) -> int:
+  resolver = getattr(strategy, "cluster_resolver", None)
+  return int(getattr(resolver, "task_id", 0) or 0) if resolver is not None else 0
