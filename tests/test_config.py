@@ -1,0 +1,50 @@
+"""Named configurations and the errors for bad ones."""
+
+import pytest
+
+import configs.base
+import configs.big
+import configs.tiny
+import configs.tutorial
+from transformer.config import ConfigError, validate_config
+
+
+@pytest.mark.parametrize("module", [configs.tiny, configs.tutorial, configs.base, configs.big])
+def test_named_configs_are_valid(module):
+  validate_config(module.get_config())
+
+
+def test_tutorial_config_is_the_tutorials_choices():
+  model = configs.tutorial.get_config().model
+  assert (model.num_layers, model.d_model, model.dff, model.num_heads) == (4, 128, 512, 8)
+  assert (model.head_width, model.positional_layout, model.output_weights) == (
+      "full", "concatenated", "untied")
+  assert configs.tutorial.get_config().training.label_smoothing == 0.0
+
+
+def test_base_config_is_the_papers_choices():
+  config = configs.base.get_config()
+  assert (config.model.num_layers, config.model.d_model, config.model.dff,
+          config.model.num_heads) == (6, 512, 2048, 8)
+  assert (config.model.head_width, config.model.positional_layout,
+          config.model.output_weights) == ("split", "interleaved", "shared")
+  assert config.training.label_smoothing == 0.1
+  assert config.model.attention_dropout_rate == 0.0
+
+
+@pytest.mark.parametrize("section, field, value, message", [
+    ("model", "num_heads", 7, r"config\.model\.d_model: d_model=32 is not divisible by num_heads=7"),
+    ("model", "d_model", -4, r"config\.model\.d_model: must be > 0"),
+    ("model", "num_layers", 0, r"config\.model\.num_layers: must be > 0"),
+    ("model", "positional_layout", "spiral", r"config\.model\.positional_layout: unknown value 'spiral'"),
+    ("model", "head_width", "wide", r"config\.model\.head_width: unknown value 'wide'"),
+    ("model", "output_weights", "shared", r"config\.model\.output_weights: 'shared'.*joint"),
+    ("model", "dropout_rate", 1.5, r"config\.model\.dropout_rate: must be in \[0, 1\)"),
+    ("data", "tokens_per_batch", 10, r"config\.data\.tokens_per_batch: 10 cannot hold"),
+    ("training", "label_smoothing", -0.1, r"config\.training\.label_smoothing"),
+])
+def test_bad_fields_raise_a_clear_error(section, field, value, message):
+  config = configs.tiny.get_config()
+  config[section][field] = value
+  with pytest.raises(ConfigError, match=message):
+    validate_config(config)
