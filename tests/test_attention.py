@@ -78,3 +78,27 @@ def test_multi_head_attention_parameter_count_matches_keras():
   x = np.zeros((1, 2, 128), np.float32)
   theirs(x, x)
   assert ours.count_params() == theirs.count_params() == 527_488
+
+
+def attention_outputs(layer, x):
+  return layer(x, training=False).numpy(), layer(x, training=True).numpy()
+
+
+def test_residual_dropout_on_attention_is_the_papers_and_off_is_the_tutorials():
+  from transformer.attention import GlobalSelfAttention
+  x = np.random.default_rng(4).normal(size=(2, 6, 16)).astype(np.float32)
+  paper = GlobalSelfAttention(4, 4, dropout_rate=0.5, residual_dropout=True)
+  inference, training = attention_outputs(paper, x)
+  assert not np.allclose(inference, training)
+  tutorial = GlobalSelfAttention(4, 4, dropout_rate=0.5, residual_dropout=False)
+  inference, training = attention_outputs(tutorial, x)
+  np.testing.assert_allclose(inference, training, rtol=1e-6)
+
+
+def test_attention_dropout_drops_weights_but_returns_them_whole():
+  from transformer.attention import GlobalSelfAttention
+  x = np.random.default_rng(5).normal(size=(2, 6, 16)).astype(np.float32)
+  layer = GlobalSelfAttention(4, 4, attention_dropout_rate=0.5, residual_dropout=False)
+  inference, training = attention_outputs(layer, x)
+  assert not np.allclose(inference, training)
+  np.testing.assert_allclose(layer.last_attention_scores.numpy().sum(-1), 1.0, rtol=1e-5)

@@ -128,3 +128,45 @@ def test_mixed_precision_keeps_float32_logits():
     keras.mixed_precision.set_global_policy("float32")
   assert logits.dtype == tf.float32
   assert np.all(np.isfinite(logits.numpy()))
+
+
+def layer_cases():
+  from transformer.attention import (CausalSelfAttention, CrossAttention,
+                                     GlobalSelfAttention, MultiHeadAttention)
+  from transformer.decoder import Decoder, DecoderLayer
+  from transformer.embedding import PositionalEmbedding
+  from transformer.encoder import Encoder, EncoderLayer
+  from transformer.feed_forward import FeedForward
+  rng = np.random.default_rng(4)
+  x = rng.normal(size=(2, 5, 8)).astype(np.float32)
+  context = rng.normal(size=(2, 7, 8)).astype(np.float32)
+  ids = rng.integers(1, 20, (2, 5))
+  stack = dict(key_dim=4, dropout_rate=0.2, attention_dropout_rate=0.1,
+               residual_dropout_on_attention=False, max_position=16,
+               positional_layout="concatenated", scale_embeddings=False)
+  return [
+      (PositionalEmbedding(20, 8, max_position=16, layout="concatenated"), (ids,)),
+      (MultiHeadAttention(2, 4, dropout=0.1), (x, context)),
+      (GlobalSelfAttention(2, 4, attention_dropout_rate=0.1, residual_dropout=False), (x,)),
+      (CausalSelfAttention(2, 4, dropout_rate=0.3), (x,)),
+      (CrossAttention(2, 4), (x, context)),
+      (FeedForward(8, 12, 0.3), (x,)),
+      (EncoderLayer(8, 2, 12, 4, dropout_rate=0.2), (x,)),
+      (DecoderLayer(8, 2, 12, 4, attention_dropout_rate=0.1), (x, context)),
+      (Encoder(2, 8, 2, 12, 20, pad_id=0, **stack), (ids,)),
+      (Decoder(2, 8, 2, 12, 20, **stack), (ids, context)),
+  ]
+
+
+@pytest.mark.parametrize("index", range(10))
+def test_every_layer_round_trips_through_get_config(index):
+  layer, args = layer_cases()[index]
+  expected = layer(*args)
+  expected = (expected[0] if isinstance(expected, tuple) else expected).numpy()
+  clone = type(layer).from_config(layer.get_config())
+  clone(*args)
+  clone.set_weights(layer.get_weights())
+  assert clone.get_config() == layer.get_config()
+  output = clone(*args)
+  output = (output[0] if isinstance(output, tuple) else output).numpy()
+  np.testing.assert_array_equal(output, expected)

@@ -165,8 +165,8 @@ class BaseAttention(keras.layers.Layer):
     self.layernorm = keras.layers.LayerNormalization(epsilon=1e-6)
     self.last_attention_scores = None
 
-  def build(self, x_shape, context_shape=None):
-    self.mha.build(x_shape, context_shape or x_shape)
+  def build(self, x_shape):
+    self.mha.build(x_shape, x_shape)
     self.layernorm.build(x_shape)
     self.built = True
 
@@ -234,6 +234,11 @@ class CrossAttention(BaseAttention):
   In decoding the context's keys and values are projected once
   (``mha.project_key_value``) and ``step`` attends over them.
   """
+
+  def build(self, x_shape, context_shape):
+    self.mha.build(x_shape, context_shape)
+    self.layernorm.build(x_shape)
+    self.built = True
 
   def call(self, x, context, attention_mask=None, training=None):
     attended, self.last_attention_scores = self.mha(

@@ -108,9 +108,9 @@ class Decoder(keras.layers.Layer):
                      name=f"layer_{i}")
         for i in range(num_layers)]
 
-  def build(self, ids_shape, context_shape=None):
-    self.embedding.build(ids_shape)
-    x_shape = (*ids_shape, self.d_model)
+  def build(self, target_ids_shape, context_shape=None):
+    self.embedding.build(target_ids_shape)
+    x_shape = (*target_ids_shape, self.d_model)
     for layer in self.layers:
       layer.build(x_shape, context_shape or x_shape)
     self.built = True
@@ -156,8 +156,8 @@ class Decoder(keras.layers.Layer):
       new_cache.append(layer_cache)
     return x, new_cache, weights
 
-  def compute_output_shape(self, ids_shape, *args, **kwargs):
-    return (*ids_shape, self.d_model)
+  def compute_output_shape(self, target_ids_shape, *args, **kwargs):
+    return (*target_ids_shape, self.d_model)
 
   def get_config(self):
     return {**super().get_config(), "num_layers": self.num_layers, "d_model": self.d_model,

@@ -91,10 +91,10 @@ class Encoder(keras.layers.Layer):
                      name=f"layer_{i}")
         for i in range(num_layers)]
 
-  def build(self, ids_shape):
-    self.embedding.build(ids_shape)
+  def build(self, source_ids_shape):
+    self.embedding.build(source_ids_shape)
     for layer in self.layers:
-      layer.build((*ids_shape, self.d_model))
+      layer.build((*source_ids_shape, self.d_model))
     self.built = True
 
   def call(self, source_ids, training=None):
@@ -104,8 +104,8 @@ class Encoder(keras.layers.Layer):
       x = layer(x, attention_mask=mask, training=training)
     return x
 
-  def compute_output_shape(self, ids_shape):
-    return (*ids_shape, self.d_model)
+  def compute_output_shape(self, source_ids_shape):
+    return (*source_ids_shape, self.d_model)
 
   def get_config(self):
     return {**super().get_config(), "num_layers": self.num_layers, "d_model": self.d_model,
