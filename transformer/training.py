@@ -1,0 +1,555 @@
+"""The training loop (tutorial: "Train the model"; paper §5), separate from the model.
+
+The tutorial calls ``transformer.fit(train_batches, epochs=20, ...)``. This module
+writes the loop out, in the style of the TF Model Garden, so that it can:
+
+* run under any ``tf.distribute`` strategy with the loss normalized by the
+  number of real target tokens of the GLOBAL batch: each replica computes
+  ``(loss_sum, token_count)`` (:func:`transformer.losses.masked_cross_entropy_sum`),
+  the token count is all-reduced across replicas, and each replica divides its
+  loss sum by the global count before taking gradients. The optimizer sums the
+  replicas' gradients, so the update is the gradient of the global mean token
+  loss: one device and N replicas over the same global batch give the same
+  loss and the same gradients, even when the replicas' shares of the batch
+  hold different numbers of real tokens (per-replica averaging would not);
+* checkpoint and resume: ``tf.train.Checkpoint(model, optimizer, position)``
+  with a ``tf.train.CheckpointManager`` under ``<model_dir>/checkpoints`` every
+  ``config.training.checkpoint_every_steps`` steps and at the end of each epoch.
+  The step counter is ``optimizer.iterations`` (which also drives the
+  learning-rate schedule); the epoch and the number of batches already consumed
+  in it are checkpointed too, and the epoch's batches come from a dataset seeded
+  by the epoch, so a resumed run skips exactly the batches already trained on;
+* stop cleanly on SIGTERM/SIGINT (checkpoint, then return with
+  ``TrainResult.interrupted_by`` set; ``train.py`` exits with status 128 + the
+  signal number, 143 for SIGTERM and 130 for Ctrl-C, like a shell, so that a
+  scheduler sees the run as unfinished and reruns it);
+* stop on a NaN/Inf loss with :class:`NonFiniteLossError` without saving: the
+  last checkpoint on disk is the last good state;
+* refuse corrupt or mismatched checkpoints with :class:`CheckpointError`
+  instead of silently starting over.
+
+Mixed precision: ``"mixed_float16"`` wraps the optimizer in
+``keras.optimizers.LossScaleOptimizer`` (dynamic loss scaling);
+``"mixed_bfloat16"`` needs no loss scaling. The logits and the loss are float32
+either way.
+
+``jit_compile=True`` compiles each replica's forward and backward pass with XLA.
+XLA compiles once per input shape: with the default padded batches every new
+(batch, length) shape triggers a recompilation, so it only pays with bucketed
+batches (``config.data.bucketing`` / ``tokens_per_batch``, a bounded set of
+shapes) or fixed-shape batches.
+
+Outputs under ``model_dir`` (written by the chief only under multi-worker):
+``checkpoints/``, TensorBoard scalars in ``logs/train`` (every
+``log_every_steps``) and ``logs/validation`` (every epoch), and one JSON line
+per epoch in ``metrics.jsonl``.
+"""
+
+import dataclasses
+import json
+import math
+import os
+from pathlib import Path
+import shutil
+import signal
+import sys
+import threading
+import time
+from typing import Callable, Dict, List, Optional
+
+from absl import logging
+import keras
+import tensorflow as tf
+
+from transformer import distribute
+from transformer import losses
+from transformer import optimization
+from transformer.model import Transformer
+
+CHECKPOINT_SUBDIR = "checkpoints"
+METRICS_FILE = "metrics.jsonl"
+
+
+class TrainingError(RuntimeError):
+  """Training cannot continue."""
+
+
+class NonFiniteLossError(TrainingError):
+  """The loss became NaN or Inf; nothing was saved after the last good checkpoint."""
+
+
+class CheckpointError(TrainingError):
+  """A checkpoint exists but cannot be restored into this model."""
+
+
+@dataclasses.dataclass
+class TrainResult:
+  step: int                       # optimizer steps done in total (across resumes)
+  epoch: int                      # completed epochs
+  interrupted_by: Optional[int]   # signal number if stopped by a signal, else None
+  history: List[Dict]             # the metrics records written this run
+
+
+def _scalar_metadata() -> bytes:
+  # What tensorboard.summary.scalar attaches: the "scalars" plugin's marker.
+  from tensorflow.core.framework import summary_pb2  # pylint: disable=g-import-not-at-top
+  metadata = summary_pb2.SummaryMetadata()
+  metadata.plugin_data.plugin_name = "scalars"
+  metadata.plugin_data.content = b""
+  return metadata.SerializeToString()
+
+
+def write_scalar(name: str, value: float, step: int) -> None:
+  """``tf.summary.scalar`` without needing the tensorboard package installed.
+
+  Writes the same event TensorBoard's scalar summary writes (a float32 tensor
+  tagged for the "scalars" plugin), to the default summary writer.
+  """
+  tf.summary.write(name, tf.constant(value, tf.float32), step=step,
+                   metadata=_scalar_metadata())
+
+
+def _is_finite(value: float) -> bool:
+  return math.isfinite(value)
+
+
+class Trainer:
+  """Builds the model and optimizer under a strategy and trains them.
+
+  Args:
+    config: the full configuration (see :mod:`transformer.config`).
+    input_vocab_size, target_vocab_size: the tokenizers' vocabulary sizes.
+    model_dir: where checkpoints, logs and metrics go; None keeps nothing
+      (tests).
+    strategy: a ``tf.distribute.Strategy`` (default: the default strategy).
+    mixed_precision: ``"none"``, ``"mixed_float16"`` or ``"mixed_bfloat16"``.
+    jit_compile: XLA-compile each replica's forward/backward pass (see the
+      module docstring).
+    log_every_steps: TensorBoard training scalars every this many steps.
+    progress: show a progress bar per epoch.
+  """
+
+  def __init__(self, config, *, input_vocab_size: int, target_vocab_size: int,
+               model_dir=None, strategy=None, mixed_precision: str = "none",
+               jit_compile: bool = False, log_every_steps: int = 100,
+               progress: bool = True):
+    if mixed_precision not in distribute.MIXED_PRECISION:
+      raise ValueError(f"unknown mixed precision policy {mixed_precision!r}; "
+                       f"choose one of {', '.join(distribute.MIXED_PRECISION)}")
+    self.config = config
+    self.strategy = strategy or tf.distribute.get_strategy()
+    self.mixed_precision = mixed_precision
+    self.jit_compile = jit_compile
+    self.log_every_steps = max(1, int(log_every_steps))
+    self.progress = progress
+    self.label_smoothing = float(config.training.label_smoothing)
+    self.model_dir = Path(model_dir) if model_dir is not None else None
+    self.is_chief = distribute.is_chief(self.strategy)
+
+    keras.mixed_precision.set_global_policy(
+        "float32" if mixed_precision == "none" else mixed_precision)
+    keras.utils.set_random_seed(int(config.training.seed))
+    with self.strategy.scope():
+      self.model = Transformer.from_model_config(config.model, input_vocab_size,
+                                                 target_vocab_size)
+      self.model.build(((None, None), (None, None)))
+      optimizer = optimization.make_optimizer(config)
+      if mixed_precision == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+      self.optimizer = optimizer
+      # Create the slots now so that a checkpoint restores into them at once
+      # (and a mismatch is detected at restore time).
+      self.optimizer.build(self.model.trainable_variables)
+    # Position in the data: completed epochs, batches done in the current
+    # epoch, and batches per epoch (0 until one epoch has been seen).
+    self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+    self.step_in_epoch = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                     name="step_in_epoch")
+    self.steps_per_epoch = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                       name="steps_per_epoch")
+    self.checkpoint = tf.train.Checkpoint(
+        model=self.model, optimizer=self.optimizer, epoch=self.epoch,
+        step_in_epoch=self.step_in_epoch, steps_per_epoch=self.steps_per_epoch)
+    self.manager = None
+    self._worker_tmp = None
+    if self.model_dir is not None:
+      self.checkpoint_dir = self.model_dir / CHECKPOINT_SUBDIR
+      write_dir = self.checkpoint_dir
+      if not self.is_chief:
+        # Every worker must take part in saving; non-chiefs write to a
+        # throw-away folder (the tf.distribute multi-worker convention).
+        self._worker_tmp = self.model_dir / f".worker_{distribute.worker_id(self.strategy)}"
+        write_dir = self._worker_tmp / CHECKPOINT_SUBDIR
+      self.manager = tf.train.CheckpointManager(
+          self.checkpoint, directory=str(write_dir),
+          max_to_keep=int(config.training.keep_checkpoints) if self.is_chief else 1)
+    self._train_fn = None
+    self._train_spec = None
+    self._eval_fn = None
+    self._eval_spec = None
+    self._stop_signal = None
+    self._writers = {}
+    self._last_saved = None
+
+  # --------------------------------------------------------------- properties
+
+  @property
+  def step(self) -> int:
+    """Optimizer steps taken (restored from a checkpoint on resume)."""
+    return int(self.optimizer.iterations.numpy())
+
+  @property
+  def learning_rate(self) -> float:
+    return float(keras.ops.convert_to_numpy(self.optimizer.learning_rate))
+
+  # --------------------------------------------------------------- checkpoints
+
+  def latest_checkpoint(self) -> Optional[str]:
+    if self.model_dir is None:
+      return None
+    return tf.train.latest_checkpoint(str(self.checkpoint_dir))
+
+  def restore(self) -> int:
+    """Restores the latest checkpoint under ``model_dir`` if there is one.
+
+    Returns the restored step (0 when starting fresh). Raises
+    :class:`CheckpointError` naming the checkpoint when it is corrupt or was
+    written by a different model (e.g. another d_model).
+    """
+    path = self.latest_checkpoint()
+    if path is None:
+      if self.model_dir is not None and self.checkpoint_dir.is_dir() and any(
+          self.checkpoint_dir.glob("ckpt-*")):
+        raise CheckpointError(
+            f"{self.checkpoint_dir} holds checkpoint files but no readable "
+            "'checkpoint' index file; it is corrupt. Use a new --model_dir or "
+            "delete the folder to start over")
+      return 0
+    try:
+      status = self.checkpoint.restore(path)
+      status.assert_existing_objects_matched()
+    except (tf.errors.OpError, ValueError, AssertionError, KeyError) as e:
+      raise CheckpointError(
+          f"cannot restore the checkpoint {path}: it is corrupt or was written by a "
+          f"different model/configuration (e.g. another d_model, vocabulary or "
+          f"mixed-precision setting). Use a new --model_dir, or delete "
+          f"{self.checkpoint_dir} to start over. Cause: {type(e).__name__}: "
+          f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
+    logging.info("restored checkpoint %s at step %d (epoch %d, batch %d of the epoch)",
+                 path, self.step, int(self.epoch.numpy()), int(self.step_in_epoch.numpy()))
+    return self.step
+
+  def save_checkpoint(self) -> Optional[str]:
+    """Writes a checkpoint numbered by the step (all workers must call it)."""
+    if self.manager is None:
+      return None
+    position = (self.step, int(self.epoch.numpy()), int(self.step_in_epoch.numpy()))
+    if self._last_saved == position and self.manager.latest_checkpoint:
+      return self.manager.latest_checkpoint
+    path = self.manager.save(checkpoint_number=self.step)
+    self._last_saved = position
+    if self.is_chief:
+      logging.info("saved checkpoint %s", path)
+    return path
+
+  # --------------------------------------------------------------- steps
+
+  def _compute_gradients(self, inputs, labels, global_count):
+    with tf.GradientTape() as tape:
+      logits = self.model(inputs, training=True)
+      loss_sum, _ = losses.masked_cross_entropy_sum(labels, logits, self.label_smoothing)
+      # This replica's share of the global mean: summed over replicas (the
+      # optimizer all-reduces the gradients with SUM) it is the global mean.
+      loss = loss_sum / tf.maximum(global_count, 1.0)
+      if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+        loss = self.optimizer.scale_loss(loss)
+    grads = tape.gradient(loss, self.model.trainable_variables)
+    correct, _ = losses.masked_correct_sum(labels, logits)
+    return grads, loss_sum, correct
+
+  def _replica_train_step(self, inputs, labels):
+    count = tf.reduce_sum(tf.cast(tf.not_equal(labels, 0), tf.float32))
+    global_count = tf.distribute.get_replica_context().all_reduce(
+        tf.distribute.ReduceOp.SUM, count)
+    grads, loss_sum, correct = self._grad_fn(inputs, labels, global_count)
+    self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+    return loss_sum, count, correct
+
+  def _replica_eval_step(self, inputs, labels):
+    logits = self.model(inputs, training=False)
+    loss_sum, count = losses.masked_cross_entropy_sum(labels, logits, self.label_smoothing)
+    correct, _ = losses.masked_correct_sum(labels, logits)
+    return loss_sum, count, correct
+
+  def _reduce(self, per_replica):
+    return tuple(self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
+                 for v in per_replica)
+
+  def _get_train_fn(self, element_spec):
+    if self._train_fn is None or self._train_spec != element_spec:
+      self._grad_fn = (tf.function(self._compute_gradients, jit_compile=True)
+                       if self.jit_compile else self._compute_gradients)
+
+      def train_step(batch):
+        inputs, labels = batch
+        return self._reduce(self.strategy.run(self._replica_train_step,
+                                              args=(inputs, labels)))
+      # The signature has the dataset's unknown (None) batch and length
+      # dimensions, so varying batch shapes do not retrace the step.
+      self._train_fn = tf.function(train_step, input_signature=[element_spec])
+      self._train_spec = element_spec
+    return self._train_fn
+
+  def _get_eval_fn(self, element_spec):
+    if self._eval_fn is None or self._eval_spec != element_spec:
+      def eval_step(batch):
+        inputs, labels = batch
+        return self._reduce(self.strategy.run(self._replica_eval_step,
+                                              args=(inputs, labels)))
+      self._eval_fn = tf.function(eval_step, input_signature=[element_spec])
+      self._eval_spec = element_spec
+    return self._eval_fn
+
+  def _distribute(self, dataset):
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.DATA)
+    return self.strategy.experimental_distribute_dataset(dataset.with_options(options))
+
+  def train_steps(self, dataset, max_steps: Optional[int] = None) -> List[Dict]:
+    """Runs one optimizer step per batch of ``dataset`` (global batches).
+
+    A low-level entry point (no checkpoints, signals or summaries); returns one
+    ``{"loss", "tokens", "correct"}`` record per step, the loss being the mean
+    over the global batch's real tokens.
+    """
+    dist = self._distribute(dataset)
+    fn = self._get_train_fn(dist.element_spec)
+    records = []
+    for batch in dist:
+      if max_steps is not None and len(records) >= max_steps:
+        break
+      loss_sum, count, correct = (float(v) for v in fn(batch))
+      records.append({"loss": loss_sum / max(count, 1.0), "tokens": count,
+                      "correct": correct})
+    return records
+
+  def evaluate(self, dataset) -> Dict[str, float]:
+    """Mean token loss and accuracy over ``dataset`` (no dropout)."""
+    dist = self._distribute(dataset)
+    fn = self._get_eval_fn(dist.element_spec)
+    total_loss = total_count = total_correct = 0.0
+    for batch in dist:
+      loss_sum, count, correct = (float(v) for v in fn(batch))
+      total_loss += loss_sum
+      total_count += count
+      total_correct += correct
+    if total_count == 0:
+      raise TrainingError("the evaluation dataset is empty")
+    return {"loss": total_loss / total_count, "accuracy": total_correct / total_count,
+            "tokens": total_count}
+
+  # --------------------------------------------------------------- signals
+
+  def _install_signal_handlers(self):
+    if threading.current_thread() is not threading.main_thread():
+      return {}
+    previous = {}
+
+    def handler(signum, frame):  # pylint: disable=unused-argument
+      if self._stop_signal is None:
+        logging.warning("received %s: stopping after the current step and saving a "
+                        "checkpoint (send it again to abort at once)",
+                        signal.Signals(signum).name)
+        self._stop_signal = signum
+        # A second signal gets the default behaviour.
+        signal.signal(signum, previous.get(signum, signal.SIG_DFL))
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+      previous[signum] = signal.getsignal(signum)
+      signal.signal(signum, handler)
+    return previous
+
+  @staticmethod
+  def _restore_signal_handlers(previous):
+    for signum, old in previous.items():
+      signal.signal(signum, old if old is not None else signal.SIG_DFL)
+
+  # --------------------------------------------------------------- summaries
+
+  def _writer(self, name):
+    if self.model_dir is None or not self.is_chief:
+      return None
+    if name not in self._writers:
+      self._writers[name] = tf.summary.create_file_writer(
+          str(self.model_dir / "logs" / name))
+    return self._writers[name]
+
+  def _write_scalars(self, name, step, scalars):
+    writer = self._writer(name)
+    if writer is None:
+      return
+    with writer.as_default(step=step):
+      for key, value in scalars.items():
+        if value is not None:
+          write_scalar(key, value, step)
+    writer.flush()
+
+  def _append_metrics(self, record):
+    if self.model_dir is None or not self.is_chief:
+      return
+    with open(self.model_dir / METRICS_FILE, "a", encoding="utf-8") as f:
+      f.write(json.dumps(record, sort_keys=True) + "\n")
+
+  # --------------------------------------------------------------- the loop
+
+  def fit(self, make_train_dataset: Callable[[int], tf.data.Dataset],
+          validation_dataset: Optional[tf.data.Dataset] = None, *,
+          epoch_end_callback: Optional[Callable[[int, Dict], Dict]] = None,
+          step_callback: Optional[Callable[[int, float], None]] = None) -> TrainResult:
+    """Trains until ``config.training.train_steps`` steps (if > 0) or
+    ``config.training.epochs`` epochs, counting those already done.
+
+    Call :meth:`restore` first to resume.
+
+    Args:
+      make_train_dataset: ``epoch -> dataset`` of global batches
+        ``((source, target_input), labels)``. It must give the same batches in
+        the same order for the same epoch (seed the shuffle with the epoch), so
+        that a resumed epoch skips exactly the batches already trained on.
+      validation_dataset: batches for the per-epoch validation loss/accuracy.
+      epoch_end_callback: ``(epoch, record) -> extra fields`` merged into the
+        epoch's metrics record (e.g. BLEU); ``epoch`` counts from 1 and
+        ``record["complete"]`` is False for a last epoch cut short by
+        ``train_steps``.
+      step_callback: ``(step, loss)`` after every step (tests).
+    """
+    training = self.config.training
+    max_steps = int(training.train_steps) or None
+    max_epochs = None if max_steps else int(training.epochs)
+    interval = int(training.checkpoint_every_steps)
+    history = []
+    self._stop_signal = None
+    previous_handlers = self._install_signal_handlers()
+    try:
+      while True:
+        epoch = int(self.epoch.numpy())
+        if (max_steps is not None and self.step >= max_steps) or (
+            max_epochs is not None and epoch >= max_epochs):
+          break
+        record = self._run_epoch(epoch, make_train_dataset, max_steps, interval,
+                                 step_callback)
+        if self._stop_signal is not None:
+          self.save_checkpoint()
+          logging.warning("stopped by %s at step %d; rerun the same command to resume",
+                          signal.Signals(self._stop_signal).name, self.step)
+          break
+        if record["complete"]:
+          self.epoch.assign_add(1)
+          self.steps_per_epoch.assign(record["steps_in_epoch"])
+          self.step_in_epoch.assign(0)
+        self.save_checkpoint()
+        if validation_dataset is not None:
+          val = self.evaluate(validation_dataset)
+          record.update(val_loss=val["loss"], val_accuracy=val["accuracy"])
+          self._write_scalars("validation", self.step,
+                              {"loss": val["loss"], "accuracy": val["accuracy"]})
+        if epoch_end_callback is not None:
+          record.update(epoch_end_callback(record["epoch"], dict(record)) or {})
+        logging.info("epoch %d (step %d): %s", record["epoch"], record["step"],
+                     json.dumps({k: v for k, v in record.items()
+                                 if k not in ("epoch", "step")}, sort_keys=True))
+        self._append_metrics(record)
+        history.append(record)
+    finally:
+      self._restore_signal_handlers(previous_handlers)
+      for writer in self._writers.values():
+        writer.flush()
+      if self._worker_tmp is not None:
+        shutil.rmtree(self._worker_tmp, ignore_errors=True)
+    return TrainResult(step=self.step, epoch=int(self.epoch.numpy()),
+                       interrupted_by=self._stop_signal, history=history)
+
+  def _run_epoch(self, epoch, make_train_dataset, max_steps, interval, step_callback):
+    skip = int(self.step_in_epoch.numpy())
+    dataset = make_train_dataset(epoch)
+    if skip:
+      logging.info("resuming epoch %d after its first %d batches", epoch + 1, skip)
+      dataset = dataset.skip(skip)
+    dist = self._distribute(dataset)
+    train_fn = self._get_train_fn(dist.element_spec)
+    target = int(self.steps_per_epoch.numpy()) or None
+    bar = None
+    if self.progress and self.is_chief:
+      print(f"Epoch {epoch + 1}" + (f" (resumed at batch {skip})" if skip else ""),
+            flush=True)
+      bar = keras.utils.Progbar(target, stateful_metrics=["loss", "accuracy", "lr", "tok/s"],
+                                unit_name="step",
+                                interval=0.05 if sys.stdout.isatty() else 30.0)
+    epoch_loss = epoch_count = epoch_correct = 0.0
+    log_loss = log_count = log_correct = 0.0
+    log_start = epoch_start = time.time()
+    done = skip
+    complete = True
+    for batch in dist:
+      loss_sum, count, correct = (float(v) for v in train_fn(batch))
+      step = self.step
+      loss = loss_sum / max(count, 1.0)
+      if not _is_finite(loss_sum):
+        raise NonFiniteLossError(
+            f"the training loss is {loss_sum / max(count, 1.0)} at step {step} "
+            f"(epoch {epoch + 1}); stopping without saving. The last good checkpoint "
+            f"is kept: {self.latest_checkpoint() or 'none was written yet'}. Lower the "
+            "learning rate (config.training.warmup_steps), check the data, or try "
+            "without mixed precision")
+      done += 1
+      self.step_in_epoch.assign(done)
+      epoch_loss += loss_sum
+      epoch_count += count
+      epoch_correct += correct
+      log_loss += loss_sum
+      log_count += count
+      log_correct += correct
+      elapsed = max(time.time() - epoch_start, 1e-9)
+      tokens_per_second = epoch_count / elapsed
+      lr = self.learning_rate
+      if bar is not None:
+        bar.update(done, [("loss", epoch_loss / max(epoch_count, 1.0)),
+                          ("accuracy", epoch_correct / max(epoch_count, 1.0)),
+                          ("lr", lr), ("tok/s", tokens_per_second)])
+      if step % self.log_every_steps == 0:
+        now = time.time()
+        self._write_scalars("train", step, {
+            "loss": log_loss / max(log_count, 1.0),
+            "accuracy": log_correct / max(log_count, 1.0),
+            "learning_rate": lr,
+            "tokens_per_second": log_count / max(now - log_start, 1e-9)})
+        log_loss = log_count = log_correct = 0.0
+        log_start = now
+      if step_callback is not None:
+        step_callback(step, loss)
+      if self._stop_signal is not None:
+        complete = False
+        break
+      if max_steps is not None and step >= max_steps:
+        complete = False
+        break
+      if step % interval == 0:
+        self.save_checkpoint()
+    else:
+      if done == 0:
+        raise TrainingError(f"the training dataset of epoch {epoch + 1} is empty")
+    if not complete and self._stop_signal is None and target and done >= target:
+      complete = True  # train_steps was reached on the epoch's last batch
+    if bar is not None:
+      print(flush=True)
+    elapsed = max(time.time() - epoch_start, 1e-9)
+    return {
+        "epoch": epoch + 1, "step": self.step, "complete": complete,
+        "steps_in_epoch": done,
+        "train_loss": epoch_loss / max(epoch_count, 1.0),
+        "train_accuracy": epoch_correct / max(epoch_count, 1.0),
+        "learning_rate": self.learning_rate,
+        "tokens_per_second": epoch_count / elapsed,
+        "seconds": elapsed,
+    }
