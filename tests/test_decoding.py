@@ -1,0 +1,252 @@
+"""Greedy and beam-search decoding (transformer/decoding.py)."""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from configs import tiny
+from transformer import decoding
+from transformer.attention import padding_mask
+from transformer.losses import masked_loss
+from transformer.model import Transformer
+from transformer.optimization import make_optimizer
+
+END = decoding.END_ID
+VOCAB = 24  # Reserved ids 0-3, then 20 "words".
+MAX_POSITION = 64
+
+
+def tiny_config():
+  config = tiny.get_config()
+  config.model.dropout_rate = 0.0
+  config.model.max_position = MAX_POSITION
+  config.training.warmup_steps = 100
+  return config
+
+
+def build_model(config):
+  model = Transformer.from_model_config(config.model, VOCAB, VOCAB)
+  model.build(((None, None), (None, None)))
+  return model
+
+
+def random_sources(rng, batch, min_words=2, max_words=7):
+  """[START] words [END] with 0 padding, ``(batch, max_words + 2)`` int32."""
+  ids = np.zeros((batch, max_words + 2), np.int32)
+  for row in range(batch):
+    n = rng.integers(min_words, max_words + 1)
+    ids[row, :n + 2] = [decoding.START_ID, *rng.integers(4, VOCAB, n), END]
+  return ids
+
+
+def reversed_targets(sources):
+  """The task the small model learns: the words in reverse order."""
+  targets = np.zeros_like(sources)
+  for row, ids in enumerate(sources):
+    words = ids[1:np.flatnonzero(ids == END)[0]]
+    targets[row, :len(words) + 2] = [decoding.START_ID, *words[::-1], END]
+  return targets
+
+
+def strip_padding(row):
+  row = np.asarray(row)
+  return row[:len(np.trim_zeros(row, "b"))].tolist()
+
+
+@pytest.fixture(scope="module")
+def untrained_model():
+  keras.utils.set_random_seed(1)
+  return build_model(tiny_config())
+
+
+@pytest.fixture(scope="module")
+def trained_model():
+  """Learns to reverse 2-7 word sequences in a few hundred steps (~10 s)."""
+  keras.utils.set_random_seed(0)
+  config = tiny_config()
+  model = build_model(config)
+  optimizer = make_optimizer(config)
+  rng = np.random.default_rng(0)
+
+  @tf.function
+  def train_step(sources, targets):
+    with tf.GradientTape() as tape:
+      logits = model((sources, targets[:, :-1]), training=True)
+      loss = masked_loss(targets[:, 1:], logits)
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                                  model.trainable_variables))
+    return loss
+
+  for _ in range(300):
+    sources = random_sources(rng, 64)
+    loss = train_step(sources, reversed_targets(sources))
+  assert float(loss) < 0.3, "the small model did not learn the task"
+  return model
+
+
+@pytest.fixture(scope="module")
+def batch():
+  sources = random_sources(np.random.default_rng(42), 12)
+  return sources, decoding.output_length_limits(sources, 5, MAX_POSITION)
+
+
+def test_trim_source_cuts_to_max_position_and_keeps_end():
+  long_row = [decoding.START_ID] + [7] * 9_998 + [END]
+  short_row = [decoding.START_ID, 5, END] + [0] * 9_997
+  trimmed = decoding.trim_source(tf.constant([long_row, short_row]), 64).numpy()
+  assert trimmed.shape == (2, 64)
+  assert trimmed[0, 0] == decoding.START_ID and trimmed[0, -1] == END
+  assert (trimmed[0, 1:-1] == 7).all()
+  assert strip_padding(trimmed[1]) == [decoding.START_ID, 5, END]
+
+
+def test_output_length_limits_are_input_plus_extra_capped():
+  sources = tf.constant([[2, 5, 3, 0], [2, 5, 6, 3]])
+  assert decoding.output_length_limits(sources, 50, 2048).numpy().tolist() == [53, 54]
+  assert decoding.output_length_limits(sources, 50, 40).numpy().tolist() == [40, 40]
+
+
+SPEC = (tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32))
+
+
+def compiled(model):
+  """The decoders as graph functions with dynamic batch and lengths (one trace each).
+
+  autograph is off: the decoders use tf.while_loop directly.
+  """
+  def graph(fn):
+    return tf.function(fn, input_signature=SPEC, autograph=False)
+  return {
+      "greedy": graph(lambda s, l: decoding.greedy_decode(model, s, l)),
+      "uncached": graph(lambda s, l: decoding.greedy_decode_uncached(model, s, l)),
+      "beam": graph(lambda s, l: decoding.beam_search(model, s, l)[0]),
+      "beam_1_alpha_0": graph(lambda s, l: decoding.beam_search(model, s, l, 1, 0.0)[0]),
+  }
+
+
+@pytest.fixture(scope="module")
+def untrained(untrained_model):
+  return compiled(untrained_model)
+
+
+@pytest.fixture(scope="module")
+def trained(trained_model):
+  return compiled(trained_model)
+
+
+def test_eager_cached_greedy_equals_uncached(untrained_model, batch):
+  sources, limits = batch[0][:3], batch[1][:3]
+  cached = decoding.greedy_decode(untrained_model, sources, limits).numpy()
+  uncached = decoding.greedy_decode_uncached(untrained_model, sources, limits).numpy()
+  np.testing.assert_array_equal(cached, uncached)
+
+
+@pytest.mark.parametrize("decoders", ["untrained", "trained"])
+def test_cached_greedy_equals_uncached(request, decoders, batch):
+  decoders = request.getfixturevalue(decoders)
+  np.testing.assert_array_equal(decoders["greedy"](*batch), decoders["uncached"](*batch))
+
+
+def test_trained_model_reverses_and_stops_at_end(trained, batch):
+  sources, _ = batch
+  for method in ("greedy", "beam"):
+    outputs = [strip_padding(row) for row in trained[method](*batch).numpy()]
+    expected = [strip_padding(row[1:]) for row in reversed_targets(sources)]
+    correct = sum(output == want for output, want in zip(outputs, expected))
+    assert correct >= 10, (method, outputs, expected)
+    for output in outputs:
+      # Nothing but padding after the first [END].
+      assert END not in output[:-1]
+
+
+@pytest.mark.parametrize("method", ["greedy", "beam"])
+def test_batch_gives_what_each_sentence_gives_alone(untrained, batch, method):
+  sources, limits = batch
+  together = untrained[method](sources, limits).numpy()
+  for row in range(len(sources)):
+    length = int(np.count_nonzero(sources[row]))
+    alone = untrained[method](sources[row:row + 1, :length], limits[row:row + 1]).numpy()[0]
+    assert strip_padding(together[row]) == strip_padding(alone)
+    assert len(strip_padding(alone)) <= int(limits[row])
+
+
+def test_eager_beam_search_matches_graph(untrained_model, untrained, batch):
+  sources, limits = batch[0][:2], batch[1][:2]
+  np.testing.assert_array_equal(decoding.beam_search(untrained_model, sources, limits)[0],
+                                untrained["beam"](sources, limits))
+
+
+@pytest.mark.parametrize("decoders", ["untrained", "trained"])
+def test_beam_of_one_without_length_penalty_is_greedy(request, decoders, batch):
+  decoders = request.getfixturevalue(decoders)
+  np.testing.assert_array_equal(decoders["beam_1_alpha_0"](*batch), decoders["greedy"](*batch))
+
+
+def test_graph_functions_trace_once(untrained):
+  assert all(fn.experimental_get_tracing_count() <= 1 for fn in untrained.values())
+
+
+A, B, C, D = 4, 5, 6, 7
+
+
+class TableModel:
+  """A stand-in with the model's decoding interface whose next-token
+  probabilities depend on the previous token only, from a fixed table."""
+
+  def __init__(self, next_token_probs):
+    table = np.full((8, 8), 1e-6)
+    for previous, probs in next_token_probs.items():
+      for token, p in probs.items():
+        table[previous, token] = p
+    table[:, 0] = 0.0  # Never padding.
+    self.logits = tf.math.log(tf.constant(table / table.sum(1, keepdims=True), tf.float32))
+
+  def encode(self, source_ids, training=None):
+    del training
+    context = tf.zeros(tf.concat([tf.shape(source_ids), [1]], 0))
+    return context, padding_mask(source_ids)
+
+  def initial_cache(self, context, max_length):
+    return [{"key": tf.zeros([tf.shape(context)[0], max_length])}]
+
+  def decode_step(self, ids, index, cache, source_mask):
+    del index
+    weights = tf.zeros([tf.shape(ids)[0], 1, tf.shape(source_mask)[-1]])
+    return tf.gather(self.logits, ids), cache, weights
+
+
+def test_beam_search_finds_a_better_sequence_than_greedy():
+  # Greedy takes A (0.6) then C (0.36): P(A C END) = 0.216. B (0.4) is almost
+  # surely followed by [END]: P(B END) = 0.396.
+  model = TableModel({decoding.START_ID: {A: 0.6, B: 0.4}, A: {C: 0.36, D: 0.34, END: 0.3},
+                      B: {END: 0.99, C: 0.01}, C: {END: 1.0}, D: {END: 1.0}, END: {END: 1.0}})
+  sources = tf.constant([[2, 9, 9, 9, 9, 3]])
+  limits = decoding.output_length_limits(sources, 10, 64)
+  greedy = decoding.greedy_decode(model, sources, limits).numpy()
+  assert greedy.tolist() == [[A, C, END]]
+
+  tokens, scores = decoding.beam_search(model, sources, limits, beam_size=4, alpha=0.6)
+  assert strip_padding(tokens.numpy()[0]) == [B, END]
+  greedy_score = math.log(0.6 * 0.36 * 1.0) / ((5 + 3) / 6) ** 0.6
+  assert scores.numpy()[0] == pytest.approx(math.log(0.4 * 0.99) / ((5 + 2) / 6) ** 0.6,
+                                            abs=1e-4)
+  assert scores.numpy()[0] > greedy_score + 0.3
+
+
+@pytest.mark.parametrize("method", ["greedy", "beam"])
+def test_decode_trims_a_10000_token_input(untrained_model, method):
+  config = tiny_config()
+  config.decoding.extra_length = 5
+  sources = tf.constant([[decoding.START_ID] + [9] * 9_998 + [END], [2, 5, 3] + [0] * 9_997])
+  tokens = decoding.decode(untrained_model, sources, method, config.decoding).numpy()
+  assert tokens.shape[0] == 2
+  assert tokens.shape[1] <= MAX_POSITION
+  assert len(strip_padding(tokens[1])) <= 3 + 5
+
+
+def test_decode_rejects_unknown_method(untrained_model):
+  with pytest.raises(ValueError, match="sampling"):
+    decoding.decode(untrained_model, tf.constant([[2, 3]]), "sampling", tiny_config().decoding)
