@@ -1,0 +1,361 @@
+r"""Trains the Transformer on TED HRLR Portuguese->English.
+
+Example (the TensorFlow tutorial's model, data and tokenizer):
+
+  python train.py --config=configs/tutorial.py \
+      --tokenizer=../shared/data/tutorial_tokenizer --model_dir=runs/tutorial
+
+Any configuration field can be overridden, e.g. ``--config.model.d_model=256``,
+``--config.training.epochs=5``, ``--config.training.train_steps=1000``,
+``--config.data.batch_size=32``, ``--config.training.seed=1`` (fields and
+defaults: transformer/config.py).
+
+Everything goes under --model_dir: ``config.json`` (the resolved config),
+``tokenizer_path.txt``, ``checkpoints/``, TensorBoard logs ``logs/train`` and
+``logs/validation``, ``metrics.jsonl`` (one line per epoch), BLEU outputs under
+``bleu/`` and the exported translator under ``export/``.
+
+Rerunning the same command resumes from the latest checkpoint (same step,
+optimizer state and learning rate). Exit status: 0 when training finished;
+1 on an error (bad flags, a corrupt or mismatched checkpoint, a NaN/Inf loss);
+128 + N when stopped by signal N after writing a checkpoint (143 for SIGTERM,
+130 for Ctrl-C) so that schedulers see an unfinished run.
+"""
+
+import json
+from pathlib import Path
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+from ml_collections import config_flags
+
+from transformer import config as config_lib
+from transformer import distribute
+
+REPO_DIR = Path(__file__).resolve().parent
+DEFAULT_DATA = REPO_DIR.parent / "shared" / "data" / "ted_hrlr_pt_to_en"
+
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", str(REPO_DIR / "configs" / "tutorial.py"),
+    "Configuration file (configs/tiny.py, tutorial.py, base.py, big.py). Override any "
+    "field with --config.<section>.<field>=value, e.g. --config.model.d_model=256, "
+    "--config.training.epochs=5, --config.training.train_steps=1000 (> 0 overrides "
+    "epochs), --config.data.batch_size=32, --config.training.seed=1.",
+    lock_config=True)
+_DATA = flags.DEFINE_string(
+    "data", str(DEFAULT_DATA),
+    "Where the data comes from: a folder with pt.train en.train pt.dev en.dev (the "
+    "original TED HRLR files, read in TFDS order), or 'tfds' to use "
+    "tensorflow_datasets (needs internet or a TFDS cache).")
+_TOKENIZER = flags.DEFINE_string(
+    "tokenizer", "build",
+    "'build': learn WordPiece vocabularies from the training pairs with the "
+    "config's data.vocabulary / data.vocab_size and cache the tokenizer SavedModel "
+    "under --tokenizer_cache_dir (reused when the same data and settings come "
+    "again). Otherwise the path of a tokenizer SavedModel with .pt and .en "
+    "tokenizers, e.g. the tutorial's ted_hrlr_translate_pt_en_converter at "
+    "../shared/data/tutorial_tokenizer.")
+_TOKENIZER_CACHE_DIR = flags.DEFINE_string(
+    "tokenizer_cache_dir", None,
+    "Where --tokenizer=build keeps built tokenizers (default: <model_dir>/tokenizers).")
+_MODEL_DIR = flags.DEFINE_string(
+    "model_dir", None,
+    "Output folder (required): checkpoints, logs, config.json, tokenizer_path.txt, "
+    "metrics.jsonl, exports. Rerunning with the same folder resumes training.")
+_STRATEGY = flags.DEFINE_enum(
+    "strategy", "default", list(distribute.STRATEGIES),
+    "Distribution strategy: default (one device), mirrored (all local GPUs, or the "
+    "CPU), tpu (needs --tpu or a TPU VM), multi_worker (MultiWorkerMirrored, cluster "
+    "from TF_CONFIG), auto (tpu if --tpu is given, else mirrored on >= 2 GPUs, else "
+    "default).")
+_TPU = flags.DEFINE_string(
+    "tpu", None,
+    "TPU name or grpc:// address (only with --strategy=tpu or auto); 'local' on a TPU VM.")
+_MIXED_PRECISION = flags.DEFINE_enum(
+    "mixed_precision", "none", list(distribute.MIXED_PRECISION),
+    "Mixed precision: none (float32), mixed_float16 (GPUs; dynamic loss scaling), "
+    "mixed_bfloat16 (TPUs and recent CPUs/GPUs; no loss scaling).")
+_JIT_COMPILE = flags.DEFINE_bool(
+    "jit_compile", False,
+    "XLA-compile the forward/backward pass. XLA recompiles for every new batch shape, "
+    "so it only pays with bucketed batches (--config.data.bucketing=true or "
+    "--config.data.tokens_per_batch) or fixed shapes.")
+_TRAIN_EXAMPLES = flags.DEFINE_integer(
+    "train_examples", 0,
+    "Use only the first N training pairs (in TFDS order), e.g. for smoke runs; 0: all.")
+_VALIDATION_EXAMPLES = flags.DEFINE_integer(
+    "validation_examples", 0,
+    "Use only the first N validation pairs for the per-epoch validation loss; 0: all.")
+_EVAL_BLEU_EVERY_EPOCHS = flags.DEFINE_integer(
+    "eval_bleu_every_epochs", 0,
+    "Also compute validation BLEU every N epochs (0: only at the end).")
+_BLEU_EXAMPLES = flags.DEFINE_integer(
+    "bleu_examples", -1,
+    "Validation pairs translated for BLEU: -1 all, 0 no BLEU, N the first N.")
+_BLEU_METHOD = flags.DEFINE_enum(
+    "bleu_method", "beam", ["beam", "greedy"],
+    "Decoding for BLEU: beam (paper §6.1, config.decoding) or greedy (faster).")
+_EXPORT = flags.DEFINE_bool(
+    "export", True,
+    "At the end, export the translator SavedModel to <model_dir>/export/translator "
+    "and the .keras model to <model_dir>/export/.")
+_LOG_EVERY_STEPS = flags.DEFINE_integer(
+    "log_every_steps", 100, "Write TensorBoard training scalars every N steps.")
+
+# Fields that shape the model's weights: a checkpoint cannot be resumed with
+# other values.
+_MODEL_SECTIONS = ("model",)
+_VOCAB_FIELDS = ("data.vocabulary", "data.vocab_size")
+
+
+class UsageError(ValueError):
+  """A bad or contradictory command line, found before any work."""
+
+
+def _flatten(d, prefix=""):
+  out = {}
+  for key, value in d.items():
+    name = f"{prefix}{key}"
+    if isinstance(value, dict):
+      out.update(_flatten(value, name + "."))
+    else:
+      out[name] = value
+  return out
+
+
+def config_differences(stored: dict, current: dict, built_tokenizer: bool):
+  """Fields that must not change on resume and did: ["a.b was 1, now 2", ...]."""
+  old, new = _flatten(stored), _flatten(current)
+  names = [n for n in sorted(set(old) | set(new))
+           if n.split(".")[0] in _MODEL_SECTIONS or (built_tokenizer and n in _VOCAB_FIELDS)]
+  return [f"field {n} was {old.get(n, '<absent>')!r}, now {new.get(n, '<absent>')!r}"
+          for n in names if old.get(n) != new.get(n)]
+
+
+def check_flags(config, model_dir: Path) -> None:
+  """Every check that needs no TensorFlow; raises UsageError."""
+  try:
+    config_lib.validate_config(config)
+  except config_lib.ConfigError as e:
+    raise UsageError(f"invalid configuration: {e}") from e
+  try:
+    distribute.check_strategy_flags(_STRATEGY.value, _TPU.value, _MIXED_PRECISION.value)
+  except distribute.StrategyError as e:
+    raise UsageError(str(e)) from e
+  if _DATA.value != "tfds":
+    data_dir = Path(_DATA.value)
+    missing = [name for name in ("pt.train", "en.train", "pt.dev", "en.dev")
+               if not (data_dir / name).is_file()]
+    if missing:
+      raise UsageError(f"--data={_DATA.value}: not a folder with the TED HRLR files "
+                       f"(missing {', '.join(missing)}); pass the folder or 'tfds'")
+  if _TOKENIZER.value != "build":
+    tok = Path(_TOKENIZER.value)
+    if not (tok / "saved_model.pb").is_file():
+      raise UsageError(f"--tokenizer={_TOKENIZER.value}: no tokenizer SavedModel there "
+                       "(no saved_model.pb); pass the path of one, e.g. "
+                       "../shared/data/tutorial_tokenizer, or --tokenizer=build")
+  for flag, low in ((_TRAIN_EXAMPLES, 0), (_VALIDATION_EXAMPLES, 0),
+                    (_EVAL_BLEU_EVERY_EPOCHS, 0), (_BLEU_EXAMPLES, -1), (_LOG_EVERY_STEPS, 1)):
+    if flag.value < low:
+      raise UsageError(f"--{flag.name} must be >= {low}, got {flag.value}")
+  if _EVAL_BLEU_EVERY_EPOCHS.value and _BLEU_EXAMPLES.value == 0:
+    raise UsageError("--eval_bleu_every_epochs needs BLEU, but --bleu_examples=0 disables it")
+  if model_dir.exists() and not model_dir.is_dir():
+    raise UsageError(f"--model_dir={model_dir} exists and is not a folder")
+  # Resuming with a different model would fail at restore; say why up front.
+  config_file = model_dir / "config.json"
+  if config_file.is_file() and (model_dir / "checkpoints" / "checkpoint").is_file():
+    stored = json.loads(config_file.read_text(encoding="utf-8"))
+    current = json.loads(config.to_json_best_effort())
+    differences = config_differences(stored, current, _TOKENIZER.value == "build")
+    if differences:
+      raise UsageError(f"checkpoint in {model_dir} was trained with a different config: "
+                       + "; ".join(differences) + "; use a new --model_dir")
+    stored_tokenizer = model_dir / "tokenizer_path.txt"
+    if _TOKENIZER.value != "build" and stored_tokenizer.is_file():
+      old = stored_tokenizer.read_text(encoding="utf-8").strip()
+      if old != str(Path(_TOKENIZER.value).resolve()):
+        raise UsageError(f"checkpoint in {model_dir} was trained with the tokenizer {old}, "
+                         f"now {Path(_TOKENIZER.value).resolve()}; use a new --model_dir")
+
+
+def _take(pairs, n):
+  return pairs[:n] if n else pairs
+
+
+def load_pairs(split: str, limit: int):
+  """(pt, en) string pairs of `split` as a Python list, the first `limit` (0: all)."""
+  from transformer import data  # pylint: disable=g-import-not-at-top
+  if _DATA.value == "tfds":
+    dataset = data.load_split("tfds", split)
+    if limit:
+      dataset = dataset.take(limit)
+    return [(pt.decode("utf-8"), en.decode("utf-8"))
+            for pt, en in dataset.as_numpy_iterator()]
+  return _take(data.local_split_pairs(_DATA.value, split), limit)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  if not _MODEL_DIR.value:
+    raise UsageError("--model_dir is required")
+  config = _CONFIG.value
+  model_dir = Path(_MODEL_DIR.value).resolve()
+  check_flags(config, model_dir)
+
+  # TensorFlow is imported only now, so that flag errors come back at once.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from transformer import data  # pylint: disable=g-import-not-at-top
+  from transformer import pipeline  # pylint: disable=g-import-not-at-top
+  from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
+  from transformer import training  # pylint: disable=g-import-not-at-top
+
+  strategy = distribute.get_strategy(_STRATEGY.value, _TPU.value)
+  chief = distribute.is_chief(strategy)
+  train_pairs = load_pairs("train", _TRAIN_EXAMPLES.value)
+  validation_pairs = load_pairs("validation", 0)
+  logging.info("%d training pairs, %d validation pairs", len(train_pairs),
+               len(validation_pairs))
+
+  if _TOKENIZER.value == "build":
+    cache_dir = Path(_TOKENIZER_CACHE_DIR.value or model_dir / "tokenizers")
+    tokenizer_path = Path(tokenizers_lib.get_or_build_tokenizers(
+        train_pairs, cache_dir, vocab_size=config.data.vocab_size,
+        vocabulary=config.data.vocabulary)).resolve()
+  else:
+    tokenizer_path = Path(_TOKENIZER.value).resolve()
+  try:
+    tokenizers = tokenizers_lib.load_tokenizers(tokenizer_path)
+  except tokenizers_lib.TokenizerError as e:
+    raise UsageError(str(e)) from e
+  input_vocab_size, target_vocab_size = tokenizers_lib.vocab_sizes(tokenizers)
+  if config.model.output_weights == "shared" and input_vocab_size != target_vocab_size:
+    raise UsageError(f"config.model.output_weights='shared' needs one joint vocabulary, but "
+                     f"the tokenizer {tokenizer_path} has {input_vocab_size} pt and "
+                     f"{target_vocab_size} en tokens")
+
+  if chief:
+    model_dir.mkdir(parents=True, exist_ok=True)
+    (model_dir / "config.json").write_text(config.to_json_best_effort(indent=2) + "\n",
+                                           encoding="utf-8")
+    (model_dir / "tokenizer_path.txt").write_text(str(tokenizer_path) + "\n",
+                                                  encoding="utf-8")
+
+  trainer = training.Trainer(
+      config, input_vocab_size=input_vocab_size, target_vocab_size=target_vocab_size,
+      model_dir=model_dir, strategy=strategy, mixed_precision=_MIXED_PRECISION.value,
+      jit_compile=_JIT_COMPILE.value, log_every_steps=_LOG_EVERY_STEPS.value)
+  trainer.restore()
+
+  train_dataset = data.pairs_to_dataset(train_pairs)
+  # TPUs need static shapes: drop the last partial batch there.
+  drop_remainder = isinstance(strategy, tf.distribute.TPUStrategy)
+
+  def make_train_dataset(epoch):
+    # Seeded by the epoch: a resumed epoch sees the same batches in the same order.
+    return pipeline.make_batches(
+        train_dataset, tokenizers, max_tokens=config.data.max_tokens,
+        batch_size=config.data.batch_size, tokens_per_batch=config.data.tokens_per_batch,
+        bucketing=config.data.bucketing, shuffle=True,
+        shuffle_buffer=config.data.shuffle_buffer,
+        seed=config.training.seed * 100003 + epoch, drop_remainder=drop_remainder)
+
+  validation_dataset = pipeline.make_batches(
+      data.pairs_to_dataset(_take(validation_pairs, _VALIDATION_EXAMPLES.value)), tokenizers,
+      max_tokens=config.data.max_tokens, batch_size=config.data.batch_size,
+      tokens_per_batch=config.data.tokens_per_batch, bucketing=config.data.bucketing,
+      shuffle=False, drop_remainder=drop_remainder)
+
+  bleu_pairs = (_take(validation_pairs, _BLEU_EXAMPLES.value)
+                if _BLEU_EXAMPLES.value != 0 else [])
+  bleu = Bleu(trainer.model, tokenizers, config, model_dir, bleu_pairs, chief)
+
+  def epoch_end(epoch, record):
+    every = _EVAL_BLEU_EVERY_EPOCHS.value
+    if every and bleu.available and record["complete"] and epoch % every == 0:
+      return {"bleu": bleu(f"validation_epoch{epoch}")}
+    return {}
+
+  result = trainer.fit(make_train_dataset, validation_dataset, epoch_end_callback=epoch_end)
+  if result.interrupted_by is not None:
+    import signal  # pylint: disable=g-import-not-at-top
+    name = signal.Signals(result.interrupted_by).name
+    print(f"train.py: stopped by {name} at step {result.step}; checkpoint saved in "
+          f"{model_dir / 'checkpoints'}; rerun the same command to resume", file=sys.stderr)
+    sys.exit(128 + result.interrupted_by)
+
+  logging.info("training done at step %d (%d epochs)", result.step, result.epoch)
+  final = {"final": True, "step": result.step}
+  if _EXPORT.value and chief:
+    final.update(export(trainer.model, tokenizers, config, model_dir))
+  if bleu.available:
+    final["bleu"] = bleu("validation")
+  if chief and len(final) > 2:
+    with open(model_dir / training.METRICS_FILE, "a", encoding="utf-8") as f:
+      f.write(json.dumps(final, sort_keys=True) + "\n")
+
+
+class Bleu:
+  """Validation BLEU with transformer.evaluation (when that module is present)."""
+
+  def __init__(self, model, tokenizers, config, model_dir, pairs, chief):
+    self.model, self.tokenizers, self.config = model, tokenizers, config
+    self.model_dir, self.pairs, self.chief = model_dir, pairs, chief
+    self.available = bool(pairs) and chief
+    if self.available:
+      try:
+        from transformer import evaluation  # pylint: disable=g-import-not-at-top,unused-import
+        from transformer import export as export_lib  # pylint: disable=g-import-not-at-top,unused-import
+      except ImportError as e:
+        logging.warning("BLEU skipped: %s", e)
+        self.available = False
+
+  def __call__(self, split_name):
+    from transformer import evaluation  # pylint: disable=g-import-not-at-top
+    from transformer import export as export_lib  # pylint: disable=g-import-not-at-top
+    translator = export_lib.Translator(self.model, self.tokenizers, self.config.decoding) \
+        if hasattr(export_lib, "Translator") else None
+    if translator is None:
+      logging.warning("BLEU skipped: transformer.export has no Translator")
+      return None
+    result = evaluation.evaluate_bleu(translator, self.pairs, self.model_dir / "bleu",
+                                      split_name, _BLEU_METHOD.value)
+    return result
+
+
+def export(model, tokenizers, config, model_dir):
+  """Exports the translator SavedModel and the .keras model; returns their paths."""
+  try:
+    from transformer import export as export_lib  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    logging.warning("export skipped: %s", e)
+    return {}
+  export_dir = model_dir / "export"
+  export_dir.mkdir(parents=True, exist_ok=True)
+  keras_path = export_dir / "transformer.keras"
+  export_lib.save_keras_model(model, keras_path)
+  translator_dir = export_dir / "translator"
+  export_lib.export_translator(model, tokenizers, translator_dir, config.decoding)
+  logging.info("exported %s and %s", translator_dir, keras_path)
+  return {"export": str(translator_dir), "keras_model": str(keras_path)}
+
+
+def run(argv):
+  try:
+    main(argv)
+  except UsageError as e:
+    sys.exit(f"train.py: error: {e}")
+  except Exception as e:  # pylint: disable=broad-except
+    from transformer import training  # pylint: disable=g-import-not-at-top
+    if isinstance(e, training.TrainingError):
+      sys.exit(f"train.py: error: {e}")
+    raise
+
+
+if __name__ == "__main__":
+  flags.mark_flags_as_required(["model_dir"])
+  app.run(run)
