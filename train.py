@@ -290,41 +290,46 @@ def main(argv):
 
   logging.info("training done at step %d (%d epochs)", result.step, result.epoch)
   final = {"final": True, "step": result.step}
+  translator = None
   if _EXPORT.value and chief:
-    final.update(export(trainer.model, tokenizers, config, model_dir))
+    translator, paths = export(trainer.model, tokenizers, config, model_dir)
+    final.update(paths)
   if bleu.available:
-    final["bleu"] = bleu("validation")
+    final["bleu"] = bleu("validation", translator)
   if chief and len(final) > 2:
     with open(model_dir / training.METRICS_FILE, "a", encoding="utf-8") as f:
       f.write(json.dumps(final, sort_keys=True) + "\n")
 
 
 class Bleu:
-  """Validation BLEU with transformer.evaluation (when that module is present)."""
+  """Validation BLEU through the translator (needs transformer.evaluation)."""
 
   def __init__(self, model, tokenizers, config, model_dir, pairs, chief):
     self.model, self.tokenizers, self.config = model, tokenizers, config
-    self.model_dir, self.pairs, self.chief = model_dir, pairs, chief
+    self.model_dir, self.pairs = model_dir, pairs
     self.available = bool(pairs) and chief
     if self.available:
       try:
         from transformer import evaluation  # pylint: disable=g-import-not-at-top,unused-import
-        from transformer import export as export_lib  # pylint: disable=g-import-not-at-top,unused-import
       except ImportError as e:
         logging.warning("BLEU skipped: %s", e)
         self.available = False
 
-  def __call__(self, split_name):
+  def __call__(self, split_name, translator=None):
+    """BLEU of `translator` (default: an in-memory one over the current model)."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     from transformer import evaluation  # pylint: disable=g-import-not-at-top
     from transformer import export as export_lib  # pylint: disable=g-import-not-at-top
-    translator = export_lib.Translator(self.model, self.tokenizers, self.config.decoding) \
-        if hasattr(export_lib, "Translator") else None
     if translator is None:
-      logging.warning("BLEU skipped: transformer.export has no Translator")
-      return None
-    result = evaluation.evaluate_bleu(translator, self.pairs, self.model_dir / "bleu",
-                                      split_name, _BLEU_METHOD.value)
-    return result
+      translator = export_lib.Translator(self.tokenizers, self.model, self.config.decoding)
+    function = (translator.translate_greedy if _BLEU_METHOD.value == "greedy"
+                else translator.translate)
+
+    def translate_batch(sentences):
+      return [t.decode("utf-8") for t in function(tf.constant(list(sentences))).numpy()]
+
+    return evaluation.evaluate_bleu(translate_batch, self.pairs, self.model_dir / "bleu",
+                                    split_name, _BLEU_METHOD.value)
 
 
 def export(model, tokenizers, config, model_dir):
@@ -333,15 +338,16 @@ def export(model, tokenizers, config, model_dir):
     from transformer import export as export_lib  # pylint: disable=g-import-not-at-top
   except ImportError as e:
     logging.warning("export skipped: %s", e)
-    return {}
+    return None, {}
   export_dir = model_dir / "export"
   export_dir.mkdir(parents=True, exist_ok=True)
   keras_path = export_dir / "transformer.keras"
   export_lib.save_keras_model(model, keras_path)
   translator_dir = export_dir / "translator"
-  export_lib.export_translator(model, tokenizers, translator_dir, config.decoding)
+  translator = export_lib.export_translator(model, tokenizers, translator_dir,
+                                            config.decoding)
   logging.info("exported %s and %s", translator_dir, keras_path)
-  return {"export": str(translator_dir), "keras_model": str(keras_path)}
+  return translator, {"export": str(translator_dir), "keras_model": str(keras_path)}
 
 
 def run(argv):

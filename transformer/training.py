@@ -85,6 +85,7 @@ class CheckpointError(TrainingError):
 @dataclasses.dataclass
 class TrainResult:
   step: int                       # optimizer steps done in total (across resumes)
+  start_step: int                 # the step this run started from (restored)
   epoch: int                      # completed epochs
   interrupted_by: Optional[int]   # signal number if stopped by a signal, else None
   history: List[Dict]             # the metrics records written this run
@@ -228,7 +229,7 @@ class Trainer:
     try:
       status = self.checkpoint.restore(path)
       status.assert_existing_objects_matched()
-    except (tf.errors.OpError, ValueError, AssertionError, KeyError) as e:
+    except Exception as e:  # pylint: disable=broad-except  (OpError, ValueError, IndexError...)
       raise CheckpointError(
           f"cannot restore the checkpoint {path}: it is corrupt or was written by a "
           f"different model/configuration (e.g. another d_model, vocabulary or "
@@ -429,6 +430,9 @@ class Trainer:
     max_epochs = None if max_steps else int(training.epochs)
     interval = int(training.checkpoint_every_steps)
     history = []
+    start_step = self.step
+    logging.info("training from step %d to %s", start_step,
+                 f"step {max_steps}" if max_steps else f"epoch {max_epochs}")
     self._stop_signal = None
     previous_handlers = self._install_signal_handlers()
     try:
@@ -467,7 +471,9 @@ class Trainer:
         writer.flush()
       if self._worker_tmp is not None:
         shutil.rmtree(self._worker_tmp, ignore_errors=True)
-    return TrainResult(step=self.step, epoch=int(self.epoch.numpy()),
+    logging.info("ran %d steps in this run (from step %d to step %d)",
+                 self.step - start_step, start_step, self.step)
+    return TrainResult(step=self.step, start_step=start_step, epoch=int(self.epoch.numpy()),
                        interrupted_by=self._stop_signal, history=history)
 
   def _run_epoch(self, epoch, make_train_dataset, max_steps, interval, step_callback):
