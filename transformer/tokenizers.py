@@ -19,8 +19,11 @@ with ``lower_case=True`` lower-cases, applies NFD normalization and strips the
 accents (combining marks), and splits on whitespace and around punctuation;
 detokenization then joins the words with single spaces. So "Olá, Mundo!" comes
 back as "ola , mundo !". Characters outside the vocabulary come back as
-``[UNK]``. The TED data is already lower-cased and tokenized, so only the
-accent folding changes the Portuguese training text.
+``[UNK]``. The TED data is already lower-cased and Moses-tokenized, yet the
+round trip still changes it: accents are folded ("impressão" -> "impressao",
+about 85% of Portuguese training sentences) and punctuation inside Moses tokens
+is split off ("did n't" -> "did n ' t", "``" -> "` `"). Compare model output
+with references only after passing both through the same round trip.
 """
 
 import hashlib
@@ -34,6 +37,9 @@ from typing import Iterable, List, Sequence, Tuple, Union
 
 from absl import logging
 import tensorflow as tf
+# Importing tensorflow_text registers the ops the tokenizer SavedModels use.
+import tensorflow_text as text
+from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
 from transformer import data
 
@@ -52,12 +58,6 @@ INTERFACE = ("tokenize", "detokenize", "lookup", "get_vocab_size",
 PathLike = Union[str, os.PathLike]
 
 
-def _import_tensorflow_text():
-  """Imports tensorflow_text, which registers the ops the tokenizers need."""
-  import tensorflow_text  # pylint: disable=g-import-not-at-top
-  return tensorflow_text
-
-
 class TokenizerError(ValueError):
   """A tokenizer SavedModel is missing or lacks the expected interface."""
 
@@ -65,7 +65,6 @@ class TokenizerError(ValueError):
 def learn_vocabulary(sentences: Sequence[str], vocab_size: int = 8000,
                      name: str = "") -> List[str]:
   """Learns a BERT WordPiece vocabulary with the subword guide's settings."""
-  from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset  # pylint: disable=g-import-not-at-top
   start = time.time()
   logging.info("learning the %s WordPiece vocabulary (target size %d) from %d "
                "sentences; this takes minutes on the full training split",
@@ -89,21 +88,28 @@ def write_vocab_file(vocab: Iterable[str], path: PathLike) -> Path:
   return path
 
 
+def _re2_escape(token: str) -> str:
+  """Escapes a literal for an RE2 pattern (tf.strings.regex_full_match)."""
+  return "".join(c if c.isalnum() else "\\" + c for c in token)
+
+
 class CustomTokenizer(tf.Module):
   """A BERT WordPiece tokenizer for one language, exportable as a SavedModel."""
 
   def __init__(self, reserved_tokens: Sequence[str], vocab_path: PathLike):
     super().__init__()
-    text = _import_tensorflow_text()
     vocab_path = str(vocab_path)
     self.tokenizer = text.BertTokenizer(vocab_path, **BERT_TOKENIZER_PARAMS)
     self._reserved_tokens = list(reserved_tokens)
+    self._start_id = self._reserved_tokens.index("[START]")
+    self._end_id = self._reserved_tokens.index("[END]")
     # An Asset makes tf.saved_model.save copy the file into assets/.
     self._vocab_path = tf.saved_model.Asset(vocab_path)
-    vocab = Path(vocab_path).read_text(encoding="utf-8").splitlines()
+    # One token per "\n"-terminated line, as BertTokenizer reads the file.
+    vocab = Path(vocab_path).read_text(encoding="utf-8").rstrip("\n").split("\n")
     self.vocab = tf.Variable(vocab)
     # Reserved tokens except [UNK], which the reader should still see.
-    dropped = [re_escape(t) for t in self._reserved_tokens if t != "[UNK]"]
+    dropped = [_re2_escape(t) for t in self._reserved_tokens if t != "[UNK]"]
     self._drop_pattern = "|".join(dropped)
 
     ragged_ids = tf.RaggedTensorSpec(shape=[None, None], dtype=tf.int64)
@@ -122,8 +128,8 @@ class CustomTokenizer(tf.Module):
     # [batch, words, wordpieces] -> [batch, tokens]
     ids = self.tokenizer.tokenize(strings).merge_dims(-2, -1)
     batch = ids.bounding_shape()[0]
-    starts = tf.fill([batch, 1], tf.constant(START_ID, tf.int64))
-    ends = tf.fill([batch, 1], tf.constant(END_ID, tf.int64))
+    starts = tf.fill([batch, 1], tf.constant(self._start_id, tf.int64))
+    ends = tf.fill([batch, 1], tf.constant(self._end_id, tf.int64))
     return tf.concat([starts, ids, ends], axis=1)
 
   @tf.function
@@ -148,11 +154,6 @@ class CustomTokenizer(tf.Module):
   @tf.function
   def get_reserved_tokens(self):
     return tf.constant(self._reserved_tokens)
-
-
-def re_escape(token: str) -> str:
-  """Escapes a literal for an RE2 regex (tf.strings.regex_full_match)."""
-  return "".join("\\" + c if not c.isalnum() else c for c in token)
 
 
 class Tokenizers(tf.Module):
@@ -199,9 +200,9 @@ def cache_key(train_pairs: Sequence[data.Pair], vocab_size: int, vocabulary: str
               "bert_tokenizer_params": BERT_TOKENIZER_PARAMS,
               "format_version": _FORMAT_VERSION}
   digest.update(json.dumps(settings, sort_keys=True).encode())
-  for pt, en in train_pairs:
-    # Separators that cannot occur inside a line keep the encoding unambiguous.
-    digest.update(pt.encode("utf-8") + b"\t" + en.encode("utf-8") + b"\n")
+  for pair in train_pairs:
+    # JSON quotes and escapes each side, so no two data sets share an encoding.
+    digest.update(json.dumps(list(pair)).encode() + b"\n")
   return digest.hexdigest()
 
 
@@ -256,7 +257,6 @@ def load_tokenizers(path: PathLike):
         f"no tokenizer SavedModel at {path}: pass the tutorial's "
         "ted_hrlr_translate_pt_en_converter or build one with "
         "transformer.tokenizers.get_or_build_tokenizers(data_dir, cache_dir)")
-  _import_tensorflow_text()
   tokenizers = tf.saved_model.load(str(path))
   for language in (data.SOURCE_LANGUAGE, data.TARGET_LANGUAGE):
     tokenizer = getattr(tokenizers, language, None)
