@@ -1,0 +1,57 @@
+"""BLEU of a trained model on the validation or test split (paper §6.1).
+
+  python evaluate.py --model_dir runs/tutorial --split test --method beam --average_last 5
+
+Reads ``config.json``, ``tokenizer_path.txt`` and ``checkpoints/`` from the
+``train.py`` output folder, optionally averages the last N checkpoints (the
+paper's base model averages 5), translates the split and writes the hypotheses
+and a JSON with the score to ``--output_dir`` (default ``<model_dir>/bleu``).
+See :mod:`transformer.evaluation` for what the score does and does not compare with.
+"""
+
+import json
+from pathlib import Path
+
+from absl import app
+from absl import flags
+
+from transformer import data
+from transformer import evaluation
+from transformer.export import Translator
+
+DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent / "shared" / "data" / "ted_hrlr_pt_to_en"
+
+_MODEL_DIR = flags.DEFINE_string("model_dir", None, "train.py output folder.", required=True)
+_SPLIT = flags.DEFINE_enum("split", "validation", ["validation", "test"], "Split to score.")
+_METHOD = flags.DEFINE_enum("method", "beam", ["beam", "greedy"],
+                            "beam: config.decoding's beam search (§6.1); greedy: faster.")
+_AVERAGE_LAST = flags.DEFINE_integer(
+    "average_last", 0, "Average the last N checkpoints (§6.1 uses 5); 0 uses the latest.")
+_DATA_DIR = flags.DEFINE_string("data_dir", str(DEFAULT_DATA_DIR),
+                                "Folder with pt.dev en.dev pt.test en.test.")
+_OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Default: <model_dir>/bleu.")
+_BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "Sentences translated together.")
+
+
+def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
+             output_dir=None, batch_size: int = 64) -> dict:
+  """Restores the model of ``model_dir`` and scores it; returns the BLEU record."""
+  config, tokenizers, model, checkpoints = evaluation.restore_model_dir(model_dir,
+                                                                        average_last)
+  translate_batch = evaluation.translator_batch_fn(
+      Translator(tokenizers, model, config.decoding), method)
+  result = evaluation.evaluate_bleu(
+      translate_batch, data.local_split_pairs(data_dir, split),
+      output_dir or Path(model_dir) / "bleu", split, method, batch_size)
+  return {**result, "checkpoints": checkpoints}
+
+
+def main(argv):
+  del argv
+  result = evaluate(_MODEL_DIR.value, _SPLIT.value, _METHOD.value, _AVERAGE_LAST.value,
+                    _DATA_DIR.value, _OUTPUT_DIR.value, _BATCH_SIZE.value)
+  print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,191 @@
+"""BLEU evaluation and checkpoint averaging (paper §6.1; the tutorial stops at
+translating single sentences and does not measure BLEU).
+
+BLEU is sacreBLEU's ``corpus_bleu`` with its default ``13a`` tokenization. The
+references are the data set's English side, which is already lower-cased and
+Moses-tokenized (``did n't``, ``` `` ```), and the hypotheses are our
+tokenizer's detokenized output, also lower-cased. The score is therefore
+tokenized, lower-cased BLEU: comparable between runs of this project, not with
+published detokenized (cased) BLEU scores.
+
+§6.1: "For the base models, we used a single model obtained by averaging the
+last 5 checkpoints, which were written at 10-minute intervals."
+:func:`average_checkpoints` does that with the checkpoints ``train.py`` keeps.
+"""
+
+import json
+import os
+from pathlib import Path
+from typing import Callable, List, Sequence, Tuple, Union
+
+import ml_collections
+import numpy as np
+import sacrebleu
+import tensorflow as tf
+
+PathLike = Union[str, os.PathLike]
+Pair = Tuple[str, str]
+TranslateBatch = Callable[[Sequence[str]], List[str]]
+CHECKPOINT_SUBDIR = "checkpoints"
+
+
+class CheckpointError(ValueError):
+  """Missing checkpoints, or checkpoints that do not hold the model's weights."""
+
+
+def translate_all(translate_batch: TranslateBatch, sentences: Sequence[str],
+                  batch_size: int = 64) -> List[str]:
+  """Translates ``sentences`` in batches of similar length, returned in input order.
+
+  Sorting by length keeps padding, and the decoding steps spent on sentences
+  that already ended, low.
+  """
+  order = sorted(range(len(sentences)), key=lambda i: len(sentences[i].split()))
+  translations = [""] * len(sentences)
+  for start in range(0, len(order), batch_size):
+    indices = order[start:start + batch_size]
+    outputs = translate_batch([sentences[i] for i in indices])
+    if len(outputs) != len(indices):
+      raise ValueError(f"translate_batch returned {len(outputs)} translations "
+                       f"for {len(indices)} sentences")
+    for i, output in zip(indices, outputs):
+      translations[i] = output
+  return translations
+
+
+def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output_dir: PathLike,
+                  split_name: str, method: str, batch_size: int = 64) -> dict:
+  """Translates the source side of ``pairs`` and scores it against the target side.
+
+  Writes ``<output_dir>/<split>.<method>.txt`` (one hypothesis per line, in
+  ``pairs`` order) and ``<output_dir>/<split>.<method>.json`` with the score.
+
+  Args:
+    translate_batch: list of source strings → list of translations.
+    pairs: (source, reference) strings.
+    method: how ``translate_batch`` decodes ("greedy", "beam"); recorded only.
+  Returns:
+    The JSON's content: bleu, signature, method, split, num_sentences,
+    hypotheses_file and sacreBLEU's full result line.
+  """
+  if not pairs:
+    raise ValueError(f"no sentence pairs to evaluate on the {split_name} split")
+  sources, references = zip(*pairs)
+  hypotheses = translate_all(translate_batch, sources, batch_size)
+  bleu = sacrebleu.BLEU()
+  score = bleu.corpus_score(hypotheses, [list(references)])
+  output_dir = Path(output_dir)
+  output_dir.mkdir(parents=True, exist_ok=True)
+  hypotheses_file = output_dir / f"{split_name}.{method}.txt"
+  # Hypotheses hold no newlines (the detokenizer joins tokens with spaces).
+  hypotheses_file.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+  result = {"bleu": score.score, "signature": str(bleu.get_signature()), "method": method,
+            "split": split_name, "num_sentences": len(hypotheses),
+            "hypotheses_file": str(hypotheses_file), "details": str(score)}
+  (output_dir / f"{split_name}.{method}.json").write_text(
+      json.dumps(result, indent=2) + "\n", encoding="utf-8")
+  return result
+
+
+def checkpoint_paths(checkpoint_dir: PathLike) -> List[str]:
+  """Checkpoints listed in ``checkpoint_dir``'s ``checkpoint`` file, oldest first."""
+  state = tf.train.get_checkpoint_state(str(checkpoint_dir))
+  return list(state.all_model_checkpoint_paths) if state else []
+
+
+def average_checkpoints(model, checkpoint_dir: PathLike, last_n: int) -> List[str]:
+  """Sets the model's weights to the element-wise mean of the last ``last_n``
+  checkpoints in ``checkpoint_dir`` (§6.1). Returns the checkpoint paths used.
+
+  Each checkpoint (written as ``tf.train.Checkpoint(model=model, ...)``) is
+  restored into the model in turn (:func:`restore_model`); the optimizer state
+  in them is ignored.
+
+  Raises:
+    CheckpointError: fewer than ``last_n`` checkpoints, an unbuilt
+      model, or checkpoints that lack some of the model's variables.
+  """
+  if last_n < 1:
+    raise CheckpointError(f"last_n must be >= 1, got {last_n}")
+  if not model.built:
+    raise CheckpointError("build the model before averaging checkpoints into it")
+  paths = checkpoint_paths(checkpoint_dir)
+  if len(paths) < last_n:
+    raise CheckpointError(
+        f"asked to average the last {last_n} checkpoints but {checkpoint_dir} has "
+        f"{len(paths)}{': ' + ', '.join(paths) if paths else ''}")
+  paths = paths[-last_n:]
+  variables = [v for v in model.weights if tf.as_dtype(v.dtype).is_floating]
+  sums = [np.zeros(v.shape, np.float64) for v in variables]
+  for path in paths:
+    restore_model(model, path)
+    for total, variable in zip(sums, variables):
+      total += variable.numpy()
+  for total, variable in zip(sums, variables):
+    variable.assign((total / len(paths)).astype(tf.as_dtype(variable.dtype).as_numpy_dtype))
+  return paths
+
+
+def restore_model(model, path: str) -> None:
+  """Loads the model's weights from a ``tf.train.Checkpoint(model=model, ...)`` file.
+
+  Raises CheckpointError unless the checkpoint holds a value for every
+  model variable: ``tf.train.Checkpoint`` silently skips what it cannot reach,
+  and a half-restored model translates garbage.
+  """
+  saved = [name for name, _ in tf.train.list_variables(path)
+           if name.startswith("model/") and name.endswith("/.ATTRIBUTES/VARIABLE_VALUE")
+           and ".OPTIMIZER_SLOT" not in name]
+  if len(saved) != len(model.weights):
+    raise CheckpointError(
+        f"{path} holds {len(saved)} of the model's {len(model.weights)} variables")
+  status = tf.train.Checkpoint(model=model).restore(path).expect_partial()
+  try:
+    status.assert_existing_objects_matched()
+  except AssertionError as e:
+    raise CheckpointError(f"{path} does not fit the model: {e}") from e
+
+
+def restore_model_dir(model_dir: PathLike, average_last: int = 0):
+  """The trained model of a ``train.py`` output folder.
+
+  Reads ``config.json`` and ``tokenizer_path.txt``, builds the model and loads
+  the latest checkpoint, or the mean of the last ``average_last`` ones.
+
+  Returns:
+    ``(config, tokenizers, model, checkpoint paths used)``.
+  """
+  # Imported here: the tokenizers need tensorflow_text, BLEU alone does not.
+  from transformer.model import Transformer  # pylint: disable=g-import-not-at-top
+  from transformer.tokenizers import load_tokenizers, vocab_sizes  # pylint: disable=g-import-not-at-top
+  model_dir = Path(model_dir)
+  for name in ("config.json", "tokenizer_path.txt"):
+    if not (model_dir / name).is_file():
+      raise FileNotFoundError(f"{model_dir / name} is missing: is {model_dir} a train.py "
+                              "output folder?")
+  config = ml_collections.ConfigDict(json.loads((model_dir / "config.json").read_text()))
+  tokenizers = load_tokenizers((model_dir / "tokenizer_path.txt").read_text().strip())
+  model = Transformer.from_model_config(config.model, *vocab_sizes(tokenizers))
+  model.build(((None, None), (None, None)))
+  checkpoint_dir = model_dir / CHECKPOINT_SUBDIR
+  if average_last:
+    return config, tokenizers, model, average_checkpoints(model, checkpoint_dir, average_last)
+  latest = tf.train.latest_checkpoint(str(checkpoint_dir))
+  if latest is None:
+    raise CheckpointError(f"no checkpoint in {checkpoint_dir}")
+  restore_model(model, latest)
+  return config, tokenizers, model, [latest]
+
+
+def translator_batch_fn(translator, method: str) -> TranslateBatch:
+  """A :data:`TranslateBatch` over an :class:`transformer.export.Translator` or its
+  loaded SavedModel: ``method`` "beam" uses ``translate``, "greedy" ``translate_greedy``."""
+  name = {"beam": "translate", "greedy": "translate_greedy"}[method]
+
+  def translate_batch(sentences):
+    # Looked up on each call: a bound tf.function holds its Translator weakly,
+    # so the closure must keep the Translator itself alive.
+    outputs = getattr(translator, name)(tf.constant(list(sentences)))
+    return [t.decode("utf-8") for t in outputs.numpy()]
+
+  return translate_batch
