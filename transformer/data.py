@@ -70,7 +70,8 @@ def read_parallel_files(source_path: PathLike,
                         target_path: PathLike) -> Tuple[List[Pair], int]:
   """Reads two line-aligned UTF-8 files into (source, target) pairs.
 
-  Pairs where either side is empty or whitespace-only are dropped, as TFDS does.
+  Pairs where either side is empty are dropped, as TFDS does; so are pairs
+  with a whitespace-only side, which TFDS would keep but no model can use.
 
   Returns:
     (pairs, dropped): the kept pairs in file order and how many were dropped.
