@@ -1,0 +1,230 @@
+"""Strategy choice, and distributed training equal to single-device training.
+
+The multi-device tests run in subprocesses: logical CPU devices must be set up
+before TensorFlow initializes its devices, and multi-worker training needs one
+process per worker. Subprocesses are time-bound so that a hang fails the test.
+"""
+
+import json
+import os
+from pathlib import Path
+import socket
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from transformer import distribute
+
+REPO_DIR = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------ choice and flags
+
+@pytest.mark.parametrize("name,tpu,gpus,expected", [
+    ("auto", None, 0, "default"),
+    ("auto", None, 1, "default"),
+    ("auto", None, 2, "mirrored"),
+    ("auto", "grpc://10.0.0.2:8470", 0, "tpu"),
+    ("auto", "my-tpu", 8, "tpu"),
+    ("default", None, 4, "default"),
+    ("mirrored", None, 0, "mirrored"),
+    ("tpu", None, 0, "tpu"),
+    ("tpu", "local", 0, "tpu"),
+    ("multi_worker", None, 0, "multi_worker"),
+])
+def test_resolve_strategy_name(name, tpu, gpus, expected):
+  assert distribute.resolve_strategy_name(name, tpu, gpus) == expected
+
+
+@pytest.mark.parametrize("name,tpu,precision,message", [
+    ("nccl", None, "none", "unknown strategy 'nccl'"),
+    ("default", "grpc://10.0.0.2:8470", "none", "TPU address .* with strategy 'default'"),
+    ("mirrored", "my-tpu", "none", "with strategy 'mirrored'"),
+    ("tpu", "my-tpu", "mixed_float16", "mixed_float16 is for GPUs"),
+    ("auto", "my-tpu", "mixed_float16", "mixed_float16 is for GPUs"),
+    ("default", None, "float8", "unknown mixed precision"),
+])
+def test_contradictory_flags_are_refused(name, tpu, precision, message):
+  with pytest.raises(distribute.StrategyError, match=message):
+    distribute.check_strategy_flags(name, tpu, precision)
+
+
+@pytest.mark.parametrize("name,tpu,precision", [
+    ("tpu", "my-tpu", "mixed_bfloat16"), ("auto", None, "mixed_float16"),
+    ("mirrored", None, "mixed_float16"), ("multi_worker", None, "none")])
+def test_consistent_flags_are_accepted(name, tpu, precision):
+  distribute.check_strategy_flags(name, tpu, precision)
+
+
+def test_default_strategy():
+  strategy = distribute.get_strategy("default")
+  assert strategy.num_replicas_in_sync == 1
+  assert distribute.is_chief(strategy)
+
+
+# ------------------------------------------------------------ subprocess runs
+
+def _run(script: str, cwd: Path, timeout: float, env=None):
+  path = cwd / "script.py"
+  path.write_text(textwrap.dedent(script))
+  full_env = {**os.environ, "PYTHONPATH": str(REPO_DIR), "TF_CPP_MIN_LOG_LEVEL": "2",
+              **(env or {})}
+  return subprocess.Popen([sys.executable, str(path)], cwd=cwd, env=full_env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+_COMMON = """
+import numpy as np
+import tensorflow as tf
+from configs import tiny
+from transformer import training
+
+def config():
+  c = tiny.get_config()
+  c.model.num_layers = 1
+  c.model.d_model = 16
+  c.model.dff = 32
+  c.model.num_heads = 2
+  c.model.dropout_rate = 0.0   # no randomness: runs must agree exactly
+  c.model.output_weights = "untied"
+  c.training.label_smoothing = 0.1
+  c.training.warmup_steps = 4  # large steps, so a wrong gradient shows
+  return c
+
+VOCAB = 40
+
+def batches():
+  # Global batches of 4 rows; a 2-replica strategy gives rows 0-1 to one
+  # replica and rows 2-3 to the other. The halves hold very different numbers
+  # of real target tokens (11 vs 2, 3 vs 9, 14 vs 4), so averaging the loss per
+  # replica would give other gradients than the global token average.
+  rng = np.random.default_rng(0)
+  out = []
+  for target_lengths in ([6, 5, 1, 1], [1, 2, 4, 5], [7, 7, 3, 1]):
+    source = rng.integers(4, VOCAB, size=(4, 7))
+    source[2:, 4:] = 0
+    target = np.zeros((4, 8), np.int64)
+    for row, n in enumerate(target_lengths):
+      target[row, :n + 1] = rng.integers(4, VOCAB, size=n + 1)
+    out.append(((source, target[:, :-1]), target[:, 1:]))
+  def gen():
+    yield from out
+  spec = ((tf.TensorSpec([None, None], tf.int64), tf.TensorSpec([None, None], tf.int64)),
+          tf.TensorSpec([None, None], tf.int64))
+  return tf.data.Dataset.from_generator(gen, output_signature=spec)
+"""
+
+
+@pytest.mark.slow
+def test_two_replicas_match_one_device(tmp_path):
+  script = """
+  import tensorflow as tf
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  tf.config.set_logical_device_configuration(
+      cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+  """ + textwrap.indent(_COMMON, "  ") + """
+  single = training.Trainer(config(), input_vocab_size=VOCAB, target_vocab_size=VOCAB,
+                            progress=False)
+  initial = single.model.get_weights()
+  mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+  assert mirrored.num_replicas_in_sync == 2
+  double = training.Trainer(config(), input_vocab_size=VOCAB, target_vocab_size=VOCAB,
+                            strategy=mirrored, progress=False)
+  double.model.set_weights(initial)
+  one = single.train_steps(batches())
+  two = double.train_steps(batches())
+  np.savez("out.npz", loss1=[r["loss"] for r in one], loss2=[r["loss"] for r in two],
+           tokens1=[r["tokens"] for r in one], tokens2=[r["tokens"] for r in two],
+           **{f"w1_{i}": w for i, w in enumerate(single.model.get_weights())},
+           **{f"w2_{i}": w for i, w in enumerate(double.model.get_weights())},
+           **{f"w0_{i}": w for i, w in enumerate(initial)},
+           names=[w.path for w in single.model.weights])
+  print("steps", single.step, double.step)
+  """
+  proc = _run(textwrap.dedent(script), tmp_path, timeout=240)
+  try:
+    output, _ = proc.communicate(timeout=240)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    pytest.fail("the 2-replica run hung (killed after 240 s)")
+  assert proc.returncode == 0, output[-3000:]
+  assert "steps 3 3" in output
+  out = np.load(tmp_path / "out.npz")
+  np.testing.assert_allclose(out["tokens1"], [13, 12, 18])
+  np.testing.assert_allclose(out["tokens1"], out["tokens2"])
+  np.testing.assert_allclose(out["loss1"], out["loss2"], rtol=1e-5, atol=1e-6)
+  names = list(out["names"])
+  count = len(names)
+  assert count == len([k for k in out.files if k.startswith("w1_")])
+  moved = 0
+  for i, name in enumerate(names):
+    if name.endswith("key/bias"):
+      # Softmax ignores a bias added to every key, so its gradient is 0 up to
+      # float noise, which Adam's normalization blows up to full-size steps:
+      # not comparable between any two runs.
+      continue
+    np.testing.assert_allclose(out[f"w1_{i}"], out[f"w2_{i}"], rtol=1e-5, atol=1e-5,
+                               err_msg=name)
+    moved += not np.allclose(out[f"w0_{i}"], out[f"w1_{i}"])
+  assert moved > count // 2  # the steps really changed the weights
+
+
+def _free_ports(n):
+  sockets = [socket.socket() for _ in range(n)]
+  for s in sockets:
+    s.bind(("127.0.0.1", 0))
+  ports = [s.getsockname()[1] for s in sockets]
+  for s in sockets:
+    s.close()
+  return ports
+
+
+@pytest.mark.slow
+def test_multi_worker_mirrored_two_workers_agree(tmp_path):
+  ports = _free_ports(2)
+  cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+  model_dir = tmp_path / "model"
+  script = _COMMON + f"""
+import os
+from transformer import distribute
+strategy = distribute.get_strategy("multi_worker")
+assert strategy.num_replicas_in_sync == 2, strategy.num_replicas_in_sync
+c = config()
+c.training.train_steps = 3
+c.training.checkpoint_every_steps = 2
+trainer = training.Trainer(c, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
+                           model_dir={str(model_dir)!r}, strategy=strategy, progress=False)
+result = trainer.fit(lambda epoch: batches())
+task = distribute.tf_config_task()[1]
+np.savez(f"weights_{{task}}.npz", *trainer.model.get_weights())
+print("done", task, result.step, distribute.is_chief(strategy))
+"""
+  procs = []
+  for index in range(2):
+    work = tmp_path / f"w{index}"
+    work.mkdir()
+    tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+    procs.append((work, _run(script, work, 300, env={"TF_CONFIG": json.dumps(tf_config)})))
+  outputs = []
+  try:
+    for work, proc in procs:
+      outputs.append(proc.communicate(timeout=300)[0])
+  except subprocess.TimeoutExpired:
+    for _, proc in procs:
+      proc.kill()
+    pytest.fail("multi-worker training hung (killed after 300 s)")
+  for (work, proc), output in zip(procs, outputs):
+    assert proc.returncode == 0, output[-3000:]
+  assert "done 0 3 True" in outputs[0]
+  assert "done 1 3 False" in outputs[1]
+  w0 = np.load(tmp_path / "w0" / "weights_0.npz")
+  w1 = np.load(tmp_path / "w1" / "weights_1.npz")
+  assert len(w0.files) == len(w1.files) > 10
+  for key in w0.files:
+    np.testing.assert_array_equal(w0[key], w1[key], err_msg=key)
+  # Only the chief's checkpoints are kept; the other worker's are removed.
+  assert (model_dir / "checkpoints" / "ckpt-3.index").is_file()
+  assert not (model_dir / ".worker_1").exists()
