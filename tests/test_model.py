@@ -170,3 +170,18 @@ def test_every_layer_round_trips_through_get_config(index):
   output = clone(*args)
   output = (output[0] if isinstance(output, tuple) else output).numpy()
   np.testing.assert_array_equal(output, expected)
+
+
+@pytest.mark.parametrize("output_weights", ["tied", "shared", "untied"])
+def test_tf_checkpoint_holds_every_variable(tmp_path, output_weights):
+  """tf.train.Checkpoint (what training saves) must reach every layer of the stacks."""
+  model = tiny_model(output_weights=output_weights)
+  batch = random_batch(5)
+  expected = model(batch).numpy()
+  path = tf.train.Checkpoint(model=model).save(str(tmp_path / "ckpt"))
+  saved = [name for name, _ in tf.train.list_variables(path) if name.startswith("model/")]
+  assert len(saved) == len(model.weights)
+  restored = tiny_model(output_weights=output_weights)
+  restored(batch)
+  tf.train.Checkpoint(model=restored).restore(path).assert_existing_objects_matched()
+  np.testing.assert_array_equal(restored(batch).numpy(), expected)

@@ -84,12 +84,14 @@ class Encoder(keras.layers.Layer):
     self.embedding = embedding or PositionalEmbedding(
         vocab_size, d_model, max_position=max_position, layout=positional_layout,
         scale_embeddings=scale_embeddings, dropout_rate=dropout_rate, name="embedding")
-    self.layers = [
+    # A tuple, not a list: TF checkpoints do not follow the TrackedList that
+    # Keras 3 makes of a list attribute, and would silently skip these layers.
+    self.layers = tuple(
         EncoderLayer(d_model, num_heads, dff, key_dim, dropout_rate=dropout_rate,
                      attention_dropout_rate=attention_dropout_rate,
                      residual_dropout_on_attention=residual_dropout_on_attention,
                      name=f"layer_{i}")
-        for i in range(num_layers)]
+        for i in range(num_layers))
 
   def build(self, source_ids_shape):
     self.embedding.build(source_ids_shape)
