@@ -1,0 +1,180 @@
+"""train.py as a user runs it: --help, fail-fast flag checks, signals and resume."""
+
+import json
+import os
+from pathlib import Path
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+REPO_DIR = Path(__file__).resolve().parents[1]
+FLAGS = ("config", "data", "tokenizer", "tokenizer_cache_dir", "model_dir", "strategy",
+         "tpu", "mixed_precision", "jit_compile", "train_examples", "validation_examples",
+         "eval_bleu_every_epochs", "bleu_examples", "bleu_method", "export",
+         "log_every_steps")
+
+
+def _env():
+  return {**os.environ, "PYTHONPATH": str(REPO_DIR), "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+def _train(*args, timeout=60):
+  return subprocess.run([sys.executable, "train.py", *args], cwd=REPO_DIR, env=_env(),
+                        capture_output=True, text=True, timeout=timeout)
+
+
+def test_help_mentions_every_flag():
+  result = _train("--help")  # absl exits with status 1 after printing help
+  for flag in FLAGS:
+    assert re.search(rf"--(\[no\])?{flag}\b", result.stdout), flag
+  assert "--config.model.d_model" in result.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--strategy=nccl"], "flag --strategy=nccl: value should be one of"),
+    (["--tpu=grpc://10.0.0.2:8470"], "TPU address .* with strategy 'default'"),
+    (["--strategy=tpu", "--mixed_precision=mixed_float16"], "mixed_float16 is for GPUs"),
+    (["--tokenizer=/nonexistent/tokenizer"], r"--tokenizer=/nonexistent/tokenizer: no "
+                                             "tokenizer SavedModel"),
+    (["--config.model.num_heads=3", "--config.model.head_width=split"],
+     "d_model=128 is not divisible by num_heads=3"),
+    (["--config.model.output_weights=shared"], "'shared' .* needs data.vocabulary='joint'"),
+    (["--data=/nonexistent/data"], "not a folder with the TED HRLR files"),
+    (["--no_such_flag=1"], "Unknown command line flag 'no_such_flag'"),
+    (["--config.model.no_such_field=1"], "no_such_field"),
+])
+def test_bad_flags_fail_fast(tmp_path, args, message):
+  start = time.time()
+  result = _train(f"--model_dir={tmp_path / 'run'}", *args)
+  assert result.returncode != 0
+  assert re.search(message, result.stderr), result.stderr[-2000:]
+  assert not (tmp_path / "run").exists()  # nothing was started
+  assert time.time() - start < 30
+
+
+def test_model_dir_is_required():
+  result = _train()
+  assert result.returncode != 0
+  assert "--model_dir must have a value" in result.stderr
+
+
+# ------------------------------------------------------------ real runs
+
+STEPS, INTERVAL = 40, 5
+
+
+def _run_args(model_dir, tokenizer, data_dir, steps=STEPS):
+  return [sys.executable, "train.py", "--config=configs/tiny.py",
+          "--config.model.output_weights=untied",
+          f"--config.training.train_steps={steps}",
+          f"--config.training.checkpoint_every_steps={INTERVAL}",
+          "--config.training.keep_checkpoints=20",
+          f"--tokenizer={tokenizer}", f"--data={data_dir}", f"--model_dir={model_dir}",
+          "--train_examples=320", "--validation_examples=32", "--bleu_examples=0",
+          "--noexport", "--log_every_steps=1"]
+
+
+def _start(args, log_path):
+  log = open(log_path, "w")
+  return subprocess.Popen(args, cwd=REPO_DIR, env=_env(), stdout=log,
+                          stderr=subprocess.STDOUT, text=True)
+
+
+def _wait_for_checkpoint(model_dir, proc, timeout=180):
+  """Polls until the CheckpointManager has recorded a checkpoint; returns its step."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  deadline = time.time() + timeout
+  while time.time() < deadline:
+    latest = tf.train.latest_checkpoint(str(model_dir / "checkpoints"))
+    if latest:
+      return int(latest.rsplit("-", 1)[1])
+    if proc.poll() is not None:
+      pytest.fail(f"train.py exited with {proc.returncode} before a checkpoint")
+    time.sleep(0.1)
+  proc.kill()
+  pytest.fail(f"no checkpoint after {timeout} s")
+
+
+def _latest_step(model_dir):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  latest = tf.train.latest_checkpoint(str(model_dir / "checkpoints"))
+  return int(latest.rsplit("-", 1)[1]) if latest else None
+
+
+@pytest.mark.slow
+def test_sigterm_writes_checkpoint_and_exits_cleanly(tmp_path, tutorial_tokenizer_path,
+                                                     ted_data_dir):
+  model_dir = tmp_path / "run"
+  proc = _start(_run_args(model_dir, tutorial_tokenizer_path, ted_data_dir, steps=10000),
+                tmp_path / "log.txt")
+  first = _wait_for_checkpoint(model_dir, proc)
+  time.sleep(1.0)
+  proc.send_signal(signal.SIGTERM)
+  try:
+    proc.wait(timeout=60)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    pytest.fail("train.py did not stop within 60 s of SIGTERM")
+  log = (tmp_path / "log.txt").read_text()
+  assert proc.returncode == 128 + signal.SIGTERM, log[-3000:]
+  match = re.search(r"train.py: stopped by SIGTERM at step (\d+); checkpoint saved", log)
+  assert match, log[-3000:]
+  stopped_at = int(match.group(1))
+  assert stopped_at >= first
+  assert _latest_step(model_dir) == stopped_at  # the checkpoint at the stopping step
+  assert "Traceback" not in log
+
+
+@pytest.mark.slow
+def test_kill_and_resume_continues_from_checkpoint(tmp_path, tutorial_tokenizer_path,
+                                                   ted_data_dir):
+  model_dir = tmp_path / "run"
+  args = _run_args(model_dir, tutorial_tokenizer_path, ted_data_dir)
+  proc = _start(args, tmp_path / "log1.txt")
+  _wait_for_checkpoint(model_dir, proc)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait(timeout=30)
+  killed_at = _latest_step(model_dir)
+  assert 0 < killed_at < STEPS, (tmp_path / "log1.txt").read_text()[-3000:]
+
+  proc = _start(args, tmp_path / "log2.txt")
+  try:
+    proc.wait(timeout=240)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    pytest.fail("the resumed run did not finish in 240 s")
+  log = (tmp_path / "log2.txt").read_text()
+  assert proc.returncode == 0, log[-3000:]
+  restored = re.search(r"restored checkpoint \S+ckpt-(\d+) at step (\d+)", log)
+  assert restored, log[-3000:]
+  assert int(restored.group(1)) == int(restored.group(2)) == killed_at
+  ran = re.search(r"ran (\d+) steps in this run \(from step (\d+) to step (\d+)\)", log)
+  assert ran, log[-3000:]
+  assert (int(ran.group(2)), int(ran.group(3))) == (killed_at, STEPS)
+  # Repeated work is bounded by one checkpoint interval: the first run got at
+  # most INTERVAL steps past the checkpoint it was killed after, and the
+  # second run did exactly the steps that were missing.
+  assert int(ran.group(1)) == STEPS - killed_at
+  assert _latest_step(model_dir) == STEPS
+  records = [json.loads(line) for line in
+             (model_dir / "metrics.jsonl").read_text().splitlines()]
+  assert records[-1]["step"] == STEPS
+  assert all(r["val_loss"] > 0 for r in records)
+  config = json.loads((model_dir / "config.json").read_text())
+  assert config["training"]["train_steps"] == STEPS
+  assert (model_dir / "tokenizer_path.txt").read_text().strip() == str(
+      Path(tutorial_tokenizer_path).resolve())
+  assert list((model_dir / "logs" / "train").glob("events.out.tfevents.*"))
+
+  # Rerunning with another model shape fails at start, naming the field.
+  other = [a if not a.startswith("--config.model.output_weights") else
+           "--config.model.d_model=64" for a in args]
+  result = subprocess.run(other, cwd=REPO_DIR, env=_env(), capture_output=True, text=True,
+                          timeout=60)
+  assert result.returncode != 0
+  assert (f"checkpoint in {model_dir} was trained with a different config: field "
+          "model.d_model was 32, now 64") in result.stderr
