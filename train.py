@@ -316,20 +316,18 @@ class Bleu:
         self.available = False
 
   def __call__(self, split_name, translator=None):
-    """BLEU of `translator` (default: an in-memory one over the current model)."""
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    """BLEU of `translator` (default: an in-memory one over the current model) on
+    the validation pairs; writes <model_dir>/bleu/<split_name>.<method>.{txt,json}."""
     from transformer import evaluation  # pylint: disable=g-import-not-at-top
     from transformer import export as export_lib  # pylint: disable=g-import-not-at-top
     if translator is None:
       translator = export_lib.Translator(self.tokenizers, self.model, self.config.decoding)
-    function = (translator.translate_greedy if _BLEU_METHOD.value == "greedy"
-                else translator.translate)
-
-    def translate_batch(sentences):
-      return [t.decode("utf-8") for t in function(tf.constant(list(sentences))).numpy()]
-
-    return evaluation.evaluate_bleu(translate_batch, self.pairs, self.model_dir / "bleu",
-                                    split_name, _BLEU_METHOD.value)
+    method = _BLEU_METHOD.value
+    result = evaluation.evaluate_bleu(evaluation.translator_batch_fn(translator, method),
+                                      self.pairs, self.model_dir / "bleu", split_name, method)
+    logging.info("%s BLEU (%s, %d sentences): %.2f", split_name, method,
+                 result["num_sentences"], result["bleu"])
+    return result["bleu"]
 
 
 def export(model, tokenizers, config, model_dir):
