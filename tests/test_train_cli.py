@@ -64,7 +64,7 @@ def test_model_dir_is_required():
 
 # ------------------------------------------------------------ real runs
 
-STEPS, INTERVAL = 40, 5
+STEPS, INTERVAL = 25, 5
 
 
 def _run_args(model_dir, tokenizer, data_dir, steps=STEPS):
@@ -141,7 +141,10 @@ def test_kill_and_resume_continues_from_checkpoint(tmp_path, tutorial_tokenizer_
   killed_at = _latest_step(model_dir)
   assert 0 < killed_at < STEPS, (tmp_path / "log1.txt").read_text()[-3000:]
 
-  proc = _start(args, tmp_path / "log2.txt")
+  # The rerun also exports and scores BLEU at the end (greedy, 8 sentences).
+  final_args = [a for a in args if a not in ("--noexport", "--bleu_examples=0")]
+  proc = _start(final_args + ["--bleu_examples=8", "--bleu_method=greedy"],
+                tmp_path / "log2.txt")
   try:
     proc.wait(timeout=240)
   except subprocess.TimeoutExpired:
@@ -163,12 +166,17 @@ def test_kill_and_resume_continues_from_checkpoint(tmp_path, tutorial_tokenizer_
   records = [json.loads(line) for line in
              (model_dir / "metrics.jsonl").read_text().splitlines()]
   assert records[-1]["step"] == STEPS
-  assert all(r["val_loss"] > 0 for r in records)
+  assert all(r["val_loss"] > 0 for r in records if "val_loss" in r)
   config = json.loads((model_dir / "config.json").read_text())
   assert config["training"]["train_steps"] == STEPS
   assert (model_dir / "tokenizer_path.txt").read_text().strip() == str(
       Path(tutorial_tokenizer_path).resolve())
   assert list((model_dir / "logs" / "train").glob("events.out.tfevents.*"))
+  assert list((model_dir / "logs" / "validation").glob("events.out.tfevents.*"))
+  assert records[-1]["final"] and records[-1]["bleu"] >= 0
+  assert (model_dir / "export" / "translator" / "saved_model.pb").is_file()
+  assert (model_dir / "export" / "transformer.keras").is_file()
+  assert (model_dir / "bleu" / "validation.greedy.txt").read_text().count("\n") == 8
 
   # Rerunning with another model shape fails at start, naming the field.
   other = [a if not a.startswith("--config.model.output_weights") else
