@@ -241,7 +241,8 @@ def test_decode_trims_a_10000_token_input(untrained_model, method):
   config = tiny_config()
   config.decoding.extra_length = 5
   sources = tf.constant([[decoding.START_ID] + [9] * 9_998 + [END], [2, 5, 3] + [0] * 9_997])
-  tokens = decoding.decode(untrained_model, sources, method, config.decoding).numpy()
+  tokens = decoding.decode(untrained_model, sources, method,
+                           **config.decoding.to_dict()).numpy()
   assert tokens.shape[0] == 2
   assert tokens.shape[1] <= MAX_POSITION
   assert len(strip_padding(tokens[1])) <= 3 + 5
@@ -249,4 +250,4 @@ def test_decode_trims_a_10000_token_input(untrained_model, method):
 
 def test_decode_rejects_unknown_method(untrained_model):
   with pytest.raises(ValueError, match="sampling"):
-    decoding.decode(untrained_model, tf.constant([[2, 3]]), "sampling", tiny_config().decoding)
+    decoding.decode(untrained_model, tf.constant([[2, 3]]), "sampling")

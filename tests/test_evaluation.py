@@ -123,15 +123,6 @@ def test_restore_refuses_checkpoints_missing_model_variables(tmp_path):
     evaluation.restore_model(built(TwoLayers()), written[0])
 
 
-TRANSFORMER_CHECKPOINT_BUG = (
-    "model-side bug: tf.train.Checkpoint(model=Transformer) saves only the embeddings "
-    "(2 of 86 variables of the tiny model). Encoder/Decoder keep their layers in a "
-    "Python list (self.layers = [...]), which Keras 3.15 wraps in a TrackedList that "
-    "TF checkpoints do not follow (Keras converts it for SavedModel export only).")
-
-
-@pytest.mark.xfail(strict=True, raises=evaluation.CheckpointError,
-                   reason=TRANSFORMER_CHECKPOINT_BUG)
 def test_average_checkpoints_of_a_transformer(tmp_path):
   config = tiny_config()
   model = build_model(config)
@@ -141,8 +132,6 @@ def test_average_checkpoints_of_a_transformer(tmp_path):
     np.testing.assert_allclose(variable.numpy(), 3.0)
 
 
-@pytest.mark.xfail(strict=True, raises=evaluation.CheckpointError,
-                   reason=TRANSFORMER_CHECKPOINT_BUG)
 def test_evaluate_cli_scores_an_averaged_model_dir(tmp_path):
   if not TOKENIZER_PATH.exists():
     pytest.skip(f"tutorial tokenizer SavedModel not found at {TOKENIZER_PATH}")

@@ -10,7 +10,10 @@ batches of sentences of mixed lengths decode together.
 Every loop is a ``tf.while_loop`` whose variables keep one shape from step to
 step (the cache and the output buffers are allocated for the longest allowed
 output up front), so the functions work eagerly, inside ``tf.function`` and
-with dynamic batch and source lengths.
+with dynamic batch and source lengths. Wrap them with
+``tf.function(..., autograph=False)``: there is no Python control flow to
+convert, and with autograph on we once saw a model call receive another
+call's arguments.
 
 Beam search follows §6.1 (from Wu et al. 2016, GNMT): beam size 4, length
 penalty lp(Y) = ((5 + |Y|) / 6)^α with α = 0.6, outputs of at most input
@@ -233,11 +236,14 @@ def beam_search(model, source_ids, max_lengths, beam_size: int = 4, alpha: float
   return finished_ids[:, 0, 1:i + 1], finished_scores[:, 0]
 
 
-def decode(model, source_ids, method: str, decoding_config):
-  """Translates token ids with the settings of ``config.decoding``.
+def decode(model, source_ids, method: str, *, beam_size: int = 4, length_penalty: float = 0.6,
+           extra_length: int = 50):
+  """Translates token ids with the settings of ``config.decoding``
+  (``decode(model, ids, method, **config.decoding.to_dict())``).
 
   Trims the source to the model's ``max_position``, limits each output to its
-  input length + ``extra_length``, and runs ``method`` ("greedy" or "beam").
+  input length + ``extra_length``, and runs ``method``: "greedy", or "beam"
+  with ``beam_size`` and α = ``length_penalty``.
 
   Args:
     source_ids: ``(batch, src_len)`` int, padded with 0; any length.
@@ -248,9 +254,8 @@ def decode(model, source_ids, method: str, decoding_config):
     raise ValueError(f"unknown decoding method {method!r}; choose one of {METHODS}")
   max_position = model.hyperparameters["max_position"]
   source_ids = tf.cast(trim_source(source_ids, max_position), tf.int32)
-  max_lengths = output_length_limits(source_ids, decoding_config.extra_length, max_position)
+  max_lengths = output_length_limits(source_ids, extra_length, max_position)
   if method == "greedy":
     return greedy_decode(model, source_ids, max_lengths)
-  tokens, _ = beam_search(model, source_ids, max_lengths, decoding_config.beam_size,
-                          decoding_config.length_penalty)
+  tokens, _ = beam_search(model, source_ids, max_lengths, beam_size, length_penalty)
   return tokens

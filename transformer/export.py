@@ -65,19 +65,15 @@ class Translator(tf.Module):
     self.extra_length = int(decoding_config.extra_length)
 
   def _source_ids(self, sentences):
-    """Token ids ``(batch, src_len)`` int32, cut to what the model can encode."""
+    """Token ids ``(batch, src_len)`` int32, cut to what the model can encode
+    (here rather than only in decoding, so that the attention outputs match)."""
     ids = self.tokenizers.pt.tokenize(sentences).to_tensor()
     max_position = self.transformer.hyperparameters["max_position"]
     return tf.cast(decoding.trim_source(ids, max_position), tf.int32)
 
   def _decode(self, source_ids, method):
-    max_lengths = decoding.output_length_limits(
-        source_ids, self.extra_length, self.transformer.hyperparameters["max_position"])
-    if method == "greedy":
-      return decoding.greedy_decode(self.transformer, source_ids, max_lengths)
-    tokens, _ = decoding.beam_search(self.transformer, source_ids, max_lengths,
-                                     self.beam_size, self.length_penalty)
-    return tokens
+    return decoding.decode(self.transformer, source_ids, method, beam_size=self.beam_size,
+                           length_penalty=self.length_penalty, extra_length=self.extra_length)
 
   def _text(self, tokens):
     return self.tokenizers.en.detokenize(tf.cast(tokens, tf.int64))
