@@ -42,7 +42,8 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
       Translator(tokenizers, model, config.decoding), method)
   result = evaluation.evaluate_bleu(
       translate_batch, data.local_split_pairs(data_dir, split),
-      output_dir or Path(model_dir) / "bleu", split, method, batch_size)
+      output_dir or Path(model_dir) / "bleu", split, method, batch_size,
+      reference_tokenizer=tokenizers.en)
   return {**result, "checkpoints": checkpoints}
 
 
