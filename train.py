@@ -144,7 +144,13 @@ def check_flags(config, model_dir: Path) -> None:
     distribute.check_strategy_flags(_STRATEGY.value, _TPU.value, _MIXED_PRECISION.value)
   except distribute.StrategyError as e:
     raise UsageError(str(e)) from e
-  if _DATA.value != "tfds":
+  if _DATA.value == "tfds":
+    import importlib.util  # pylint: disable=g-import-not-at-top
+    if importlib.util.find_spec("tensorflow_datasets") is None:
+      raise UsageError("--data=tfds needs tensorflow-datasets (pip install "
+                       "'transformer-pt-en[tfds]'); or pass the folder of the TED HRLR "
+                       "files, e.g. ../shared/data/ted_hrlr_pt_to_en")
+  else:
     data_dir = Path(_DATA.value)
     missing = [name for name in ("pt.train", "en.train", "pt.dev", "en.dev")
                if not (data_dir / name).is_file()]

@@ -136,3 +136,36 @@ def test_mismatched_checkpoint_fails_clearly(trained_dir, tutorial_tokenizers, t
                      match=r"ckpt-10: it is corrupt or was written by a different model"):
     trainer.restore()
   assert trainer.step == 0
+
+
+@pytest.fixture
+def float32_after():
+  """The Trainer sets Keras' global dtype policy; give later tests float32 back."""
+  yield
+  import keras  # pylint: disable=g-import-not-at-top
+  keras.mixed_precision.set_global_policy("float32")
+
+
+@pytest.mark.parametrize("policy,optimizer", [("mixed_float16", "LossScaleOptimizer"),
+                                              ("mixed_bfloat16", "Adam")])
+def test_mixed_precision_trains_and_resumes(tmp_path, policy, optimizer, float32_after):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from transformer import training  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  source, target = rng.integers(4, 50, (8, 9)), rng.integers(4, 50, (8, 10))
+  dataset = tf.data.Dataset.from_tensor_slices(
+      ((source, target[:, :-1]), target[:, 1:])).batch(4)
+  config = _tiny_config(train_steps=4, checkpoint_every_steps=2)
+
+  def trainer():
+    return training.Trainer(config, input_vocab_size=60, target_vocab_size=60,
+                            model_dir=tmp_path, mixed_precision=policy, progress=False)
+  first = trainer()
+  assert type(first.optimizer).__name__ == optimizer
+  assert first.model.final_layer.compute_dtype == policy.split("_")[1]
+  result = first.fit(lambda epoch: dataset)
+  assert result.step == 4
+  assert all(math.isfinite(r["train_loss"]) for r in result.history)
+  second = trainer()
+  assert second.restore() == 4
+  assert second.learning_rate == pytest.approx(first.learning_rate)
