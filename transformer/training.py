@@ -123,7 +123,8 @@ class Trainer:
     model_dir: where checkpoints, logs and metrics go; None keeps nothing
       (tests).
     strategy: a ``tf.distribute.Strategy`` (default: the default strategy).
-    mixed_precision: ``"none"``, ``"mixed_float16"`` or ``"mixed_bfloat16"``.
+    mixed_precision: ``"none"``, ``"mixed_float16"`` or ``"mixed_bfloat16"``;
+      sets Keras' global dtype policy (float32 for "none") before building.
     jit_compile: XLA-compile each replica's forward/backward pass (see the
       module docstring).
     log_every_steps: TensorBoard training scalars every this many steps.
