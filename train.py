@@ -261,10 +261,14 @@ def main(argv):
   # TPUs need static shapes: drop the last partial batch there.
   drop_remainder = isinstance(strategy, tf.distribute.TPUStrategy)
 
+  # Tokenized once; each epoch's pipeline reads the same in-memory cache.
+  tokenized_train = pipeline.tokenize_pairs(train_dataset, tokenizers,
+                                            config.data.max_tokens).cache()
+
   def make_train_dataset(epoch):
     # Seeded by the epoch: a resumed epoch sees the same batches in the same order.
-    return pipeline.make_batches(
-        train_dataset, tokenizers, max_tokens=config.data.max_tokens,
+    return pipeline.batch_tokenized(
+        tokenized_train, max_tokens=config.data.max_tokens,
         batch_size=config.data.batch_size, tokens_per_batch=config.data.tokens_per_batch,
         bucketing=config.data.bucketing, shuffle=True,
         shuffle_buffer=config.data.shuffle_buffer,

@@ -108,6 +108,17 @@ def test_tokenization_runs_once_not_every_epoch(subset, tutorial_tokenizers):
   assert len(counting.calls) == 4
 
 
+def test_per_epoch_pipelines_share_one_tokenization(subset, tutorial_tokenizers):
+  """What train.py does: tokenize once, then one differently seeded pipeline per epoch."""
+  counting = _CountingTokenizers(tutorial_tokenizers)
+  tokenized = pipeline.tokenize_pairs(subset, counting).cache()
+  epochs = [_batches(pipeline.batch_tokenized(tokenized, seed=epoch, shuffle_buffer=500))
+            for epoch in range(3)]
+  assert len(counting.calls) == 4
+  assert all(sum(len(source) for source, _, _ in epoch) == 2000 for epoch in epochs)
+  assert not _same(epochs[0], epochs[1])
+
+
 def test_token_budget(subset, tutorial_tokenizers):
   budget, max_tokens = 1000, 64
   batches = _batches(pipeline.make_batches(subset, tutorial_tokenizers, max_tokens=max_tokens,

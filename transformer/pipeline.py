@@ -93,22 +93,37 @@ def _split_target(pt_ids, en_ids):
 
 
 def make_batches(pairs_dataset: tf.data.Dataset, tokenizers, *,
-                 max_tokens: int = 128, batch_size: int = 64,
-                 tokens_per_batch: int = 0, bucketing: bool = False,
-                 shuffle: bool = True, shuffle_buffer: int = 20000, seed: int = 0,
-                 drop_remainder: bool = False) -> tf.data.Dataset:
+                 max_tokens: int = 128, **batching) -> tf.data.Dataset:
   """Tokenized, shuffled, padded batches of ((source, decoder input), labels).
 
+  The tutorial's ``make_batches`` in one call: :func:`tokenize_pairs`, cached,
+  then :func:`batch_tokenized` (which documents ``batching``). Iterating the
+  result again (another epoch) reshuffles but does not tokenize again.
+  """
+  tokenized = tokenize_pairs(pairs_dataset, tokenizers, max_tokens).cache()
+  return batch_tokenized(tokenized, max_tokens=max_tokens, **batching)
+
+
+def batch_tokenized(tokenized: tf.data.Dataset, *, max_tokens: int = 128,
+                    batch_size: int = 64, tokens_per_batch: int = 0,
+                    bucketing: bool = False, shuffle: bool = True,
+                    shuffle_buffer: int = 20000, seed: int = 0,
+                    drop_remainder: bool = False) -> tf.data.Dataset:
+  """Shuffled, padded batches of already tokenized pairs.
+
+  Build ``tokenized`` once with ``tokenize_pairs(...).cache()`` and call this
+  for each epoch with its own seed: every pipeline built on the same cached
+  dataset shares its cache, so only the first epoch tokenizes.
+
   Args:
-    pairs_dataset: (pt, en) scalar tf.string pairs (see `transformer.data`).
-    tokenizers: a module with `.pt` and `.en` tokenizers (ours or the tutorial's).
+    tokenized: (pt_ids, en_ids) pairs from :func:`tokenize_pairs`.
     max_tokens: longest sequence in any batch tensor (see the module docstring).
     batch_size: sentences per (global) batch, used when tokens_per_batch is 0.
     tokens_per_batch: if > 0, each batch holds as many sentences as fit
       `batch size * padded length <= tokens_per_batch` on each side; implies
       bucketing.
     bucketing: group sentences of similar length before batching.
-    shuffle: shuffle the sentences (each epoch anew) before batching.
+    shuffle: shuffle the sentences (each iteration anew) before batching.
     shuffle_buffer: size of the shuffle buffer.
     seed: the shuffle seed; the same seed gives the same batches in the same
       order.
@@ -121,7 +136,7 @@ def make_batches(pairs_dataset: tf.data.Dataset, tokenizers, *,
   if tokens_per_batch and tokens_per_batch < max_tokens:
     raise ValueError(f"tokens_per_batch={tokens_per_batch} cannot hold one "
                      f"sentence of max_tokens={max_tokens}")
-  dataset = tokenize_pairs(pairs_dataset, tokenizers, max_tokens).cache()
+  dataset = tokenized
   if shuffle:
     dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
 
