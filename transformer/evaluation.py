@@ -29,14 +29,12 @@ import numpy as np
 import sacrebleu
 import tensorflow as tf
 
+from transformer.training import CheckpointError
+
 PathLike = Union[str, os.PathLike]
 Pair = Tuple[str, str]
 TranslateBatch = Callable[[Sequence[str]], List[str]]
 CHECKPOINT_SUBDIR = "checkpoints"
-
-
-class CheckpointError(ValueError):
-  """Missing checkpoints, or checkpoints that do not hold the model's weights."""
 
 
 def translate_all(translate_batch: TranslateBatch, sentences: Sequence[str],

@@ -79,7 +79,7 @@ class NonFiniteLossError(TrainingError):
 
 
 class CheckpointError(TrainingError):
-  """A checkpoint exists but cannot be restored into this model."""
+  """A checkpoint is missing, corrupt, or does not fit this model."""
 
 
 @dataclasses.dataclass
