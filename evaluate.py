@@ -6,6 +6,8 @@ Reads ``config.json``, ``tokenizer_path.txt`` and ``checkpoints/`` from the
 ``train.py`` output folder, optionally averages the last N checkpoints (the
 paper's base model averages 5), translates the split and writes the hypotheses
 and a JSON with the score to ``--output_dir`` (default ``<model_dir>/bleu``).
+With ``--export_dir`` the evaluated (e.g. averaged) model is also exported there
+as a translator SavedModel.
 See :mod:`transformer.evaluation` for what the score does and does not compare with.
 """
 
@@ -17,7 +19,7 @@ from absl import flags
 
 from transformer import data
 from transformer import evaluation
-from transformer.export import Translator
+from transformer.export import Translator, export_translator
 
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent / "shared" / "data" / "ted_hrlr_pt_to_en"
 
@@ -31,26 +33,31 @@ _DATA_DIR = flags.DEFINE_string("data_dir", str(DEFAULT_DATA_DIR),
                                 "Folder with pt.dev en.dev pt.test en.test.")
 _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Default: <model_dir>/bleu.")
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "Sentences translated together.")
+_EXPORT_DIR = flags.DEFINE_string(
+    "export_dir", None, "If set, also export the evaluated model as a translator SavedModel.")
 
 
 def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
-             output_dir=None, batch_size: int = 64) -> dict:
+             output_dir=None, batch_size: int = 64, export_dir=None) -> dict:
   """Restores the model of ``model_dir`` and scores it; returns the BLEU record."""
   config, tokenizers, model, checkpoints = evaluation.restore_model_dir(model_dir,
                                                                         average_last)
-  translate_batch = evaluation.translator_batch_fn(
-      Translator(tokenizers, model, config.decoding), method)
+  if export_dir:
+    translator = export_translator(model, tokenizers, export_dir, config.decoding)
+  else:
+    translator = Translator(tokenizers, model, config.decoding)
+  translate_batch = evaluation.translator_batch_fn(translator, method)
   result = evaluation.evaluate_bleu(
       translate_batch, data.local_split_pairs(data_dir, split),
       output_dir or Path(model_dir) / "bleu", split, method, batch_size,
       reference_tokenizer=tokenizers.en)
-  return {**result, "checkpoints": checkpoints}
+  return {**result, "checkpoints": checkpoints, "export_dir": export_dir}
 
 
 def main(argv):
   del argv
   result = evaluate(_MODEL_DIR.value, _SPLIT.value, _METHOD.value, _AVERAGE_LAST.value,
-                    _DATA_DIR.value, _OUTPUT_DIR.value, _BATCH_SIZE.value)
+                    _DATA_DIR.value, _OUTPUT_DIR.value, _BATCH_SIZE.value, _EXPORT_DIR.value)
   print(json.dumps(result, indent=2))
 
 

@@ -148,8 +148,12 @@ def test_evaluate_cli_scores_an_averaged_model_dir(tmp_path):
   (data_dir / "pt.dev").write_text("".join(s + "\n" for s, _ in PAIRS), encoding="utf-8")
   (data_dir / "en.dev").write_text("".join(r + "\n" for _, r in PAIRS), encoding="utf-8")
 
-  result = evaluate.evaluate(model_dir, "validation", "greedy", 2, data_dir)
+  export_dir = tmp_path / "averaged"
+  result = evaluate.evaluate(model_dir, "validation", "greedy", 2, data_dir,
+                             export_dir=str(export_dir))
   assert result["num_sentences"] == len(PAIRS)
+  exported = tf.saved_model.load(str(export_dir))
+  assert exported.translate_greedy(tf.constant(["olá ."])).shape == (1,)
   assert [Path(p).name for p in result["checkpoints"]] == ["ckpt-2", "ckpt-3"]
   assert (model_dir / "bleu" / "validation.greedy.json").is_file()
   assert len((model_dir / "bleu" / "validation.greedy.txt").read_text().splitlines()) == 5
