@@ -312,18 +312,12 @@ def main(argv):
 
 
 class Bleu:
-  """Validation BLEU through the translator (needs transformer.evaluation)."""
+  """Validation BLEU through the translator, when there are pairs to score."""
 
   def __init__(self, model, tokenizers, config, model_dir, pairs, chief):
     self.model, self.tokenizers, self.config = model, tokenizers, config
     self.model_dir, self.pairs = model_dir, pairs
     self.available = bool(pairs) and chief
-    if self.available:
-      try:
-        from transformer import evaluation  # pylint: disable=g-import-not-at-top,unused-import
-      except ImportError as e:
-        logging.warning("BLEU skipped: %s", e)
-        self.available = False
 
   def __call__(self, split_name, translator=None):
     """BLEU of `translator` (default: an in-memory one over the current model) on
@@ -334,7 +328,8 @@ class Bleu:
       translator = export_lib.Translator(self.tokenizers, self.model, self.config.decoding)
     method = _BLEU_METHOD.value
     result = evaluation.evaluate_bleu(evaluation.translator_batch_fn(translator, method),
-                                      self.pairs, self.model_dir / "bleu", split_name, method)
+                                      self.pairs, self.model_dir / "bleu", split_name, method,
+                                      reference_tokenizer=self.tokenizers.en)
     logging.info("%s BLEU (%s, %d sentences): %.2f", split_name, method,
                  result["num_sentences"], result["bleu"])
     return result["bleu"]
@@ -342,11 +337,7 @@ class Bleu:
 
 def export(model, tokenizers, config, model_dir):
   """Exports the translator SavedModel and the .keras model; returns their paths."""
-  try:
-    from transformer import export as export_lib  # pylint: disable=g-import-not-at-top
-  except ImportError as e:
-    logging.warning("export skipped: %s", e)
-    return None, {}
+  from transformer import export as export_lib  # pylint: disable=g-import-not-at-top
   export_dir = model_dir / "export"
   export_dir.mkdir(parents=True, exist_ok=True)
   keras_path = export_dir / "transformer.keras"

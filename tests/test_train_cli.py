@@ -177,6 +177,8 @@ def test_kill_and_resume_continues_from_checkpoint(tmp_path, tutorial_tokenizer_
   assert (model_dir / "export" / "translator" / "saved_model.pb").is_file()
   assert (model_dir / "export" / "transformer.keras").is_file()
   assert (model_dir / "bleu" / "validation.greedy.txt").read_text().count("\n") == 8
+  bleu_record = json.loads((model_dir / "bleu" / "validation.greedy.json").read_text())
+  assert bleu_record["references"] == "tokenizer round trip"
 
   # Rerunning with another model shape fails at start, naming the field.
   other = [a if not a.startswith("--config.model.output_weights") else
