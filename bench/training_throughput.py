@@ -48,14 +48,15 @@ def main(argv):
   pairs = data.local_split_pairs(_DATA_DIR.value, "train")[:20000]
   tokenized = pipeline.tokenize_pairs(data.pairs_to_dataset(pairs), tokenizers,
                                       config.data.max_tokens).cache()
-  trainer = Trainer(config, input_vocab_size=vocab_sizes(tokenizers)[0],
-                    target_vocab_size=vocab_sizes(tokenizers)[1], progress=False)
+  input_vocab_size, target_vocab_size = vocab_sizes(tokenizers)
+  trainer = Trainer(config, input_vocab_size=input_vocab_size,
+                    target_vocab_size=target_vocab_size, progress=False)
+  # Both schemes train the same model in turn; its weights do not change the speed.
   results = {}
   for name, bucketing in (("random batches of 64", False), ("bucketed batches of 64", True)):
     batches = pipeline.batch_tokenized(tokenized, max_tokens=config.data.max_tokens,
                                        batch_size=64, bucketing=bucketing, seed=0)
     results[name] = throughput(trainer, batches.take(_STEPS.value))
-  # Both schemes train the same model in turn; its weights do not change the speed.
   baseline = results["random batches of 64"][0]
   print(f"{'scheme':<26}{'tokens/s':>10}{'s/step':>9}{'vs random':>11}")
   for name, (tokens_per_second, seconds_per_step) in results.items():
