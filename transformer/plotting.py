@@ -4,8 +4,11 @@ One panel per head of the last decoder layer's cross-attention: which source
 tokens each output token looked at while it was predicted. The inputs come
 from the exported translator's ``translate_with_attention`` (see
 :mod:`transformer.export`).
+
+Also the training curves of a ``train.py`` run, from its ``metrics.jsonl``.
 """
 
+import json
 import math
 import os
 from typing import Sequence, Union
@@ -54,6 +57,30 @@ def plot_attention_weights(sentence_tokens: Sequence, translation_tokens: Sequen
     axes.set_xticks(range(src_len), source_labels, rotation=90)
     axes.set_yticks(range(out_len), target_labels)
     axes.set_xlabel(f"Head {head + 1}")
+  figure.tight_layout()
+  figure.savefig(path, format="png")
+  plt.close(figure)
+  return figure
+
+
+def plot_training_curves(metrics_path: PathLike, path: PathLike):
+  """Loss and accuracy per epoch, training and validation, from ``train.py``'s
+  ``metrics.jsonl``, saved as a PNG at ``path``. Returns the (closed) figure."""
+  with open(metrics_path, encoding="utf-8") as f:
+    records = [json.loads(line) for line in f if line.strip()]
+  epochs = [r for r in records if "train_loss" in r]
+  if not epochs:
+    raise ValueError(f"{metrics_path} holds no epoch records")
+  figure, (loss_axes, accuracy_axes) = plt.subplots(1, 2, figsize=(10, 4))
+  steps = [r["step"] for r in epochs]
+  for split in ("train", "val"):
+    loss_axes.plot(steps, [r[f"{split}_loss"] for r in epochs], marker="o", label=split)
+    accuracy_axes.plot(steps, [r[f"{split}_accuracy"] for r in epochs], marker="o",
+                       label=split)
+  loss_axes.set(xlabel="step", ylabel="masked cross-entropy", title="loss")
+  accuracy_axes.set(xlabel="step", ylabel="masked token accuracy", title="accuracy")
+  for axes in (loss_axes, accuracy_axes):
+    axes.legend()
   figure.tight_layout()
   figure.savefig(path, format="png")
   plt.close(figure)
