@@ -280,8 +280,8 @@ def main(argv):
       tokens_per_batch=config.data.tokens_per_batch, bucketing=config.data.bucketing,
       shuffle=False, drop_remainder=drop_remainder)
 
-  bleu_pairs = (_take(validation_pairs, _BLEU_EXAMPLES.value)
-                if _BLEU_EXAMPLES.value != 0 else [])
+  bleu_pairs = {-1: validation_pairs, 0: []}.get(
+      _BLEU_EXAMPLES.value, validation_pairs[:_BLEU_EXAMPLES.value])
   bleu = Bleu(trainer.model, tokenizers, config, model_dir, bleu_pairs, chief)
 
   def epoch_end(epoch, record):

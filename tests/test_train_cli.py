@@ -188,3 +188,22 @@ def test_kill_and_resume_continues_from_checkpoint(tmp_path, tutorial_tokenizer_
   assert result.returncode != 0
   assert (f"checkpoint in {model_dir} was trained with a different config: field "
           "model.d_model was 32, now 64") in result.stderr
+
+
+def test_bleu_covers_every_validation_pair_by_default(tmp_path, tutorial_tokenizer_path):
+  """--bleu_examples=-1 (the default) scores all validation pairs, the last one included."""
+  data_dir = tmp_path / "data"
+  data_dir.mkdir()
+  pairs = {"train": [("olá .", "hello ."), ("obrigado .", "thank you .")] * 8,
+           "dev": [("sim .", "yes ."), ("não .", "no ."), ("talvez .", "maybe .")]}
+  for split, split_pairs in pairs.items():
+    (data_dir / f"pt.{split}").write_text("".join(p + "\n" for p, _ in split_pairs))
+    (data_dir / f"en.{split}").write_text("".join(e + "\n" for _, e in split_pairs))
+  model_dir = tmp_path / "run"
+  result = _train("--config=configs/tiny.py", "--config.training.train_steps=2",
+                  "--bleu_method=greedy", "--noexport", f"--data={data_dir}",
+                  f"--tokenizer={tutorial_tokenizer_path}", f"--model_dir={model_dir}",
+                  timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
+  record = json.loads((model_dir / "bleu" / "validation.greedy.json").read_text())
+  assert record["num_sentences"] == 3
