@@ -7,7 +7,10 @@ Reads ``config.json``, ``tokenizer_path.txt`` and ``checkpoints/`` from the
 paper's base model averages 5), translates the split and writes the hypotheses
 and a JSON with the score to ``--output_dir`` (default ``<model_dir>/bleu``).
 With ``--export_dir`` the evaluated (e.g. averaged) model is also exported there
-as a translator SavedModel.
+as a translator SavedModel. ``--translator`` scores an exported translator
+SavedModel instead of a ``train.py`` folder:
+
+  python evaluate.py --translator runs/tutorial/export/translator --method greedy
 See :mod:`transformer.evaluation` for what the score does and does not compare with.
 """
 
@@ -23,7 +26,10 @@ from transformer.export import Translator, export_translator
 
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent / "shared" / "data" / "ted_hrlr_pt_to_en"
 
-_MODEL_DIR = flags.DEFINE_string("model_dir", None, "train.py output folder.", required=True)
+_MODEL_DIR = flags.DEFINE_string("model_dir", None,
+                                 "train.py output folder (or give --translator).")
+_TRANSLATOR = flags.DEFINE_string(
+    "translator", None, "An exported translator SavedModel to score instead of --model_dir.")
 _SPLIT = flags.DEFINE_enum("split", "validation", ["validation", "test"], "Split to score.")
 _METHOD = flags.DEFINE_enum("method", "beam", ["beam", "greedy"],
                             "beam: config.decoding's beam search (§6.1); greedy: faster.")
@@ -54,10 +60,32 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
   return {**result, "checkpoints": checkpoints, "export_dir": export_dir}
 
 
+def evaluate_translator(translator_dir, split: str, method: str, data_dir, output_dir=None,
+                        batch_size: int = 64) -> dict:
+  """Scores an exported translator SavedModel; returns the BLEU record."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import  (tokenizer ops)
+  translator = tf.saved_model.load(str(translator_dir))
+  result = evaluation.evaluate_bleu(
+      evaluation.translator_batch_fn(translator, method),
+      data.local_split_pairs(data_dir, split),
+      output_dir or Path(translator_dir).parent / "bleu", split, method, batch_size,
+      reference_tokenizer=translator.tokenizers.en)
+  return {**result, "translator": str(translator_dir)}
+
+
 def main(argv):
   del argv
-  result = evaluate(_MODEL_DIR.value, _SPLIT.value, _METHOD.value, _AVERAGE_LAST.value,
-                    _DATA_DIR.value, _OUTPUT_DIR.value, _BATCH_SIZE.value, _EXPORT_DIR.value)
+  if bool(_MODEL_DIR.value) == bool(_TRANSLATOR.value):
+    raise app.UsageError("give exactly one of --model_dir and --translator")
+  if _TRANSLATOR.value:
+    if _AVERAGE_LAST.value or _EXPORT_DIR.value:
+      raise app.UsageError("--average_last and --export_dir need --model_dir")
+    result = evaluate_translator(_TRANSLATOR.value, _SPLIT.value, _METHOD.value,
+                                 _DATA_DIR.value, _OUTPUT_DIR.value, _BATCH_SIZE.value)
+  else:
+    result = evaluate(_MODEL_DIR.value, _SPLIT.value, _METHOD.value, _AVERAGE_LAST.value,
+                      _DATA_DIR.value, _OUTPUT_DIR.value, _BATCH_SIZE.value, _EXPORT_DIR.value)
   print(json.dumps(result, indent=2))
 
 

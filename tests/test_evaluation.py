@@ -154,6 +154,12 @@ def test_evaluate_cli_scores_an_averaged_model_dir(tmp_path):
   assert result["num_sentences"] == len(PAIRS)
   exported = tf.saved_model.load(str(export_dir))
   assert exported.translate_greedy(tf.constant(["olá ."])).shape == (1,)
+
+  # The exported translator scores the same as the model it was exported from.
+  from_export = evaluate.evaluate_translator(export_dir, "validation", "greedy", data_dir,
+                                             output_dir=tmp_path / "bleu_export")
+  assert from_export["bleu"] == pytest.approx(result["bleu"])
+  assert from_export["references"] == "tokenizer round trip"
   assert [Path(p).name for p in result["checkpoints"]] == ["ckpt-2", "ckpt-3"]
   assert (model_dir / "bleu" / "validation.greedy.json").is_file()
   assert len((model_dir / "bleu" / "validation.greedy.txt").read_text().splitlines()) == 5
