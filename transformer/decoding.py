@@ -26,9 +26,8 @@ padding 0.
 
 import tensorflow as tf
 
-PAD_ID = 0
-START_ID = 2
-END_ID = 3
+from transformer.tokenizers import END_ID, PAD_ID, START_ID
+
 METHODS = ("greedy", "beam")
 
 

@@ -44,6 +44,7 @@ from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 from transformer import data
 
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[START]", "[END]")
+PAD_ID = RESERVED_TOKENS.index("[PAD]")
 START_ID = RESERVED_TOKENS.index("[START]")
 END_ID = RESERVED_TOKENS.index("[END]")
 VOCABULARIES = ("separate", "joint")
