@@ -84,6 +84,15 @@ def _start(args, log_path):
                           stderr=subprocess.STDOUT, text=True)
 
 
+def _wait_or_fail(proc, timeout, what):
+  """Waits for `proc`; kills it and fails the test if it has not exited in time."""
+  try:
+    proc.wait(timeout=timeout)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    pytest.fail(f"{what} within {timeout} s")
+
+
 def _wait_for_checkpoint(model_dir, proc, timeout=180):
   """Polls until the CheckpointManager has recorded a checkpoint; returns its step."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -114,11 +123,7 @@ def test_sigterm_writes_checkpoint_and_exits_cleanly(tmp_path, tutorial_tokenize
   first = _wait_for_checkpoint(model_dir, proc)
   time.sleep(1.0)
   proc.send_signal(signal.SIGTERM)
-  try:
-    proc.wait(timeout=60)
-  except subprocess.TimeoutExpired:
-    proc.kill()
-    pytest.fail("train.py did not stop within 60 s of SIGTERM")
+  _wait_or_fail(proc, 60, "train.py did not stop after SIGTERM")
   log = (tmp_path / "log.txt").read_text()
   assert proc.returncode == 128 + signal.SIGTERM, log[-3000:]
   match = re.search(r"train.py: stopped by SIGTERM at step (\d+); checkpoint saved", log)
@@ -145,11 +150,7 @@ def test_kill_and_resume_continues_from_checkpoint(tmp_path, tutorial_tokenizer_
   final_args = [a for a in args if a not in ("--noexport", "--bleu_examples=0")]
   proc = _start(final_args + ["--bleu_examples=8", "--bleu_method=greedy"],
                 tmp_path / "log2.txt")
-  try:
-    proc.wait(timeout=240)
-  except subprocess.TimeoutExpired:
-    proc.kill()
-    pytest.fail("the resumed run did not finish in 240 s")
+  _wait_or_fail(proc, 240, "the resumed run did not finish")
   log = (tmp_path / "log2.txt").read_text()
   assert proc.returncode == 0, log[-3000:]
   restored = re.search(r"restored checkpoint \S+ckpt-(\d+) at step (\d+)", log)
