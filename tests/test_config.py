@@ -42,6 +42,7 @@ def test_base_config_is_the_papers_choices():
     ("model", "dropout_rate", 1.5, r"config\.model\.dropout_rate: must be in \[0, 1\)"),
     ("data", "tokens_per_batch", 10, r"config\.data\.tokens_per_batch: 10 cannot hold"),
     ("training", "label_smoothing", -0.1, r"config\.training\.label_smoothing"),
+    ("training", "learning_rate_scale", 0.0, r"config\.training\.learning_rate_scale: must be > 0"),
 ])
 def test_bad_fields_raise_a_clear_error(section, field, value, message):
   config = configs.tiny.get_config()

@@ -33,8 +33,22 @@ def test_schedule_peaks_at_warmup():
   assert rates.max() == pytest.approx(128 ** -0.5 * 4000 ** -0.5, rel=1e-3)
 
 
+def test_scale_multiplies_the_whole_schedule():
+  plain = WarmupInverseSquareRoot(d_model=256, warmup_steps=100)
+  scaled = WarmupInverseSquareRoot(d_model=256, warmup_steps=100, scale=2.5)
+  for iteration in (0, 50, 99, 1000):
+    assert float(scaled(iteration)) == pytest.approx(2.5 * float(plain(iteration)), rel=1e-6)
+
+
+def test_optimizer_takes_the_configured_scale():
+  config = configs.base.get_config()
+  config.training.learning_rate_scale = 3.0
+  expected = 3.0 * config.model.d_model ** -0.5 * config.training.warmup_steps ** -1.5
+  assert float(make_optimizer(config).learning_rate) == pytest.approx(expected, rel=1e-5)
+
+
 def test_schedule_round_trips_through_its_config():
-  schedule = WarmupInverseSquareRoot(d_model=256, warmup_steps=100)
+  schedule = WarmupInverseSquareRoot(d_model=256, warmup_steps=100, scale=1.7)
   clone = WarmupInverseSquareRoot.from_config(schedule.get_config())
   assert float(clone(37)) == float(schedule(37))
 

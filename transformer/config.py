@@ -72,6 +72,9 @@ def default_config() -> ml_collections.ConfigDict:
   config.training = ml_collections.ConfigDict()
   # §5.3: lrate = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5).
   config.training.warmup_steps = 4000
+  # Multiplies the whole §5.3 schedule (1.0 in the paper); the peak learning
+  # rate is learning_rate_scale * (d_model * warmup_steps)^-0.5.
+  config.training.learning_rate_scale = 1.0
   config.training.adam_beta_1 = 0.9
   config.training.adam_beta_2 = 0.98
   config.training.adam_epsilon = 1e-9
@@ -152,6 +155,8 @@ def validate_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigD
   _require(config.data.max_tokens <= config.model.max_position, "data.max_tokens",
            f"{config.data.max_tokens} exceeds model.max_position={config.model.max_position}")
   _positive_int(config, "training", "warmup_steps")
+  _require(config.training.learning_rate_scale > 0, "training.learning_rate_scale",
+           f"must be > 0, got {config.training.learning_rate_scale}")
   _positive_int(config, "training", "epochs")
   _positive_int(config, "training", "train_steps", allow_zero=True)
   _positive_int(config, "training", "checkpoint_every_steps")

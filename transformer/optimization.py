@@ -6,30 +6,35 @@ import tensorflow as tf
 
 @keras.saving.register_keras_serializable(package="transformer")
 class WarmupInverseSquareRoot(keras.optimizers.schedules.LearningRateSchedule):
-  """lrate = d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5)  (§5.3).
+  """lrate = scale · d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5)  (§5.3).
 
   Rises linearly for ``warmup_steps`` steps, then decays with the inverse square
   root of the step. ``step`` counts from 1: the optimizer's iteration counter
   (0 before the first update) plus one, so the first update does not use a zero
-  learning rate.
+  learning rate. ``scale`` is 1 in the paper; it moves the whole curve (and so
+  the peak, ``scale · (d_model · warmup_steps)^-0.5``) up or down, like
+  tensor2tensor's ``learning_rate`` hyper-parameter.
   """
 
-  def __init__(self, d_model: int, warmup_steps: int = 4000):
+  def __init__(self, d_model: int, warmup_steps: int = 4000, scale: float = 1.0):
     self.d_model = d_model
     self.warmup_steps = warmup_steps
+    self.scale = scale
 
   def __call__(self, iteration):
     step = tf.cast(iteration, tf.float32) + 1.0
-    return tf.math.rsqrt(float(self.d_model)) * tf.minimum(
-        tf.math.rsqrt(step), step * float(self.warmup_steps) ** -1.5)
+    return (float(self.scale) * tf.math.rsqrt(float(self.d_model)) * tf.minimum(
+        tf.math.rsqrt(step), step * float(self.warmup_steps) ** -1.5))
 
   def get_config(self):
-    return {"d_model": self.d_model, "warmup_steps": self.warmup_steps}
+    return {"d_model": self.d_model, "warmup_steps": self.warmup_steps,
+            "scale": self.scale}
 
 
 def make_optimizer(config) -> keras.optimizers.Adam:
   """Adam(β1=0.9, β2=0.98, ε=1e-9) with the warm-up schedule, from a full config."""
   return keras.optimizers.Adam(
-      WarmupInverseSquareRoot(config.model.d_model, config.training.warmup_steps),
+      WarmupInverseSquareRoot(config.model.d_model, config.training.warmup_steps,
+                              config.training.learning_rate_scale),
       beta_1=config.training.adam_beta_1, beta_2=config.training.adam_beta_2,
       epsilon=config.training.adam_epsilon)
