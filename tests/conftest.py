@@ -53,21 +53,37 @@ def train_pairs(ted_data_dir):
   return data.local_split_pairs(ted_data_dir, "train")
 
 
+def cache_dir(config, tmp_path_factory, name: str) -> Path:
+  """The folder ``name`` in pytest's cache, kept across sessions; a fresh
+  temporary folder when the cache plugin is off (``-p no:cacheprovider``),
+  where ``config`` has no ``cache``."""
+  cache = getattr(config, "cache", None)
+  if cache is None:
+    return tmp_path_factory.mktemp(name)
+  return Path(cache.mkdir(name))
+
+
 @pytest.fixture(scope="session")
-def guide_tokenizers_build(request, train_pairs):
+def tokenizer_cache_dir(request, tmp_path_factory) -> Path:
+  """Where built tokenizers are kept (see :func:`cache_dir`)."""
+  return cache_dir(request.config, tmp_path_factory, "transformer_tokenizers")
+
+
+@pytest.fixture(scope="session")
+def guide_tokenizers_build(tokenizer_cache_dir, train_pairs):
   """Our tokenizers built with the subword guide's settings on the full train split.
 
   The build takes minutes on 2 cores, so it is cached in pytest's cache folder
-  and reused across sessions: ``pytest --cache-clear`` forces a rebuild.
+  and reused across sessions: ``pytest --cache-clear`` forces a rebuild (and
+  ``-p no:cacheprovider`` builds into a temporary folder).
 
   Returns:
     (path of the SavedModel, seconds the call took: the build time on a
     rebuild, about zero when cached).
   """
   from transformer import tokenizers  # pylint: disable=g-import-not-at-top
-  cache_dir = request.config.cache.mkdir("transformer_tokenizers")
   start = time.time()
-  path = tokenizers.get_or_build_tokenizers(train_pairs, cache_dir, vocab_size=8000,
+  path = tokenizers.get_or_build_tokenizers(train_pairs, tokenizer_cache_dir, vocab_size=8000,
                                             vocabulary="separate")
   return path, time.time() - start
 

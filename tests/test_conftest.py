@@ -1,0 +1,23 @@
+"""The shared fixtures of tests/conftest.py work with pytest's cache plugin off."""
+
+import os
+from pathlib import Path
+import subprocess
+import sys
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_tokenizer_cache_dir_is_a_folder(tokenizer_cache_dir):
+  assert tokenizer_cache_dir.is_dir()
+
+
+def test_tokenizer_cache_dir_without_the_cache_plugin():
+  # -p no:cacheprovider leaves pytest's config without .cache.
+  result = subprocess.run(
+      [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+       f"tests/{Path(__file__).name}::test_tokenizer_cache_dir_is_a_folder"],
+      cwd=ROOT, capture_output=True, text=True, timeout=120,
+      env={**os.environ, "PYTHONPATH": str(ROOT)})
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  assert "1 passed" in result.stdout
