@@ -55,15 +55,17 @@ def masked_softmax(logits, mask=None):
   return weights
 
 
-def scaled_dot_product_attention(query, key, value, mask=None, weights_dropout=None):
+def scaled_dot_product_attention(query, key, value, mask=None, weights_dropout=None,
+                                 scaled: bool = True):
   """softmax(QKᵀ/√d_k)V (eq. 1). Returns ``(output, weights)``.
 
   Shapes: query ``(..., q_len, d_k)``, key ``(..., k_len, d_k)``,
   value ``(..., k_len, d_v)``, mask broadcastable to ``(..., q_len, k_len)``.
   ``weights_dropout`` (a callable) is applied to the weights before they meet
-  the values; the returned weights are those before dropout.
+  the values; the returned weights are those before dropout. ``scaled=False``
+  leaves out the 1/√d_k (the ablation of ``model.scale_attention_logits``).
   """
-  weights = masked_softmax(attention_logits(query, key), mask)
+  weights = masked_softmax(attention_logits(query, key, scaled), mask)
   used = tf.cast(weights, value.dtype)
   if weights_dropout is not None:
     used = weights_dropout(used)
@@ -85,13 +87,18 @@ class MultiHeadAttention(keras.layers.Layer):
   ``dropout`` drops attention weights (the tutorial's choice, via Keras'
   ``MultiHeadAttention(dropout=...)``); the paper drops none. Returned weights are
   taken before that dropout, so every row sums to 1.
+
+  ``scale_logits=False`` drops the 1/√d_k of eq. 1 (logits are exactly QKᵀ),
+  in training and in both halves used by decoding.
   """
 
-  def __init__(self, num_heads: int, key_dim: int, dropout: float = 0.0, **kwargs):
+  def __init__(self, num_heads: int, key_dim: int, dropout: float = 0.0,
+               scale_logits: bool = True, **kwargs):
     super().__init__(**kwargs)
     self.num_heads = num_heads
     self.key_dim = key_dim
     self.dropout = dropout
+    self.scale_logits = scale_logits
     width = num_heads * key_dim
     self.query_dense = keras.layers.Dense(width, name="query")
     self.key_dense = keras.layers.Dense(width, name="key")
@@ -123,7 +130,8 @@ class MultiHeadAttention(keras.layers.Layer):
     queries = self._split_heads(self.query_dense(query))
     heads, weights = scaled_dot_product_attention(  # heads: (batch, heads, q_len, key_dim)
         queries, keys, values, mask,
-        weights_dropout=lambda w: self.weights_dropout(w, training=training))
+        weights_dropout=lambda w: self.weights_dropout(w, training=training),
+        scaled=self.scale_logits)
     batch, length = tf.shape(query)[0], tf.shape(query)[1]
     merged = tf.reshape(tf.transpose(heads, (0, 2, 1, 3)),
                         (batch, length, self.num_heads * self.key_dim))
@@ -138,7 +146,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
   def get_config(self):
     return {**super().get_config(), "num_heads": self.num_heads, "key_dim": self.key_dim,
-            "dropout": self.dropout}
+            "dropout": self.dropout, "scale_logits": self.scale_logits}
 
 
 @keras.saving.register_keras_serializable(package="transformer")
@@ -147,20 +155,23 @@ class BaseAttention(keras.layers.Layer):
   ``LayerNorm(x + Dropout(MultiHeadAttention(x, context)))``.
 
   ``residual_dropout=False`` leaves out the Dropout, as the tutorial does.
+  ``scale_logits`` is :class:`MultiHeadAttention`'s.
   The attention weights of the last call are kept in ``last_attention_scores``
   ``(batch, heads, q_len, k_len)``, as the tutorial keeps them for plotting.
   """
 
   def __init__(self, num_heads: int, key_dim: int, *, attention_dropout_rate: float = 0.0,
-               dropout_rate: float = 0.1, residual_dropout: bool = True, **kwargs):
+               dropout_rate: float = 0.1, residual_dropout: bool = True,
+               scale_logits: bool = True, **kwargs):
     super().__init__(**kwargs)
     self.num_heads = num_heads
     self.key_dim = key_dim
     self.attention_dropout_rate = attention_dropout_rate
     self.dropout_rate = dropout_rate
     self.residual_dropout = residual_dropout
+    self.scale_logits = scale_logits
     self.mha = MultiHeadAttention(num_heads, key_dim, dropout=attention_dropout_rate,
-                                  name="multi_head_attention")
+                                  scale_logits=scale_logits, name="multi_head_attention")
     self.dropout = keras.layers.Dropout(dropout_rate if residual_dropout else 0.0)
     self.layernorm = keras.layers.LayerNormalization(epsilon=1e-6)
     self.last_attention_scores = None
@@ -179,7 +190,8 @@ class BaseAttention(keras.layers.Layer):
   def get_config(self):
     return {**super().get_config(), "num_heads": self.num_heads, "key_dim": self.key_dim,
             "attention_dropout_rate": self.attention_dropout_rate,
-            "dropout_rate": self.dropout_rate, "residual_dropout": self.residual_dropout}
+            "dropout_rate": self.dropout_rate, "residual_dropout": self.residual_dropout,
+            "scale_logits": self.scale_logits}
 
 
 @keras.saving.register_keras_serializable(package="transformer")

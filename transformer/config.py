@@ -15,6 +15,7 @@ import ml_collections
 POSITIONAL_LAYOUTS = ("interleaved", "concatenated")
 HEAD_WIDTHS = ("split", "full")
 OUTPUT_WEIGHTS = ("tied", "shared", "untied")
+EMBEDDING_INITIALIZERS = ("uniform", "normal")
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -44,6 +45,14 @@ def default_config() -> ml_collections.ConfigDict:
   # §3.4: embeddings are multiplied by sqrt(d_model) before the positional
   # encoding is added. False is the ablation.
   config.model.scale_embeddings = True
+  # §3.2.1: attention logits are QKᵀ/sqrt(d_k). False (logits exactly QKᵀ) is
+  # the ablation; honoured in training, cached decoding and beam search.
+  config.model.scale_attention_logits = True
+  # Token embedding initializer. "uniform": Keras' Embedding default
+  # U(-0.05, 0.05) (the tutorial's). "normal": N(0, sigma = d_model^-0.5), the
+  # paper's lineage (tensor2tensor), which makes x sqrt(d_model) unit-variance
+  # and tied output logits unit-variance. notebooks/scaling.ipynb measures both.
+  config.model.embedding_initializer = "uniform"
   # "tied": pre-softmax projection = decoder embedding transposed (§3.4).
   # "shared": one matrix for source embedding, target embedding and output
   #   (the paper's three-way sharing; needs a joint vocabulary).
@@ -140,6 +149,7 @@ def validate_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigD
   _choice(config, "model", "head_width", HEAD_WIDTHS)
   _choice(config, "model", "positional_layout", POSITIONAL_LAYOUTS)
   _choice(config, "model", "output_weights", OUTPUT_WEIGHTS)
+  _choice(config, "model", "embedding_initializer", EMBEDDING_INITIALIZERS)
   _choice(config, "data", "vocabulary", ("separate", "joint"))
   _require(config.model.output_weights != "shared" or config.data.vocabulary == "joint",
            "model.output_weights",

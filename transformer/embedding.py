@@ -6,7 +6,24 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from transformer.config import POSITIONAL_LAYOUTS
+from transformer.config import EMBEDDING_INITIALIZERS, POSITIONAL_LAYOUTS
+
+
+def embedding_initializer(name: str, d_model: int) -> keras.initializers.Initializer:
+  """The token embeddings' initializer (``config.model.embedding_initializer``).
+
+  ``"uniform"``: Keras' ``Embedding`` default, U(-0.05, 0.05), standard deviation
+  0.05/√3 ≈ 0.029 whatever d_model (the tutorial's, by not choosing).
+  ``"normal"``: N(0, σ = d_model^-0.5), the paper's lineage (tensor2tensor):
+  × √d_model gives unit-variance inputs, and tied output logits
+  x·Eᵀ of a unit-variance x have unit variance too.
+  """
+  if name not in EMBEDDING_INITIALIZERS:
+    raise ValueError(f"unknown embedding initializer {name!r}; "
+                     f"choose one of {', '.join(EMBEDDING_INITIALIZERS)}")
+  if name == "uniform":
+    return keras.initializers.RandomUniform(-0.05, 0.05)
+  return keras.initializers.RandomNormal(0.0, d_model ** -0.5)
 
 
 def positional_encoding(length: int, depth: int, layout: str = "interleaved") -> tf.Tensor:
@@ -44,10 +61,13 @@ class PositionalEmbedding(keras.layers.Layer):
 
   Input: token ids ``(batch, length)``. Output: ``(batch, length, d_model)``.
 
-  The √d_model factor brings the embeddings (initialized with variance about
-  1/d_model by Keras' uniform initializer, and in tied models shaped by the
-  output projection) to the scale of the positional encoding, whose entries
-  are in [-1, 1]; ``scale_embeddings=False`` is the ablation.
+  The √d_model factor brings the embeddings to the scale of the positional
+  encoding, whose entries are in [-1, 1] (root mean square 1/√2 at every
+  position): it is what makes the N(0, d_model^-1) ``initializer="normal"``,
+  natural for tied output weights, give unit-RMS inputs. With Keras' default
+  U(-0.05, 0.05) (``"uniform"``) the product's RMS is 0.029·√d_model, below the
+  encoding's up to d_model ≈ 600. ``scale_embeddings=False`` is the ablation;
+  ``notebooks/scaling.ipynb`` measures both.
 
   Padding is not masked here: masks are built from the token ids and passed to
   the attention layers explicitly (see ``attention.py``).
@@ -55,15 +75,18 @@ class PositionalEmbedding(keras.layers.Layer):
 
   def __init__(self, vocab_size: int, d_model: int, *, max_position: int = 2048,
                layout: str = "interleaved", scale_embeddings: bool = True,
-               dropout_rate: float = 0.1, **kwargs):
+               initializer: str = "uniform", dropout_rate: float = 0.1, **kwargs):
     super().__init__(**kwargs)
     self.vocab_size = vocab_size
     self.d_model = d_model
     self.max_position = max_position
     self.layout = layout
     self.scale_embeddings = scale_embeddings
+    self.initializer = initializer
     self.dropout_rate = dropout_rate
-    self.token_embedding = keras.layers.Embedding(vocab_size, d_model, name="token_embedding")
+    self.token_embedding = keras.layers.Embedding(
+        vocab_size, d_model, embeddings_initializer=embedding_initializer(initializer, d_model),
+        name="token_embedding")
     self.dropout = keras.layers.Dropout(dropout_rate)
     self.encoding = positional_encoding(max_position, d_model, layout)
 
@@ -95,4 +118,5 @@ class PositionalEmbedding(keras.layers.Layer):
   def get_config(self):
     return {**super().get_config(), "vocab_size": self.vocab_size, "d_model": self.d_model,
             "max_position": self.max_position, "layout": self.layout,
-            "scale_embeddings": self.scale_embeddings, "dropout_rate": self.dropout_rate}
+            "scale_embeddings": self.scale_embeddings, "initializer": self.initializer,
+            "dropout_rate": self.dropout_rate}

@@ -17,7 +17,8 @@ class EncoderLayer(keras.layers.Layer):
 
   def __init__(self, d_model: int, num_heads: int, dff: int, key_dim: int, *,
                dropout_rate: float = 0.1, attention_dropout_rate: float = 0.0,
-               residual_dropout_on_attention: bool = True, **kwargs):
+               residual_dropout_on_attention: bool = True, scale_attention_logits: bool = True,
+               **kwargs):
     super().__init__(**kwargs)
     self.d_model = d_model
     self.num_heads = num_heads
@@ -26,10 +27,11 @@ class EncoderLayer(keras.layers.Layer):
     self.dropout_rate = dropout_rate
     self.attention_dropout_rate = attention_dropout_rate
     self.residual_dropout_on_attention = residual_dropout_on_attention
+    self.scale_attention_logits = scale_attention_logits
     self.self_attention = GlobalSelfAttention(
         num_heads, key_dim, attention_dropout_rate=attention_dropout_rate,
         dropout_rate=dropout_rate, residual_dropout=residual_dropout_on_attention,
-        name="self_attention")
+        scale_logits=scale_attention_logits, name="self_attention")
     self.ffn = FeedForward(d_model, dff, dropout_rate, name="feed_forward")
 
   def build(self, x_shape):
@@ -48,7 +50,8 @@ class EncoderLayer(keras.layers.Layer):
     return {**super().get_config(), "d_model": self.d_model, "num_heads": self.num_heads,
             "dff": self.dff, "key_dim": self.key_dim, "dropout_rate": self.dropout_rate,
             "attention_dropout_rate": self.attention_dropout_rate,
-            "residual_dropout_on_attention": self.residual_dropout_on_attention}
+            "residual_dropout_on_attention": self.residual_dropout_on_attention,
+            "scale_attention_logits": self.scale_attention_logits}
 
 
 @keras.saving.register_keras_serializable(package="transformer")
@@ -65,8 +68,9 @@ class Encoder(keras.layers.Layer):
   def __init__(self, num_layers: int, d_model: int, num_heads: int, dff: int,
                vocab_size: int, *, key_dim: int, dropout_rate: float = 0.1,
                attention_dropout_rate: float = 0.0, residual_dropout_on_attention: bool = True,
-               max_position: int = 2048, positional_layout: str = "interleaved",
-               scale_embeddings: bool = True, pad_id: int = 0, embedding=None, **kwargs):
+               scale_attention_logits: bool = True, max_position: int = 2048,
+               positional_layout: str = "interleaved", scale_embeddings: bool = True,
+               embedding_initializer: str = "uniform", pad_id: int = 0, embedding=None, **kwargs):
     super().__init__(**kwargs)
     self.num_layers = num_layers
     self.d_model = d_model
@@ -77,20 +81,23 @@ class Encoder(keras.layers.Layer):
     self.dropout_rate = dropout_rate
     self.attention_dropout_rate = attention_dropout_rate
     self.residual_dropout_on_attention = residual_dropout_on_attention
+    self.scale_attention_logits = scale_attention_logits
     self.max_position = max_position
     self.positional_layout = positional_layout
     self.scale_embeddings = scale_embeddings
+    self.embedding_initializer = embedding_initializer
     self.pad_id = pad_id
     self.embedding = embedding or PositionalEmbedding(
         vocab_size, d_model, max_position=max_position, layout=positional_layout,
-        scale_embeddings=scale_embeddings, dropout_rate=dropout_rate, name="embedding")
+        scale_embeddings=scale_embeddings, initializer=embedding_initializer,
+        dropout_rate=dropout_rate, name="embedding")
     # A tuple, not a list: TF checkpoints do not follow the TrackedList that
     # Keras 3 makes of a list attribute, and would silently skip these layers.
     self.layers = tuple(
         EncoderLayer(d_model, num_heads, dff, key_dim, dropout_rate=dropout_rate,
                      attention_dropout_rate=attention_dropout_rate,
                      residual_dropout_on_attention=residual_dropout_on_attention,
-                     name=f"layer_{i}")
+                     scale_attention_logits=scale_attention_logits, name=f"layer_{i}")
         for i in range(num_layers))
 
   def build(self, source_ids_shape):
@@ -115,5 +122,7 @@ class Encoder(keras.layers.Layer):
             "key_dim": self.key_dim, "dropout_rate": self.dropout_rate,
             "attention_dropout_rate": self.attention_dropout_rate,
             "residual_dropout_on_attention": self.residual_dropout_on_attention,
+            "scale_attention_logits": self.scale_attention_logits,
             "max_position": self.max_position, "positional_layout": self.positional_layout,
-            "scale_embeddings": self.scale_embeddings, "pad_id": self.pad_id}
+            "scale_embeddings": self.scale_embeddings,
+            "embedding_initializer": self.embedding_initializer, "pad_id": self.pad_id}

@@ -34,7 +34,8 @@ class Transformer(keras.Model):
                input_vocab_size: int, target_vocab_size: int, dropout_rate: float = 0.1,
                attention_dropout_rate: float = 0.0, residual_dropout_on_attention: bool = True,
                head_width: str = "split", positional_layout: str = "interleaved",
-               scale_embeddings: bool = True, output_weights: str = "tied",
+               scale_embeddings: bool = True, scale_attention_logits: bool = True,
+               embedding_initializer: str = "uniform", output_weights: str = "tied",
                max_position: int = 2048, pad_id: int = 0, **kwargs):
     super().__init__(**kwargs)
     if head_width not in HEAD_WIDTHS:
@@ -54,7 +55,9 @@ class Transformer(keras.Model):
         dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
         residual_dropout_on_attention=residual_dropout_on_attention, head_width=head_width,
         positional_layout=positional_layout, scale_embeddings=scale_embeddings,
-        output_weights=output_weights, max_position=max_position, pad_id=pad_id)
+        scale_attention_logits=scale_attention_logits,
+        embedding_initializer=embedding_initializer, output_weights=output_weights,
+        max_position=max_position, pad_id=pad_id)
     self.output_weights = output_weights
     self.pad_id = pad_id
     self.target_vocab_size = target_vocab_size
@@ -63,14 +66,15 @@ class Transformer(keras.Model):
         key_dim=d_model // num_heads if head_width == "split" else d_model,
         dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
         residual_dropout_on_attention=residual_dropout_on_attention,
-        max_position=max_position, positional_layout=positional_layout,
-        scale_embeddings=scale_embeddings)
+        scale_attention_logits=scale_attention_logits, max_position=max_position,
+        positional_layout=positional_layout, scale_embeddings=scale_embeddings,
+        embedding_initializer=embedding_initializer)
     shared_embedding = None
     if output_weights == "shared":
       shared_embedding = PositionalEmbedding(
           input_vocab_size, d_model, max_position=max_position, layout=positional_layout,
-          scale_embeddings=scale_embeddings, dropout_rate=dropout_rate,
-          name="shared_embedding")
+          scale_embeddings=scale_embeddings, initializer=embedding_initializer,
+          dropout_rate=dropout_rate, name="shared_embedding")
     self.encoder = Encoder(num_layers, d_model, num_heads, dff, input_vocab_size,
                            pad_id=pad_id, embedding=shared_embedding, name="encoder",
                            **stack_args)
