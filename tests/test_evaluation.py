@@ -1,7 +1,11 @@
 """BLEU evaluation, checkpoint averaging and evaluate.py (transformer/evaluation.py)."""
 
 import json
+import logging
+import os
 from pathlib import Path
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -11,41 +15,59 @@ import tensorflow as tf
 
 from configs import tiny
 from transformer import evaluation
+from transformer import training
 from transformer.model import Transformer
-from transformer.optimization import make_optimizer
 
-TOKENIZER_PATH = Path(__file__).resolve().parents[1].parent / "shared" / "data" / \
-    "tutorial_tokenizer"
+REPO_DIR = Path(__file__).resolve().parents[1]
 PAIRS = [("um dois três .", "one two three ."), ("olá .", "hello ."),
          ("o gato está no tapete .", "the cat is on the mat ."),
          ("ela não sabia .", "she did n't know ."), ("sim", "yes")]
+VOCAB = (50, 40)  # (pt, en) vocabulary sizes of the models without a tokenizer
 
 
-def tiny_config():
+def tiny_config(**model_overrides):
   config = tiny.get_config()
   config.model.max_position = 64
   config.decoding.extra_length = 5
+  for name, value in model_overrides.items():
+    config.model[name] = value
   return config
 
 
-def build_model(config, input_vocab_size=50, target_vocab_size=40):
-  keras.utils.set_random_seed(0)
-  model = Transformer.from_model_config(config.model, input_vocab_size, target_vocab_size)
+def build_model(config, vocab=VOCAB):
+  model = Transformer.from_model_config(config.model, *vocab)
   model.build(((None, None), (None, None)))
   return model
 
 
-def write_checkpoints(model, checkpoint_dir, values, config):
-  """One checkpoint per value, every model variable filled with it (as train.py
-  writes them: model and optimizer)."""
-  optimizer = make_optimizer(config)
-  manager = tf.train.CheckpointManager(
-      tf.train.Checkpoint(model=model, optimizer=optimizer), str(checkpoint_dir), max_to_keep=5)
-  for value in values:
-    for variable in model.weights:
-      variable.assign(tf.fill(variable.shape, value))
-    manager.save()
-  return manager.checkpoints
+def write_trainer_checkpoints(model_dir, config, count, vocab=VOCAB, seed=0):
+  """``count`` checkpoints written as train.py writes them (the Trainer's model,
+  optimizer and data position), each with distinct random values in every
+  model variable.
+
+  Returns:
+    (checkpoint paths, values): ``values[c][i]`` is the array written for
+    ``model.weights[i]`` in checkpoint ``c``.
+  """
+  trainer = training.Trainer(config, input_vocab_size=vocab[0], target_vocab_size=vocab[1],
+                             model_dir=model_dir, progress=False)
+  rng = np.random.default_rng(seed)
+  paths, values = [], []
+  for step in range(1, count + 1):
+    current = [rng.normal(0.0, 0.1, v.shape).astype(np.float32) for v in trainer.model.weights]
+    for variable, value in zip(trainer.model.weights, current):
+      variable.assign(value)
+    trainer.optimizer.iterations.assign(step)  # checkpoints are numbered by the step
+    paths.append(trainer.save_checkpoint())
+    values.append(current)
+  return paths, values
+
+
+def assert_weights(model, expected):
+  assert len(model.weights) == len(expected)
+  for variable, value in zip(model.weights, expected):
+    np.testing.assert_allclose(variable.numpy(), value, rtol=1e-5, atol=1e-7,
+                               err_msg=variable.path)
 
 
 def test_evaluate_bleu_scores_writes_and_keeps_order(tmp_path):
@@ -79,103 +101,258 @@ def test_evaluate_bleu_rejects_wrong_number_of_translations(tmp_path):
     evaluation.evaluate_bleu(lambda s: ["x"], PAIRS[:2], tmp_path, "test", "beam")
 
 
-class TwoLayers(keras.Model):
-  """A model whose layers tf.train.Checkpoint can reach (plain attributes)."""
+def test_bleu_on_tokenized_text_says_so_without_sacrebleu_warning(tmp_path, caplog, capfd):
+  """The text is tokenized on purpose: sacreBLEU's "forgot to detokenize" warning
+  (given for >= 100 hypotheses ending in " .") is silenced, and the JSON says so."""
+  pairs = [(f"esta é a frase {i} .", f"this is sentence number {i} .") for i in range(120)]
+  references = dict(pairs)
+  with caplog.at_level(logging.WARNING, logger="sacrebleu"):
+    result = evaluation.evaluate_bleu(lambda sentences: [references[s] for s in sentences],
+                                      pairs, tmp_path, "test", "greedy")
+  assert result["bleu"] == pytest.approx(100.0)
+  assert "detokenize" not in caplog.text + capfd.readouterr().err
+  record = json.loads((tmp_path / "test.greedy.json").read_text())
+  assert "tokenized" in record["note"] and "transformer/evaluation.py" in record["note"]
 
-  def __init__(self, second_layer=True):
+
+def test_averaging_trainer_checkpoints_gives_the_mean_of_each_variable(tmp_path):
+  config = tiny_config()
+  paths, values = write_trainer_checkpoints(tmp_path, config, 3)
+  # What broke name-based checks: the Trainer's checkpoints name the model's
+  # variables through the optimizer (optimizer/_trainable_variables/N).
+  names = [name for name, _ in tf.train.list_variables(paths[0])]
+  assert not any(name.startswith("model/") for name in names)
+
+  checkpoint_dir = tmp_path / evaluation.CHECKPOINT_SUBDIR
+  model = build_model(config)
+  assert evaluation.last_checkpoints(checkpoint_dir, 3) == paths
+  evaluation.average_checkpoints(model, paths)
+  assert_weights(model, [np.mean(arrays, axis=0) for arrays in zip(*values)])
+  evaluation.average_checkpoints(model, evaluation.last_checkpoints(checkpoint_dir, 2))
+  assert_weights(model, [np.mean(arrays, axis=0) for arrays in zip(*values[1:])])
+  evaluation.restore_model(model, paths[0])
+  assert_weights(model, values[0])
+
+
+def test_last_checkpoints_refuses_to_average_more_than_there_are(tmp_path):
+  paths, _ = write_trainer_checkpoints(tmp_path, tiny_config(), 2)
+  checkpoint_dir = tmp_path / evaluation.CHECKPOINT_SUBDIR
+  assert evaluation.last_checkpoints(checkpoint_dir, 1) == paths[1:]
+  with pytest.raises(evaluation.CheckpointError, match="last 3 checkpoints but .* has 2"):
+    evaluation.last_checkpoints(checkpoint_dir, 3)
+  with pytest.raises(evaluation.CheckpointError, match="has 0"):
+    evaluation.last_checkpoints(tmp_path / "empty", 1)
+  with pytest.raises(evaluation.CheckpointError, match=">= 1"):
+    evaluation.last_checkpoints(checkpoint_dir, 0)
+
+
+@pytest.mark.parametrize("overrides", [
+    {"d_model": 64},    # every shape differs: the restore fails
+    {"num_layers": 3},  # all of the model's variables are there, and more
+    {"num_layers": 1},  # some of the model's variables are missing
+], ids=["d_model", "more_layers", "fewer_layers"])
+def test_restore_refuses_a_checkpoint_of_another_model(tmp_path, overrides):
+  (path,), _ = write_trainer_checkpoints(tmp_path, tiny_config(**overrides), 1)
+  model = build_model(tiny_config())
+  with pytest.raises(evaluation.CheckpointError, match=path):
+    evaluation.restore_model(model, path)
+  with pytest.raises(evaluation.CheckpointError, match=path):
+    evaluation.average_checkpoints(model, [path])
+
+
+def test_restore_refuses_a_checkpoint_of_a_submodule(tmp_path):
+  model = build_model(tiny_config())
+  path = tf.train.Checkpoint(model=model.decoder).write(str(tmp_path / "decoder"))
+  with pytest.raises(evaluation.CheckpointError, match=path):
+    evaluation.restore_model(build_model(tiny_config()), path)
+
+
+class TwoDense(keras.Model):
+  """Two Dense layers under chosen attribute names."""
+
+  def __init__(self, second_name):
     super().__init__()
     self.first = keras.layers.Dense(3)
-    self.second = keras.layers.Dense(2) if second_layer else None
+    setattr(self, second_name, keras.layers.Dense(2))
+    self.second_name = second_name
 
   def call(self, x):
-    x = self.first(x)
-    return self.second(x) if self.second is not None else x
+    return getattr(self, self.second_name)(self.first(x))
 
 
-def built(model):
+def test_restore_refuses_as_many_variables_in_other_places(tmp_path):
+  """Same number and shapes of variables, but one layer under another name: the
+  object graph leaves the model's ``second`` layer unmatched."""
+  other = TwoDense("other")
+  other(tf.zeros((1, 4)))
+  path = tf.train.Checkpoint(model=other).write(str(tmp_path / "other"))
+  model = TwoDense("second")
   model(tf.zeros((1, 4)))
-  return model
+  with pytest.raises(evaluation.CheckpointError, match=f"{path} does not fit the model"):
+    evaluation.restore_model(model, path)
 
 
-def test_average_checkpoints_is_the_elementwise_mean(tmp_path):
-  model = built(TwoLayers())
-  written = write_checkpoints(model, tmp_path / "checkpoints", [1.0, 2.0, 6.0], tiny_config())
-
-  assert evaluation.average_checkpoints(model, tmp_path / "checkpoints", 3) == written
-  for variable in model.weights:
-    np.testing.assert_allclose(variable.numpy(), 3.0)
-  assert evaluation.average_checkpoints(model, tmp_path / "checkpoints", 2) == written[1:]
-  for variable in model.weights:
-    np.testing.assert_allclose(variable.numpy(), 4.0)
-
-  with pytest.raises(evaluation.CheckpointError, match="last 4 .* has 3"):
-    evaluation.average_checkpoints(model, tmp_path / "checkpoints", 4)
-  with pytest.raises(evaluation.CheckpointError, match="has 0"):
-    evaluation.average_checkpoints(model, tmp_path / "empty", 1)
+def test_restore_refuses_a_corrupt_checkpoint(tmp_path):
+  (path,), _ = write_trainer_checkpoints(tmp_path, tiny_config(), 1)
+  Path(path + ".index").write_bytes(b"not a checkpoint index")
+  with pytest.raises(evaluation.CheckpointError, match=f"cannot read the checkpoint {path}"):
+    evaluation.restore_model(build_model(tiny_config()), path)
 
 
-def test_restore_refuses_checkpoints_missing_model_variables(tmp_path):
-  written = write_checkpoints(built(TwoLayers(second_layer=False)), tmp_path, [1.0],
-                              tiny_config())
-  with pytest.raises(evaluation.CheckpointError, match="holds 2 of the model's 4"):
-    evaluation.average_checkpoints(built(TwoLayers()), tmp_path, 1)
-  with pytest.raises(evaluation.CheckpointError, match="holds 2 of the model's 4"):
-    evaluation.restore_model(built(TwoLayers()), written[0])
-
-
-def test_average_checkpoints_of_a_transformer(tmp_path):
+def write_model_dir(model_dir, tokenizer_path, tokenizers, count):
+  """A train.py output folder: config.json, tokenizer_path.txt and ``count``
+  Trainer checkpoints with random weights. Returns write_trainer_checkpoints'."""
+  from transformer.tokenizers import vocab_sizes  # pylint: disable=g-import-not-at-top
   config = tiny_config()
-  model = build_model(config)
-  write_checkpoints(model, tmp_path, [1.0, 2.0, 6.0], config)
-  evaluation.average_checkpoints(model, tmp_path, 3)
-  for variable in model.weights:
-    np.testing.assert_allclose(variable.numpy(), 3.0)
-
-
-def test_evaluate_cli_scores_an_averaged_model_dir(tmp_path):
-  if not TOKENIZER_PATH.exists():
-    pytest.skip(f"tutorial tokenizer SavedModel not found at {TOKENIZER_PATH}")
-  import evaluate  # pylint: disable=g-import-not-at-top
-  config = tiny_config()
-  model_dir = tmp_path / "run"
-  model_dir.mkdir()
+  model_dir.mkdir(parents=True)
   (model_dir / "config.json").write_text(config.to_json())
-  (model_dir / "tokenizer_path.txt").write_text(f"{TOKENIZER_PATH}\n")
-  write_checkpoints(build_model(config, 7765, 7010), model_dir / "checkpoints",
-                    [0.01, 0.02, 0.03], config)
-  data_dir = tmp_path / "data"
-  data_dir.mkdir()
-  (data_dir / "pt.dev").write_text("".join(s + "\n" for s, _ in PAIRS), encoding="utf-8")
-  (data_dir / "en.dev").write_text("".join(r + "\n" for _, r in PAIRS), encoding="utf-8")
+  (model_dir / "tokenizer_path.txt").write_text(f"{tokenizer_path}\n")
+  return write_trainer_checkpoints(model_dir, config, count, vocab=vocab_sizes(tokenizers))
+
+
+def write_data_dir(data_dir, pairs, split_suffix="dev"):
+  data_dir.mkdir(parents=True)
+  (data_dir / f"pt.{split_suffix}").write_text("".join(s + "\n" for s, _ in pairs),
+                                               encoding="utf-8")
+  (data_dir / f"en.{split_suffix}").write_text("".join(r + "\n" for _, r in pairs),
+                                               encoding="utf-8")
+  return data_dir
+
+
+def test_evaluate_scores_an_averaged_model_dir_as_its_export_does(
+    tmp_path, tutorial_tokenizer_path, tutorial_tokenizers):
+  import evaluate  # pylint: disable=g-import-not-at-top
+  model_dir = tmp_path / "run"
+  _, values = write_model_dir(model_dir, tutorial_tokenizer_path, tutorial_tokenizers, 3)
+  data_dir = write_data_dir(tmp_path / "data", PAIRS)
 
   export_dir = tmp_path / "averaged"
   result = evaluate.evaluate(model_dir, "validation", "greedy", 2, data_dir,
                              export_dir=str(export_dir))
+  assert [Path(p).name for p in result["checkpoints"]] == ["ckpt-2", "ckpt-3"]
   assert result["num_sentences"] == len(PAIRS)
-  exported = tf.saved_model.load(str(export_dir))
-  assert exported.translate_greedy(tf.constant(["olá ."])).shape == (1,)
+  hypotheses = Path(result["hypotheses_file"]).read_text(encoding="utf-8").splitlines()
+  assert len(hypotheses) == len(PAIRS) and all(h.strip() for h in hypotheses)
 
-  # The exported translator scores the same as the model it was exported from.
+  # The exported translator translates exactly as the averaged model did.
   from_export = evaluate.evaluate_translator(export_dir, "validation", "greedy", data_dir,
                                              output_dir=tmp_path / "bleu_export")
+  exported = Path(from_export["hypotheses_file"]).read_text(encoding="utf-8").splitlines()
+  assert exported == hypotheses
   assert from_export["bleu"] == pytest.approx(result["bleu"])
   assert from_export["references"] == "tokenizer round trip"
-  assert [Path(p).name for p in result["checkpoints"]] == ["ckpt-2", "ckpt-3"]
-  assert (model_dir / "bleu" / "validation.greedy.json").is_file()
-  assert len((model_dir / "bleu" / "validation.greedy.txt").read_text().splitlines()) == 5
 
   _, _, model, _ = evaluation.restore_model_dir(model_dir, average_last=2)
-  for variable in model.weights:
-    np.testing.assert_allclose(variable.numpy(), 0.025, rtol=1e-6)
+  assert_weights(model, [np.mean(arrays, axis=0) for arrays in zip(*values[1:])])
+  _, _, model, used = evaluation.restore_model_dir(model_dir)
+  assert [Path(p).name for p in used] == ["ckpt-3"]
+  assert_weights(model, values[2])
 
 
-def test_references_take_the_tokenizer_round_trip(tmp_path):
+# evaluate.py as a user runs it: bad input gives one line and exit status 1.
+
+def run_evaluate(*args, verbose=False):
+  env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  env["PYTHONPATH"] = str(REPO_DIR)
+  return subprocess.run([sys.executable, "evaluate.py", *args, *(["--verbose"] * verbose)],
+                        cwd=REPO_DIR, env=env, capture_output=True, text=True, timeout=300)
+
+
+def assert_one_line_error(result, message):
+  assert result.returncode == 1, result.stderr[-3000:]
+  assert "Traceback" not in result.stderr, result.stderr[-3000:]
+  lines = result.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith("evaluate.py: error: "), result.stderr[-3000:]
+  assert message in lines[0]
+
+
+@pytest.fixture(scope="module")
+def cli_dirs(tmp_path_factory, tutorial_tokenizer_path, tutorial_tokenizers):
+  """(model_dir with 2 checkpoints, data folder with a validation split)."""
+  root = tmp_path_factory.mktemp("cli")
+  write_model_dir(root / "run", tutorial_tokenizer_path, tutorial_tokenizers, 2)
+  return root / "run", write_data_dir(root / "data", PAIRS)
+
+
+@pytest.mark.parametrize("case,message", [
+    ("no_source", "give exactly one of --model_dir and --translator"),
+    ("missing_data", "not a folder with the TED HRLR files of the validation split "
+                     "(missing pt.dev, en.dev)"),
+    ("empty_model_dir", "not a train.py output folder (missing config.json, "
+                        "tokenizer_path.txt, checkpoints/checkpoint)"),
+    ("translator_missing", "not a SavedModel folder"),
+    ("translator_keras_file", "not a SavedModel folder"),
+    ("translator_checkpoint_dir", "not a SavedModel folder"),
+    ("translator_with_average", "--average_last and --export_dir need --model_dir"),
+    ("positional", "unexpected arguments: extra"),
+])
+def test_bad_input_fails_in_one_line_before_tensorflow(tmp_path, case, message):
+  data_dir = write_data_dir(tmp_path / "data", PAIRS)
+  keras_file = tmp_path / "transformer.keras"
+  keras_file.write_bytes(b"PK")
+  (tmp_path / "empty").mkdir()
+  (tmp_path / "checkpoints").mkdir()
+  (tmp_path / "checkpoints" / "checkpoint").write_text('model_checkpoint_path: "ckpt-1"\n')
+  args = {
+      "no_source": [],
+      "missing_data": [f"--model_dir={tmp_path}", f"--data_dir={tmp_path / 'nowhere'}"],
+      "empty_model_dir": [f"--model_dir={tmp_path / 'empty'}"],
+      "translator_missing": [f"--translator={tmp_path / 'nowhere'}"],
+      "translator_keras_file": [f"--translator={keras_file}"],
+      "translator_checkpoint_dir": [f"--translator={tmp_path / 'checkpoints'}"],
+      "translator_with_average": [f"--translator={tmp_path}", "--average_last=2"],
+      "positional": [f"--model_dir={tmp_path}", "extra"],
+  }[case]
+  if case != "missing_data":
+    args.append(f"--data_dir={data_dir}")
+  result = run_evaluate(*args)
+  assert_one_line_error(result, message)
+  assert "tensorflow" not in result.stderr.lower()
+
+
+def test_averaging_more_checkpoints_than_there_are_fails_in_one_line(cli_dirs):
+  model_dir, data_dir = cli_dirs
+  result = run_evaluate(f"--model_dir={model_dir}", f"--data_dir={data_dir}",
+                        "--average_last=3")
+  assert_one_line_error(result, "asked for the last 3 checkpoints but")
+  assert "has 2" in result.stderr
+  # TensorFlow's own logs (its start-up lines at least) only with --verbose.
+  verbose = run_evaluate(f"--model_dir={model_dir}", f"--data_dir={data_dir}",
+                         "--average_last=3", verbose=True)
+  assert verbose.returncode == 1 and "Traceback" not in verbose.stderr
+  assert len(verbose.stderr.strip().splitlines()) > 1
+
+
+def test_corrupt_checkpoint_fails_in_one_line(tmp_path, cli_dirs):
+  import shutil  # pylint: disable=g-import-not-at-top
+  model_dir, data_dir = cli_dirs
+  corrupt = tmp_path / "run"
+  shutil.copytree(model_dir, corrupt)
+  latest = tf.train.latest_checkpoint(str(corrupt / "checkpoints"))
+  Path(latest + ".index").write_bytes(b"garbage")
+  result = run_evaluate(f"--model_dir={corrupt}", f"--data_dir={data_dir}", "--method=greedy")
+  assert_one_line_error(result, f"cannot read the checkpoint {latest}")
+
+
+def test_a_savedmodel_that_is_no_translator_fails_in_one_line(cli_dirs,
+                                                              tutorial_tokenizer_path):
+  _, data_dir = cli_dirs
+  result = run_evaluate(f"--translator={tutorial_tokenizer_path}", f"--data_dir={data_dir}")
+  assert_one_line_error(result, "is a SavedModel but not an exported translator")
+
+
+def test_unreadable_data_fails_in_one_line(tmp_path, cli_dirs):
+  model_dir, _ = cli_dirs
+  data_dir = write_data_dir(tmp_path / "data", PAIRS)
+  (data_dir / "en.dev").write_bytes(b"one\n\xff two\n")
+  result = run_evaluate(f"--model_dir={model_dir}", f"--data_dir={data_dir}")
+  assert_one_line_error(result, "is not valid UTF-8")
+
+
+def test_references_take_the_tokenizer_round_trip(tmp_path, tutorial_tokenizers):
   """A perfect output of the WordPiece detokenizer scores 100 only against
   references that went through the same round trip (``did n't`` → ``did n ' t``)."""
-  if not TOKENIZER_PATH.exists():
-    pytest.skip(f"tutorial tokenizer SavedModel not found at {TOKENIZER_PATH}")
-  from transformer.tokenizers import load_tokenizers  # pylint: disable=g-import-not-at-top
-  english = load_tokenizers(TOKENIZER_PATH).en
+  english = tutorial_tokenizers.en
   pairs = [("eu não sei .", "i did n't know ."),
            ("é a casa dele .", "it 's his house , isn't it ?"),
            ("citação", "he said `` yes '' .")]

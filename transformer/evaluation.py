@@ -28,6 +28,7 @@ import ml_collections
 import numpy as np
 import sacrebleu
 import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from transformer.training import CheckpointError
 
@@ -35,6 +36,10 @@ PathLike = Union[str, os.PathLike]
 Pair = Tuple[str, str]
 TranslateBatch = Callable[[Sequence[str]], List[str]]
 CHECKPOINT_SUBDIR = "checkpoints"
+TOKENIZED_BLEU_NOTE = ("BLEU of lower-cased, tokenized text (on purpose, see "
+                       "transformer/evaluation.py): comparable within this project only")
+# Where tf.train.Checkpoint stores its object graph inside a checkpoint.
+_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 
 def translate_all(translate_batch: TranslateBatch, sentences: Sequence[str],
@@ -79,7 +84,8 @@ def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output
       are scored after its round trip (see the module docstring).
   Returns:
     The JSON's content: bleu, signature, method, split, num_sentences,
-    hypotheses_file and sacreBLEU's full result line.
+    references, hypotheses_file, sacreBLEU's full result line and a note
+    that the text is tokenized on purpose.
   """
   if not pairs:
     raise ValueError(f"no sentence pairs to evaluate on the {split_name} split")
@@ -87,7 +93,9 @@ def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output
   hypotheses = translate_all(translate_batch, sources, batch_size)
   if reference_tokenizer is not None:
     references = round_trip(reference_tokenizer, references)
-  bleu = sacrebleu.BLEU()
+  # force: the text is tokenized on purpose (module docstring), so sacreBLEU's
+  # "forgot to detokenize" warning does not apply; the JSON says so instead.
+  bleu = sacrebleu.BLEU(force=True)
   score = bleu.corpus_score(hypotheses, [list(references)])
   output_dir = Path(output_dir)
   output_dir.mkdir(parents=True, exist_ok=True)
@@ -98,40 +106,46 @@ def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output
             "split": split_name, "num_sentences": len(hypotheses),
             "references": ("tokenizer round trip" if reference_tokenizer is not None
                            else "as in the data"),
-            "hypotheses_file": str(hypotheses_file), "details": str(score)}
+            "hypotheses_file": str(hypotheses_file), "details": str(score),
+            "note": TOKENIZED_BLEU_NOTE}
   (output_dir / f"{split_name}.{method}.json").write_text(
       json.dumps(result, indent=2) + "\n", encoding="utf-8")
   return result
 
 
-def checkpoint_paths(checkpoint_dir: PathLike) -> List[str]:
-  """Checkpoints listed in ``checkpoint_dir``'s ``checkpoint`` file, oldest first."""
-  state = tf.train.get_checkpoint_state(str(checkpoint_dir))
-  return list(state.all_model_checkpoint_paths) if state else []
-
-
-def average_checkpoints(model, checkpoint_dir: PathLike, last_n: int) -> List[str]:
-  """Sets the model's weights to the element-wise mean of the last ``last_n``
-  checkpoints in ``checkpoint_dir`` (§6.1). Returns the checkpoint paths used.
-
-  Each checkpoint (written as ``tf.train.Checkpoint(model=model, ...)``) is
-  restored into the model in turn (:func:`restore_model`); the optimizer state
-  in them is ignored.
+def last_checkpoints(checkpoint_dir: PathLike, n: int) -> List[str]:
+  """The last ``n`` checkpoints listed in ``checkpoint_dir``'s ``checkpoint``
+  file, oldest first.
 
   Raises:
-    CheckpointError: fewer than ``last_n`` checkpoints, an unbuilt
-      model, or checkpoints that lack some of the model's variables.
+    CheckpointError: ``n`` < 1, fewer than ``n`` checkpoints, or an unreadable
+      ``checkpoint`` file.
   """
-  if last_n < 1:
-    raise CheckpointError(f"last_n must be >= 1, got {last_n}")
-  if not model.built:
-    raise CheckpointError("build the model before averaging checkpoints into it")
-  paths = checkpoint_paths(checkpoint_dir)
-  if len(paths) < last_n:
+  if n < 1:
+    raise CheckpointError(f"the number of checkpoints must be >= 1, got {n}")
+  try:
+    state = tf.train.get_checkpoint_state(str(checkpoint_dir))
+  except Exception as e:  # pylint: disable=broad-except  (ParseError, OpError...)
+    raise CheckpointError(f"{Path(checkpoint_dir) / 'checkpoint'} is corrupt: "
+                          f"{describe_error(e)}") from e
+  paths = list(state.all_model_checkpoint_paths) if state else []
+  if len(paths) < n:
     raise CheckpointError(
-        f"asked to average the last {last_n} checkpoints but {checkpoint_dir} has "
+        f"asked for the last {n} checkpoints but {checkpoint_dir} has "
         f"{len(paths)}{': ' + ', '.join(paths) if paths else ''}")
-  paths = paths[-last_n:]
+  return paths[-n:]
+
+
+def average_checkpoints(model, paths: Sequence[str]) -> None:
+  """Sets the model's weights to the element-wise mean of the checkpoints
+  ``paths`` (§6.1; e.g. :func:`last_checkpoints`).
+
+  Each checkpoint is restored into the model in turn (:func:`restore_model`,
+  which refuses incomplete or foreign checkpoints); the optimizer state in
+  them is ignored.
+  """
+  if not paths:
+    raise CheckpointError("no checkpoints to average")
   variables = [v for v in model.weights if tf.as_dtype(v.dtype).is_floating]
   sums = [np.zeros(v.shape, np.float64) for v in variables]
   for path in paths:
@@ -140,34 +154,77 @@ def average_checkpoints(model, checkpoint_dir: PathLike, last_n: int) -> List[st
       total += variable.numpy()
   for total, variable in zip(sums, variables):
     variable.assign((total / len(paths)).astype(tf.as_dtype(variable.dtype).as_numpy_dtype))
-  return paths
+
+
+def describe_error(error: Exception) -> str:
+  """``Type: first line of the message`` (TensorFlow's messages run to pages)."""
+  lines = str(error).strip().splitlines()
+  return f"{type(error).__name__}: {lines[0] if lines else ''}"
+
+
+def _saved_model_variables(path: str) -> int:
+  """How many variables the checkpoint holds in the object graph below its
+  root's ``model`` child.
+
+  Counted in the checkpoint's object graph, not by name: a checkpoint names
+  each variable once, by its shortest path from the root, and in the Trainer's
+  checkpoints that path runs through the optimizer
+  (``optimizer/_trainable_variables/N``) rather than through ``model/...``.
+  """
+  reader = tf.train.load_checkpoint(path)
+  if not reader.has_tensor(_OBJECT_GRAPH_KEY):
+    raise CheckpointError(f"{path} has no object graph: it was not written by "
+                          "tf.train.Checkpoint")
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(reader.get_tensor(_OBJECT_GRAPH_KEY))
+  stack = [child.node_id for child in graph.nodes[0].children if child.local_name == "model"]
+  seen = set()
+  while stack:
+    node = stack.pop()
+    if node not in seen:
+      seen.add(node)
+      stack.extend(child.node_id for child in graph.nodes[node].children)
+  return sum(1 for node in seen if graph.nodes[node].attributes)
 
 
 def restore_model(model, path: str) -> None:
   """Loads the model's weights from a ``tf.train.Checkpoint(model=model, ...)`` file.
 
-  Raises CheckpointError unless the checkpoint holds a value for every
-  model variable: ``tf.train.Checkpoint`` silently skips what it cannot reach,
-  and a half-restored model translates garbage.
+  The checkpoint must fit the model exactly, as checked through its object
+  graph: it holds as many variables below ``model`` as the model has (more
+  means another model, e.g. more layers), every model variable is matched
+  with one of them (``tf.train.Checkpoint`` silently skips what it cannot
+  reach, and a half-restored model translates garbage), and each has the
+  model's shape (else the restore itself fails).
+
+  Raises:
+    CheckpointError naming ``path``: an unbuilt model, or a checkpoint that is
+    unreadable, incomplete or written by another model.
   """
-  saved = [name for name, _ in tf.train.list_variables(path)
-           if name.startswith("model/") and name.endswith("/.ATTRIBUTES/VARIABLE_VALUE")
-           and ".OPTIMIZER_SLOT" not in name]
-  if len(saved) != len(model.weights):
-    raise CheckpointError(
-        f"{path} holds {len(saved)} of the model's {len(model.weights)} variables")
-  status = tf.train.Checkpoint(model=model).restore(path).expect_partial()
+  if not model.built:
+    raise CheckpointError(f"build the model before restoring {path} into it")
   try:
+    saved = _saved_model_variables(path)
+  except tf.errors.OpError as e:
+    raise CheckpointError(f"cannot read the checkpoint {path}: {describe_error(e)}") from e
+  if saved != len(model.weights):
+    raise CheckpointError(
+        f"{path} holds {saved} model variables, this model has {len(model.weights)}: "
+        "it was written by a different model (configuration or vocabulary)")
+  try:
+    status = tf.train.Checkpoint(model=model).restore(path).expect_partial()
     status.assert_existing_objects_matched()
-  except AssertionError as e:
-    raise CheckpointError(f"{path} does not fit the model: {e}") from e
+  except (AssertionError, ValueError, tf.errors.OpError) as e:
+    raise CheckpointError(f"{path} does not fit the model: {describe_error(e)}") from e
 
 
 def restore_model_dir(model_dir: PathLike, average_last: int = 0):
   """The trained model of a ``train.py`` output folder.
 
   Reads ``config.json`` and ``tokenizer_path.txt``, builds the model and loads
-  the latest checkpoint, or the mean of the last ``average_last`` ones.
+  the latest checkpoint (``average_last`` 0), or the mean of the last
+  ``average_last`` ones. The checkpoints are listed before anything is built,
+  so that a missing one fails at once.
 
   Returns:
     ``(config, tokenizers, model, checkpoint paths used)``.
@@ -180,18 +237,16 @@ def restore_model_dir(model_dir: PathLike, average_last: int = 0):
     if not (model_dir / name).is_file():
       raise FileNotFoundError(f"{model_dir / name} is missing: is {model_dir} a train.py "
                               "output folder?")
+  paths = last_checkpoints(model_dir / CHECKPOINT_SUBDIR, max(average_last, 1))
   config = ml_collections.ConfigDict(json.loads((model_dir / "config.json").read_text()))
   tokenizers = load_tokenizers((model_dir / "tokenizer_path.txt").read_text().strip())
   model = Transformer.from_model_config(config.model, *vocab_sizes(tokenizers))
   model.build(((None, None), (None, None)))
-  checkpoint_dir = model_dir / CHECKPOINT_SUBDIR
   if average_last:
-    return config, tokenizers, model, average_checkpoints(model, checkpoint_dir, average_last)
-  latest = tf.train.latest_checkpoint(str(checkpoint_dir))
-  if latest is None:
-    raise CheckpointError(f"no checkpoint in {checkpoint_dir}")
-  restore_model(model, latest)
-  return config, tokenizers, model, [latest]
+    average_checkpoints(model, paths)
+  else:
+    restore_model(model, paths[0])
+  return config, tokenizers, model, paths
 
 
 def translator_batch_fn(translator, method: str) -> TranslateBatch:
