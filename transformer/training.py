@@ -114,6 +114,22 @@ def _is_finite(value: float) -> bool:
   return math.isfinite(value)
 
 
+def epoch_summary(record: Dict) -> str:
+  """One line for an epoch's metrics record (the terminal's per-epoch summary).
+
+  E.g. ``epoch 3 (step 1200): train loss 4.1230 acc 0.3120 | val loss 3.9000
+  acc 0.3400 | 12345 tok/s | 95.2 s``; the validation part only when the record
+  has one.
+  """
+  parts = [f"epoch {record['epoch']} (step {record['step']}): train loss "
+           f"{record['train_loss']:.4f} acc {record['train_accuracy']:.4f}"]
+  if "val_loss" in record:
+    parts.append(f"val loss {record['val_loss']:.4f} acc {record['val_accuracy']:.4f}")
+  parts.append(f"{record['tokens_per_second']:.0f} tok/s")
+  parts.append(f"{record['seconds']:.1f} s")
+  return " | ".join(parts)
+
+
 class Trainer:
   """Builds the model and optimizer under a strategy and trains them.
 
@@ -464,6 +480,8 @@ class Trainer:
         logging.info("epoch %d (step %d): %s", record["epoch"], record["step"],
                      json.dumps({k: v for k, v in record.items()
                                  if k not in ("epoch", "step")}, sort_keys=True))
+        if self.progress and self.is_chief:
+          print(epoch_summary(record), flush=True)
         self._append_metrics(record)
         history.append(record)
     finally:
