@@ -19,10 +19,17 @@ Rerunning the same command resumes from the latest checkpoint (same step,
 optimizer state and learning rate). Exit status: 0 when training finished;
 1 on an error (bad flags, a corrupt or mismatched checkpoint, a NaN/Inf loss);
 128 + N when stopped by signal N after writing a checkpoint (143 for SIGTERM,
-130 for Ctrl-C) so that schedulers see an unfinished run.
+130 for Ctrl-C) so that schedulers see an unfinished run. Errors are one
+``train.py: error: ...`` line on stderr.
+
+The console shows this script's progress; TensorFlow's own log lines (C++
+start-up messages, SavedModel details) are hidden unless --verbose (or
+TF_CPP_MIN_LOG_LEVEL is set).
 """
 
 import json
+import logging as python_logging
+import os
 from pathlib import Path
 import sys
 
@@ -103,6 +110,8 @@ _EXPORT = flags.DEFINE_bool(
     "and the .keras model to <model_dir>/export/.")
 _LOG_EVERY_STEPS = flags.DEFINE_integer(
     "log_every_steps", 100, "Write TensorBoard training scalars every N steps.")
+_VERBOSE = flags.DEFINE_bool("verbose", False,
+                             "Also show TensorFlow's own log lines (C++ and Python).")
 
 # Fields that shape the model's weights: a checkpoint cannot be resumed with
 # other values.
@@ -112,6 +121,10 @@ _VOCAB_FIELDS = ("data.vocabulary", "data.vocab_size")
 
 class UsageError(ValueError):
   """A bad or contradictory command line, found before any work."""
+
+
+class RunError(RuntimeError):
+  """Bad data or files, or a run that cannot go on (e.g. a corrupt checkpoint)."""
 
 
 def _flatten(d, prefix=""):
@@ -188,6 +201,37 @@ def check_flags(config, model_dir: Path) -> None:
                          f"now {Path(_TOKENIZER.value).resolve()}; use a new --model_dir")
 
 
+def import_tensorflow(verbose: bool):
+  """Imports TensorFlow and tensorflow_text, their log lines hidden unless ``verbose``.
+
+  ``TF_CPP_MIN_LOG_LEVEL`` is read when TensorFlow's C++ side loads, so it is
+  set first (unless the user set it). TensorFlow 2.21 still prints start-up
+  lines (oneDNN, CUDA) during the import, before absl::InitializeLog() where no
+  level applies (abseil/abseil-cpp#1718), so stderr's file descriptor points at
+  the null device for the import only. Afterwards TensorFlow's Python modules'
+  INFO records (SavedModel loading and saving) are dropped; this script's stay.
+  """
+  if verbose:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
+    return tf
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+  stderr = os.dup(2)
+  try:
+    with open(os.devnull, "w", encoding="utf-8") as null:
+      os.dup2(null.fileno(), 2)
+      import tensorflow as tf  # pylint: disable=g-import-not-at-top
+      import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import,redefined-outer-name
+  finally:
+    os.dup2(stderr, 2)
+    os.close(stderr)
+  tensorflow_dir = os.path.dirname(tf.__file__) + os.sep
+  logging.get_absl_handler().addFilter(
+      lambda record: record.levelno >= python_logging.WARNING
+      or not record.pathname.startswith(tensorflow_dir))
+  return tf
+
+
 def _take(pairs, n):
   return pairs[:n] if n else pairs
 
@@ -210,11 +254,26 @@ def main(argv):
   if not _MODEL_DIR.value:
     raise UsageError("--model_dir is required")
   config = _CONFIG.value
+  try:
+    config.get("model")
+  except OSError as e:  # ml_collections reports a config file it could not load on first use.
+    raise UsageError(f"--config: {str(e).strip().splitlines()[-1].strip()}") from e
   model_dir = Path(_MODEL_DIR.value).resolve()
   check_flags(config, model_dir)
 
   # TensorFlow is imported only now, so that flag errors come back at once.
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf = import_tensorflow(_VERBOSE.value)
+  from transformer import data  # pylint: disable=g-import-not-at-top
+  from transformer import training  # pylint: disable=g-import-not-at-top
+  try:
+    train(config, model_dir, tf)
+  except (data.DataError, training.TrainingError, OSError) as e:
+    # Malformed or unreadable files, a corrupt or mismatched checkpoint, a NaN loss.
+    raise RunError(str(e)) from e
+
+
+def train(config, model_dir: Path, tf):
+  """Everything after the flag checks: data, tokenizers, training, export, BLEU."""
   from transformer import data  # pylint: disable=g-import-not-at-top
   from transformer import pipeline  # pylint: disable=g-import-not-at-top
   from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
@@ -236,8 +295,8 @@ def main(argv):
     tokenizer_path = Path(_TOKENIZER.value).resolve()
   try:
     tokenizers = tokenizers_lib.load_tokenizers(tokenizer_path)
-  except tokenizers_lib.TokenizerError as e:
-    raise UsageError(str(e)) from e
+  except (tokenizers_lib.TokenizerError, OSError) as e:  # OSError: an unreadable SavedModel
+    raise UsageError(f"--tokenizer={_TOKENIZER.value}: {e}") from e
   input_vocab_size, target_vocab_size = tokenizers_lib.vocab_sizes(tokenizers)
   if config.model.output_weights == "shared" and input_vocab_size != target_vocab_size:
     raise UsageError(f"config.model.output_weights='shared' needs one joint vocabulary, but "
@@ -352,13 +411,8 @@ def export(model, tokenizers, config, model_dir):
 def run(argv):
   try:
     main(argv)
-  except UsageError as e:
+  except (UsageError, RunError) as e:
     sys.exit(f"train.py: error: {e}")
-  except Exception as e:  # pylint: disable=broad-except
-    from transformer import training  # pylint: disable=g-import-not-at-top
-    if isinstance(e, training.TrainingError):
-      sys.exit(f"train.py: error: {e}")
-    raise
 
 
 if __name__ == "__main__":

@@ -92,3 +92,22 @@ def guide_tokenizers_build(tokenizer_cache_dir, train_pairs):
 def guide_tokenizers(guide_tokenizers_build):
   from transformer import tokenizers  # pylint: disable=g-import-not-at-top
   return tokenizers.load_tokenizers(guide_tokenizers_build[0])
+
+
+@pytest.fixture(scope="session")
+def tiny_translator_dir(tutorial_tokenizers, tmp_path_factory) -> Path:
+  """An exported translator SavedModel of an untrained configs/tiny.py model
+  (seeded), with the tutorial's tokenizers: for command-line tests."""
+  import keras  # pylint: disable=g-import-not-at-top
+  from configs import tiny  # pylint: disable=g-import-not-at-top
+  from transformer import export  # pylint: disable=g-import-not-at-top
+  from transformer import tokenizers  # pylint: disable=g-import-not-at-top
+  from transformer.model import Transformer  # pylint: disable=g-import-not-at-top
+  config = tiny.get_config()
+  keras.utils.set_random_seed(0)
+  model = Transformer.from_model_config(config.model,
+                                        *tokenizers.vocab_sizes(tutorial_tokenizers))
+  model.build(((None, None), (None, None)))
+  export_dir = tmp_path_factory.mktemp("tiny_translator") / "translator"
+  export.export_translator(model, tutorial_tokenizers, export_dir, config.decoding)
+  return export_dir

@@ -37,6 +37,7 @@ import os
 from pathlib import Path
 from typing import Union
 
+from absl import logging
 import tensorflow as tf
 
 from transformer import decoding
@@ -110,12 +111,25 @@ def export_translator(model, tokenizers, export_dir: PathLike, decoding_config) 
   """Saves a :class:`Translator` as a SavedModel in ``export_dir`` (see the module
   docstring for what it serves). Returns the in-memory Translator."""
   translator = Translator(tokenizers, model, decoding_config)
-  tf.saved_model.save(translator, str(export_dir), signatures={
-      "serving_default": translator.translate,
-      "translate_greedy": translator.translate_greedy,
-      "translate_with_attention": translator.translate_with_attention,
-  })
+  # The save logs (through absl), per function, every captured input it
+  # renames: several kilobytes each, nothing to act on. Dropped here, other
+  # records kept.
+  logger = logging.get_absl_logger()
+  logger.addFilter(_drop_signature_renaming)
+  try:
+    tf.saved_model.save(translator, str(export_dir), signatures={
+        "serving_default": translator.translate,
+        "translate_greedy": translator.translate_greedy,
+        "translate_with_attention": translator.translate_with_attention,
+    })
+  finally:
+    logger.removeFilter(_drop_signature_renaming)
   return translator
+
+
+def _drop_signature_renaming(record) -> bool:
+  """False for TensorFlow's "Function `...` contains input name(s)" log records."""
+  return record.module != "signature_serialization"
 
 
 def save_keras_model(model, path: PathLike) -> Path:
