@@ -185,8 +185,97 @@ def test_beam_of_one_without_length_penalty_is_greedy(request, decoders, batch):
   np.testing.assert_array_equal(decoders["beam_1_alpha_0"](*batch), decoders["greedy"](*batch))
 
 
-def test_graph_functions_trace_once(untrained):
-  assert all(fn.experimental_get_tracing_count() <= 1 for fn in untrained.values())
+def test_graph_functions_trace_once_for_every_shape(untrained, batch):
+  sources, limits = batch
+  for fn in untrained.values():
+    # Two batch sizes and two source lengths, one trace.
+    assert fn(sources, limits).shape[0] == len(sources)
+    assert fn(sources[:2, :5], limits[:2]).shape[0] == 2
+    assert fn.experimental_get_tracing_count() == 1
+
+
+def reference_beam_search(model, source, max_length, beam_size, alpha):
+  """Beam search over one sentence with no cache: every step runs the full model
+  (encoder included) on each live hypothesis' whole prefix.
+
+  The same rules as :func:`decoding.beam_search` (2·beam_size candidates, the
+  ending ones among the best beam_size are finished, early termination), in
+  NumPy float64.
+
+  Args:
+    model: ``(source_ids, target_ids) -> logits``, the full model.
+    source: ``(src_len,)`` ids without padding.
+    max_length: the most tokens the output may have.
+  Returns:
+    ``(tokens, score)``: the best finished hypothesis without [START], and its
+    score log P / lp.
+  """
+  def penalty(length):
+    return ((5.0 + length) / 6.0) ** alpha
+
+  alive = [([decoding.START_ID], 0.0)]
+  finished = []  # (score, tokens)
+  for length in range(1, max_length + 1):
+    prefixes = np.array([ids for ids, _ in alive], np.int32)
+    logits = model(np.repeat(source[np.newaxis], len(alive), 0),
+                   prefixes).numpy()[:, -1].astype(np.float64)
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    candidates = [(log_prob + step_log_probs[token], ids + [int(token)])
+                  for (ids, log_prob), step_log_probs in zip(alive, log_probs)
+                  for token in range(len(step_log_probs))]
+    candidates.sort(key=lambda c: -c[0])
+    candidates = candidates[:2 * beam_size]
+    at_limit = length == max_length
+    for rank, (log_prob, ids) in enumerate(candidates):
+      if rank < beam_size and (ids[-1] == END or at_limit):
+        finished.append((log_prob / penalty(length), ids))
+    finished = sorted(finished, key=lambda f: -f[0])[:beam_size]
+    alive = [(ids, log_prob) for log_prob, ids in candidates
+             if not (ids[-1] == END or at_limit)][:beam_size]
+    if at_limit or (finished and finished[0][0] >= alive[0][1] / penalty(max_length)):
+      break
+  score, ids = finished[0]
+  return ids[1:], score
+
+
+@pytest.fixture(scope="module")
+def varied_model():
+  """Random weights whose beams differ and some of whose hypotheses end early.
+
+  An untrained tied model mostly repeats one token; this one has a separate
+  random output layer, N(0, 0.3²), that never picks [PAD], [UNK] or [START]
+  and favours [END] a little (bias 2).
+  """
+  keras.utils.set_random_seed(2)
+  config = tiny_config()
+  config.model.output_weights = "untied"
+  model = build_model(config)
+  final = model.final_layer
+  final.kernel.assign(np.random.default_rng(2).normal(0, 0.3, final.kernel.shape))
+  final.bias.assign(np.array([-30.0, -30.0, -30.0, 2.0] + [0.0] * (VOCAB - 4)))
+  return model
+
+
+def test_cached_beam_search_equals_uncached_reference(varied_model):
+  """Beam 4 over sentences of mixed lengths in one batch: the cached search
+  (whose cache rows follow each hypothesis' parent) gives the tokens and scores
+  of re-running the full model on every prefix."""
+  sources = random_sources(np.random.default_rng(7), 6, min_words=1, max_words=9)
+  limits = decoding.output_length_limits(sources, 4, MAX_POSITION)
+  tokens, scores = decoding.beam_search(varied_model, sources, limits, beam_size=4,
+                                        alpha=0.6)
+  greedy = decoding.greedy_decode(varied_model, sources, limits).numpy()
+  # Beams that matter: beam search differs from greedy, and some outputs end early.
+  assert not np.array_equal(tokens.numpy(), greedy)
+  assert any(END in strip_padding(row) and len(strip_padding(row)) < limit
+             for row, limit in zip(tokens.numpy(), limits.numpy()))
+  full_model = tf.function(lambda s, t: varied_model((s, t), training=False),
+                           input_signature=(SPEC[0], SPEC[0]), autograph=False)
+  for row, source in enumerate(sources):
+    want_tokens, want_score = reference_beam_search(
+        full_model, source[:np.count_nonzero(source)], int(limits[row]), 4, 0.6)
+    assert strip_padding(tokens.numpy()[row]) == want_tokens, row
+    assert float(scores[row]) == pytest.approx(want_score, rel=1e-4, abs=1e-4), row
 
 
 A, B, C, D = 4, 5, 6, 7
