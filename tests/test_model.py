@@ -23,9 +23,33 @@ def test_tutorial_config_has_the_tutorials_parameter_count():
   assert built(configs.tutorial, 7765, 7010).count_params() == 10_184_162
 
 
+def parameter_count(model_config, input_vocab, target_vocab):
+  """The parameters §3 describes, counted by hand: per attention sub-layer
+  Q, K, V and output projections with biases and a LayerNorm; per feed-forward
+  sub-layer two Dense layers and a LayerNorm; N encoder layers (1 attention)
+  and N decoder layers (2); embeddings as ``output_weights`` shares them."""
+  d, dff, layers = model_config.d_model, model_config.dff, model_config.num_layers
+  width = model_config.num_heads * (d // model_config.num_heads
+                                    if model_config.head_width == "split" else d)
+  layernorm = 2 * d
+  attention = 3 * (d * width + width) + width * d + d + layernorm
+  feed_forward = d * dff + dff + dff * d + d + layernorm
+  stacks = layers * (attention + feed_forward) + layers * (2 * attention + feed_forward)
+  embeddings = {"shared": input_vocab * d,
+                "tied": (input_vocab + target_vocab) * d,
+                "untied": (input_vocab + target_vocab) * d + d * target_vocab + target_vocab}
+  return stacks + embeddings[model_config.output_weights]
+
+
 def test_base_and_big_match_the_papers_table_3():
-  assert built(configs.base, 37000, 37000).count_params() == pytest.approx(65e6, rel=0.05)
-  assert built(configs.big, 37000, 37000).count_params() == pytest.approx(213e6, rel=0.02)
+  # README: base 63.1M (paper: 65M), big 214.2M (paper: 213M) with a shared
+  # 37,000-token vocabulary (§3.4, Table 3).
+  for module, count, millions in ((configs.base, 63_082_496, 63.1),
+                                  (configs.big, 214_245_376, 214.2)):
+    assert parameter_count(module.get_config().model, 37000, 37000) == count
+    assert built(module, 37000, 37000).count_params() == count
+    assert round(count / 1e6, 1) == millions
+  assert parameter_count(configs.tutorial.get_config().model, 7765, 7010) == 10_184_162
 
 
 def tiny_model(**overrides):
@@ -185,3 +209,116 @@ def test_tf_checkpoint_holds_every_variable(tmp_path, output_weights):
   restored(batch)
   tf.train.Checkpoint(model=restored).restore(path).assert_existing_objects_matched()
   np.testing.assert_array_equal(restored(batch).numpy(), expected)
+
+
+# ------------------------------------------ every config.model field reaches its layer
+
+def small(module, **overrides):
+  """``module``'s model configuration with small sizes; its switches unchanged."""
+  model_config = module.get_config().model
+  model_config.update(dict(num_layers=2, d_model=16, num_heads=4, dff=24, max_position=40))
+  model_config.update(overrides)
+  return model_config
+
+
+CONFIG_CASES = {
+    "tutorial": lambda: small(configs.tutorial, dropout_rate=0.15),
+    "base": lambda: small(configs.base),
+    "big": lambda: small(configs.big),
+    "ablations": lambda: small(configs.base, output_weights="tied", scale_embeddings=False,
+                               scale_attention_logits=False, embedding_initializer="normal",
+                               attention_dropout_rate=0.05, positional_layout="concatenated"),
+}
+
+
+def sinusoids(length, depth, layout):
+  """§3.5, written out: sin(p / 10000^(2i/depth)) and cos(...) per channel pair i."""
+  table = np.zeros((length, depth))
+  for p in range(length):
+    for i in range(depth // 2):
+      angle = p / 10000 ** (2 * i / depth)
+      sin_channel, cos_channel = (2 * i, 2 * i + 1) if layout == "interleaved" else (
+          i, depth // 2 + i)
+      table[p, sin_channel], table[p, cos_channel] = np.sin(angle), np.cos(angle)
+  return table
+
+
+def check_attention(attention, c, key_dim, rng):
+  """Head count and width, the 1/√d_k switch and both dropout rates of one sub-layer."""
+  mha = attention.mha
+  width = c.num_heads * key_dim
+  for dense in (mha.query_dense, mha.key_dense, mha.value_dense):
+    assert tuple(dense.kernel.shape) == (c.d_model, width)
+  assert tuple(mha.output_dense.kernel.shape) == (width, c.d_model)
+  assert mha.weights_dropout.rate == c.attention_dropout_rate
+  assert attention.dropout.rate == (c.dropout_rate if c.residual_dropout_on_attention else 0)
+  # The weights the layer computes, against softmax(QKᵀ/√d_k) (or QKᵀ) by hand.
+  x = rng.normal(size=(1, 3, c.d_model)).astype(np.float32)
+  context = rng.normal(size=(1, 4, c.d_model)).astype(np.float32)
+  _, weights = mha(x, context)
+
+  def heads(dense, inputs):
+    projected = inputs[0] @ dense.kernel.numpy() + dense.bias.numpy()
+    return projected.reshape(len(inputs[0]), c.num_heads, key_dim).transpose(1, 0, 2)
+
+  logits = heads(mha.query_dense, x) @ heads(mha.key_dense, context).transpose(0, 2, 1)
+  if c.scale_attention_logits:
+    logits /= np.sqrt(key_dim)
+  expected = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+  np.testing.assert_allclose(weights.numpy()[0], expected, rtol=1e-4, atol=1e-6)
+
+
+def check_embedding(embedding, c, rng):
+  """Dropout rate, initializer, √d_model scaling and the positional layout."""
+  assert embedding.dropout.rate == c.dropout_rate
+  table = embedding.embeddings.numpy()
+  if c.embedding_initializer == "uniform":
+    assert np.abs(table).max() <= 0.05
+  else:
+    assert np.std(table) == pytest.approx(c.d_model ** -0.5, rel=0.2)
+  ids = rng.integers(1, table.shape[0], (1, c.max_position))
+  scale = np.sqrt(c.d_model) if c.scale_embeddings else 1.0
+  positions = embedding(ids, training=False).numpy()[0] - table[ids[0]] * scale
+  np.testing.assert_allclose(positions, sinusoids(c.max_position, c.d_model,
+                                                  c.positional_layout), atol=1e-4)
+
+
+@pytest.mark.parametrize("case", CONFIG_CASES)
+def test_every_model_setting_takes_effect_in_every_layer(case):
+  """A model built from a configuration, as training builds it: each field is
+  checked where it acts, so a keyword lost between Transformer and the layers
+  (which take defaults) shows."""
+  c = CONFIG_CASES[case]()
+  input_vocab, target_vocab = (30, 30) if c.output_weights == "shared" else (30, 31)
+  keras.utils.set_random_seed(0)
+  model = Transformer.from_model_config(c, input_vocab, target_vocab)
+  model.build(((None, None), (None, None)))
+  rng = np.random.default_rng(0)
+  key_dim = c.d_model // c.num_heads if c.head_width == "split" else c.d_model
+  assert len(model.encoder.layers) == len(model.decoder.layers) == c.num_layers
+  for layer in model.encoder.layers:
+    check_attention(layer.self_attention, c, key_dim, rng)
+  for layer in model.decoder.layers:
+    check_attention(layer.self_attention, c, key_dim, rng)
+    check_attention(layer.cross_attention, c, key_dim, rng)
+  for layer in model.encoder.layers + model.decoder.layers:
+    assert tuple(layer.ffn.inner.kernel.shape) == (c.d_model, c.dff)
+    assert layer.ffn.dropout.rate == c.dropout_rate
+  for embedding in (model.encoder.embedding, model.decoder.embedding):
+    check_embedding(embedding, c, rng)
+  # The decoding cache holds one key and one value per head and position.
+  cache = model.initial_cache(tf.zeros((1, 4, c.d_model)), max_length=5)
+  assert tuple(cache[0]["key"].shape) == (1, c.num_heads, 5, key_dim)
+
+  assert (model.encoder.embedding is model.decoder.embedding) == (
+      c.output_weights == "shared")
+  x = rng.normal(size=(2, c.d_model)).astype(np.float32)
+  if c.output_weights == "untied":
+    final = model.final_layer
+    expected = x @ final.kernel.numpy() + final.bias.numpy()
+  else:
+    assert model.final_layer is None
+    expected = x @ model.decoder.embedding.embeddings.numpy().T
+  assert expected.shape == (2, target_vocab)
+  np.testing.assert_allclose(model.logits(tf.constant(x)).numpy(), expected, rtol=1e-5,
+                             atol=1e-5)
