@@ -1,0 +1,78 @@
+"""What train.py and translate.py print: what a person needs, not TensorFlow's
+own log lines (C++ start-up messages, SavedModel details), unless --verbose."""
+
+import logging
+import os
+from pathlib import Path
+import re
+import subprocess
+import sys
+
+ROOT = Path(__file__).resolve().parents[1]
+SENTENCES = ["este é um problema que temos que resolver .", "olá ."]
+# absl's C++ log line: "I0000 00:00:1795341810.645245    5528 port.cc:153] ...".
+CPP_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ [\w.]+\.cc:\d+\]", re.MULTILINE)
+# Python INFO records of TensorFlow's SavedModel and checkpoint modules.
+TF_PYTHON_LOG_LINE = re.compile(
+    r"(load|fingerprinting_utils|functional_saver|builder_impl|signature_serialization)"
+    r"\.py:\d+\]")
+
+
+def run_script(script, *args):
+  env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  return subprocess.run([sys.executable, script, *map(str, args)], cwd=ROOT,
+                        env={**env, "PYTHONPATH": str(ROOT)}, stdin=subprocess.DEVNULL,
+                        capture_output=True, timeout=600, check=False)
+
+
+def test_translate_prints_only_the_translations(tiny_translator_dir):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
+  result = run_script("translate.py", f"--export_dir={tiny_translator_dir}", *SENTENCES)
+  assert result.returncode == 0, result.stderr.decode()[-3000:]
+  assert result.stderr == b""
+  translator = tf.saved_model.load(str(tiny_translator_dir))
+  expected = translator.translate(tf.constant(SENTENCES)).numpy()
+  assert result.stdout == b"".join(t + b"\n" for t in expected)
+
+
+def test_translate_verbose_shows_tensorflow_logs(tiny_translator_dir):
+  result = run_script("translate.py", f"--export_dir={tiny_translator_dir}", "--verbose",
+                      "olá .")
+  assert result.returncode == 0
+  stderr = result.stderr.decode()
+  assert CPP_LOG_LINE.search(stderr) or TF_PYTHON_LOG_LINE.search(stderr), stderr[-3000:]
+  assert len(result.stdout.splitlines()) == 1
+
+
+def test_train_shows_its_progress_and_no_tensorflow_logs(tmp_path, ted_data_dir,
+                                                         tutorial_tokenizer_path):
+  result = run_script(
+      "train.py", "--config=configs/tiny.py", "--train_examples=200",
+      "--config.training.train_steps=5", "--bleu_examples=5", "--bleu_method=greedy",
+      f"--tokenizer={tutorial_tokenizer_path}", f"--data={ted_data_dir}",
+      f"--model_dir={tmp_path / 'run'}")
+  output = result.stdout.decode() + result.stderr.decode()
+  assert result.returncode == 0, output[-3000:]
+  assert not CPP_LOG_LINE.search(output), output[-3000:]
+  assert "InitializeLog" not in output and "signature_serialization" not in output
+  assert not TF_PYTHON_LOG_LINE.search(output), output[-3000:]
+  for needed in ("200 training pairs", "exported", "validation BLEU (greedy, 5 sentences)"):
+    assert needed in output, output[-3000:]
+
+
+def test_export_drops_the_signature_renaming_notices(tutorial_tokenizers, tmp_path,
+                                                     monkeypatch, caplog):
+  from configs import tiny  # pylint: disable=g-import-not-at-top
+  from transformer import export  # pylint: disable=g-import-not-at-top
+
+  def save_logging_as_tensorflow_does(obj, export_dir, signatures):
+    del obj, export_dir, signatures
+    for module in ("signature_serialization", "builder_impl"):
+      logging.getLogger("absl").handle(logging.LogRecord(
+          "absl", logging.INFO, f"tensorflow/python/saved_model/{module}.py", 1,
+          f"a record of {module}", None, None))
+
+  monkeypatch.setattr(export.tf.saved_model, "save", save_logging_as_tensorflow_does)
+  export.export_translator(None, tutorial_tokenizers, tmp_path, tiny.get_config().decoding)
+  assert [r.getMessage() for r in caplog.records] == ["a record of builder_impl"]
