@@ -96,15 +96,17 @@ def test_padding_the_source_changes_nothing_at_real_positions(output_weights):
                          encoder_layer_outputs(model, padded_source)):
     np.testing.assert_allclose(long[:, :7][real], short[real], rtol=1e-5, atol=1e-5)
 
-  model((padded_source, target))
   padded = padded_source == 0
-  for layer in model.decoder.layers:
-    weights = layer.cross_attention.last_attention_scores.numpy()  # (b, h, tgt, src)
-    assert np.all(weights.transpose(0, 3, 1, 2)[padded] == 0.0)
-    np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-5)
-  for layer in model.encoder.layers:
-    weights = layer.self_attention.last_attention_scores.numpy()
-    assert np.all(weights.transpose(0, 3, 1, 2)[padded] == 0.0)
+  # Also in training mode, with dropout on the attention weights and outputs.
+  for training in (False, True):
+    model((padded_source, target), training=training)
+    for layer in model.decoder.layers:
+      weights = layer.cross_attention.last_attention_scores.numpy()  # (b, h, tgt, src)
+      assert np.all(weights.transpose(0, 3, 1, 2)[padded] == 0.0), training
+      np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-5)
+    for layer in model.encoder.layers:
+      weights = layer.self_attention.last_attention_scores.numpy()
+      assert np.all(weights.transpose(0, 3, 1, 2)[padded] == 0.0), training
 
 
 def test_padding_the_target_changes_nothing_at_real_positions():
