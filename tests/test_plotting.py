@@ -1,11 +1,21 @@
 """Attention plots (transformer/plotting.py)."""
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 import numpy as np
 import pytest
 
 from transformer.plotting import plot_attention_weights
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _labels(tick_labels):
+  return [t.get_text() for t in tick_labels]
+
+
+def _overlaps(boxes):
+  """Pairs of neighbouring label boxes (display pixels) that overlap."""
+  return [(a, b) for a, b in zip(boxes, boxes[1:]) if a.overlaps(b)]
 
 
 @pytest.mark.parametrize("heads", [8, 3])
@@ -19,10 +29,41 @@ def test_writes_a_png_with_one_panel_per_head(tmp_path, heads):
   assert path.stat().st_size > 1000
   assert len(figure.axes) == heads
   first = figure.axes[0]
-  assert [t.get_text() for t in first.get_xticklabels()] == ["[START]", "este", "é", "um",
-                                                            "[END]"]
-  assert [t.get_text() for t in first.get_yticklabels()] == target
+  assert _labels(first.get_xticklabels()) == ["[START]", "este", "é", "um", "[END]"]
+  assert _labels(first.get_yticklabels()) == target
   np.testing.assert_allclose(first.images[0].get_array(), weights[0])
+
+
+def test_draws_only_real_tokens(tmp_path):
+  # A batch pads the source after [END] and the output after its [END].
+  source = ["[START]", "olá", ".", "[END]", "[PAD]", "[PAD]"]
+  target = ["hello", ".", "[END]", "[PAD]", "[PAD]", "[PAD]", "[PAD]"]
+  weights = np.random.default_rng(1).random((2, len(target), len(source)))
+  figure = plot_attention_weights(source, target, weights, tmp_path / "a.png")
+  axes = figure.axes[0]
+  assert _labels(axes.get_xticklabels()) == source[:4]
+  assert _labels(axes.get_yticklabels()) == target[:3]
+  np.testing.assert_allclose(axes.images[0].get_array(), weights[0, :3, :4])
+
+
+@pytest.mark.parametrize("src_len,out_len", [(6, 5), (60, 70)])
+def test_labels_do_not_overlap(tmp_path, src_len, out_len):
+  source = ["[START]"] + [f"palavra{i}" for i in range(src_len - 2)] + ["[END]"]
+  target = [f"word{i}" for i in range(out_len - 1)] + ["[END]"]
+  weights = np.full((8, out_len, src_len), 1.0 / src_len)
+  figure = plot_attention_weights(source, target, weights, tmp_path / "a.png")
+  canvas = FigureCanvasAgg(figure)  # the closed figure, laid out again to be measured
+  canvas.draw()
+  renderer = canvas.get_renderer()
+  boxes = {name: [] for name in ("x", "y", "panels")}
+  for axes in figure.axes:
+    boxes["x"] = [t.get_window_extent(renderer) for t in axes.get_xticklabels()]
+    boxes["y"] = [t.get_window_extent(renderer) for t in axes.get_yticklabels()]
+    assert not _overlaps(boxes["x"]) and not _overlaps(boxes["y"])
+    boxes["panels"].append(axes.get_tightbbox(renderer))  # the panel with its labels
+  panels = boxes["panels"]
+  assert not [(i, j) for i in range(len(panels)) for j in range(i)
+              if panels[i].overlaps(panels[j])]
 
 
 def test_rejects_tokens_that_do_not_match_the_weights(tmp_path):
@@ -34,20 +75,34 @@ def test_training_curves_plot_every_epoch_record(tmp_path):
   from transformer.plotting import plot_training_curves  # pylint: disable=g-import-not-at-top
   metrics = tmp_path / "metrics.jsonl"
   metrics.write_text(
-      '{"epoch": 1, "step": 10, "train_loss": 6.0, "val_loss": 5.5, '
-      '"train_accuracy": 0.1, "val_accuracy": 0.2}\n'
-      '{"epoch": 2, "step": 20, "train_loss": 4.0, "val_loss": 4.5, '
-      '"train_accuracy": 0.3, "val_accuracy": 0.25}\n'
-      '{"final": true, "step": 20, "bleu": 3.0}\n')
+      '{"epoch": 1, "step": 10, "complete": true, "steps_in_epoch": 10, "train_loss": 6.0, '
+      '"val_loss": 5.5, "train_accuracy": 0.1, "val_accuracy": 0.2}\n'
+      '{"epoch": 2, "step": 16, "complete": false, "steps_in_epoch": 6, "train_loss": 4.0, '
+      '"val_loss": 4.5, "train_accuracy": 0.3, "val_accuracy": 0.25}\n'
+      '{"final": true, "step": 16, "bleu": 3.0}\n')
+  (tmp_path / "config.json").write_text('{"training": {"warmup_steps": 12}}')
   path = tmp_path / "curves.png"
   figure = plot_training_curves(metrics, path)
   assert path.read_bytes().startswith(PNG_SIGNATURE)
-  loss_axes, accuracy_axes = figure.axes
-  train_loss, val_loss = loss_axes.lines
-  assert list(train_loss.get_xdata()) == [10, 20]
+  loss_axes, accuracy_axes = [a for a in figure.axes if a.lines]
+  train_loss, val_loss, warmup = loss_axes.lines
+  assert list(train_loss.get_xdata()) == [10, 16]
   assert list(train_loss.get_ydata()) == [6.0, 4.0]
   assert list(val_loss.get_ydata()) == [5.5, 4.5]
   assert list(accuracy_axes.lines[1].get_ydata()) == [0.2, 0.25]
+  # Warm-up ends at step 12: a vertical line there on both panels, named in the legend.
+  for axes in (loss_axes, accuracy_axes):
+    assert list(axes.lines[2].get_xdata()) == [12, 12]
+    assert "warm-up ends (step 12)" in _labels(axes.get_legend().get_texts())
+  # Epochs on the top axis, at each epoch's last step; the cut-short one says so.
+  epoch_axes = [child for a in (loss_axes, accuracy_axes) for child in a.child_axes]
+  assert len(epoch_axes) == 2
+  for axes in epoch_axes:
+    assert list(axes.get_xticks()) == [10, 16]
+    assert _labels(axes.get_xticklabels()) == ["1", "2\n(6 steps)"]
+    assert axes.get_xlabel() == "epoch"
+  (tmp_path / "config.json").unlink()  # no config: no warm-up line
+  assert len(plot_training_curves(metrics, path).axes[0].lines) == 2
   (tmp_path / "empty.jsonl").write_text('{"final": true}\n')
   with pytest.raises(ValueError, match="no epoch records"):
     plot_training_curves(tmp_path / "empty.jsonl", path)

@@ -11,6 +11,7 @@ Also the training curves of a ``train.py`` run, from its ``metrics.jsonl``.
 import json
 import math
 import os
+from pathlib import Path
 from typing import Sequence, Union
 
 import matplotlib
@@ -21,15 +22,33 @@ import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 PathLike = Union[str, os.PathLike]
 PANELS_PER_ROW = 4
+END, PAD = "[END]", "[PAD]"
+FONT_SIZE = 9  # points, tick labels
+CELL = 0.25  # inches per token: a 9-point label fits beside its neighbours
+MAX_FIGURE_WIDTH = 24  # inches; longer sentences get fewer panels per row
+CHAR_WIDTH = 0.6 * FONT_SIZE / 72  # inches, an average character
 
 
 def _text(token) -> str:
   return token.decode("utf-8") if isinstance(token, bytes) else str(token)
 
 
+def _real_length(labels, through_end: bool) -> int:
+  """How many leading tokens are not padding: through the first [END] when
+  ``through_end`` (decoding pads after it), else up to the first [PAD]."""
+  if through_end and END in labels:
+    return labels.index(END) + 1
+  return labels.index(PAD) if PAD in labels else len(labels)
+
+
 def plot_attention_weights(sentence_tokens: Sequence, translation_tokens: Sequence,
                            attention_heads, path: PathLike):
   """Draws every head's attention and saves the figure as a PNG at ``path``.
+
+  Only real tokens are drawn: source tokens up to the first [PAD], output
+  tokens through the first [END] (a batch pads both). Each panel is sized to
+  its source and output lengths, a fixed size per token, so that every label
+  can be read; long sentences get fewer panels per row.
 
   Args:
     sentence_tokens: the ``src_len`` source tokens (str or bytes), on the x axis.
@@ -46,18 +65,31 @@ def plot_attention_weights(sentence_tokens: Sequence, translation_tokens: Sequen
     raise ValueError(f"attention of shape {attention_heads.shape} does not match "
                      f"{len(translation_tokens)} translation and {len(sentence_tokens)} "
                      "sentence tokens")
-  columns = min(heads, PANELS_PER_ROW)
-  rows = math.ceil(heads / columns)
-  figure = plt.figure(figsize=(4 * columns + 2, 4 * rows + 1))
   source_labels = [_text(t) for t in sentence_tokens]
   target_labels = [_text(t) for t in translation_tokens]
-  for head in range(heads):
-    axes = figure.add_subplot(rows, columns, head + 1)
+  src_len = _real_length(source_labels, through_end=False)
+  out_len = _real_length(target_labels, through_end=True)
+  source_labels, target_labels = source_labels[:src_len], target_labels[:out_len]
+  attention_heads = attention_heads[:, :out_len, :src_len]
+
+  # Each panel: its cells, plus room for the labels (x labels stand rotated
+  # above it, y labels to its left) and the head's name below.
+  label_room = CHAR_WIDTH * max(map(len, source_labels + target_labels)) + 0.2
+  panel_width = CELL * src_len + label_room
+  panel_height = CELL * out_len + label_room + 0.4
+  columns = max(1, min(heads, PANELS_PER_ROW, int(MAX_FIGURE_WIDTH // panel_width)))
+  rows = math.ceil(heads / columns)
+  figure, axes_grid = plt.subplots(
+      rows, columns, figsize=(columns * panel_width, rows * panel_height),
+      squeeze=False, layout="constrained")
+  for head, axes in enumerate(axes_grid.flat):
+    if head >= heads:
+      axes.remove()
+      continue
     axes.matshow(attention_heads[head], cmap="viridis", vmin=0.0)
-    axes.set_xticks(range(src_len), source_labels, rotation=90)
-    axes.set_yticks(range(out_len), target_labels)
+    axes.set_xticks(range(src_len), source_labels, rotation=90, fontsize=FONT_SIZE)
+    axes.set_yticks(range(out_len), target_labels, fontsize=FONT_SIZE)
     axes.set_xlabel(f"Head {head + 1}")
-  figure.tight_layout()
   figure.savefig(path, format="png")
   plt.close(figure)
   return figure
@@ -65,23 +97,42 @@ def plot_attention_weights(sentence_tokens: Sequence, translation_tokens: Sequen
 
 def plot_training_curves(metrics_path: PathLike, path: PathLike):
   """Loss and accuracy per epoch, training and validation, from ``train.py``'s
-  ``metrics.jsonl``, saved as a PNG at ``path``. Returns the (closed) figure."""
+  ``metrics.jsonl``, saved as a PNG at ``path``. Returns the (closed) figure.
+
+  The x axis counts steps below and epochs above (an epoch's point is at its
+  last step). A dashed line marks where the learning-rate warm-up ends (§5.3),
+  from ``training.warmup_steps`` in the run's ``config.json`` beside
+  ``metrics.jsonl`` (no line without it).
+  """
   with open(metrics_path, encoding="utf-8") as f:
     records = [json.loads(line) for line in f if line.strip()]
   epochs = [r for r in records if "train_loss" in r]
   if not epochs:
     raise ValueError(f"{metrics_path} holds no epoch records")
-  figure, (loss_axes, accuracy_axes) = plt.subplots(1, 2, figsize=(10, 4))
+  config_path = Path(metrics_path).parent / "config.json"
+  warmup_steps = (json.loads(config_path.read_text(encoding="utf-8"))["training"]
+                  ["warmup_steps"] if config_path.is_file() else None)
+  figure, (loss_axes, accuracy_axes) = plt.subplots(1, 2, figsize=(11, 4.5),
+                                                    layout="constrained")
   steps = [r["step"] for r in epochs]
+  # An epoch cut short (train_steps reached) is marked with its batch count.
+  epoch_labels = [str(r["epoch"]) if r.get("complete", True)
+                  else f"{r['epoch']}\n({r['steps_in_epoch']} steps)" for r in epochs]
   for split in ("train", "val"):
     loss_axes.plot(steps, [r[f"{split}_loss"] for r in epochs], marker="o", label=split)
     accuracy_axes.plot(steps, [r[f"{split}_accuracy"] for r in epochs], marker="o",
                        label=split)
-  loss_axes.set(xlabel="step", ylabel="masked cross-entropy", title="loss")
-  accuracy_axes.set(xlabel="step", ylabel="masked token accuracy", title="accuracy")
+  loss_axes.set(ylabel="masked cross-entropy", title="loss")
+  accuracy_axes.set(ylabel="masked token accuracy", title="accuracy")
   for axes in (loss_axes, accuracy_axes):
+    axes.set_xlabel("step")
+    epoch_axis = axes.secondary_xaxis("top")
+    epoch_axis.set_xticks(steps, epoch_labels)
+    epoch_axis.set_xlabel("epoch")
+    if warmup_steps:
+      axes.axvline(warmup_steps, color="gray", linestyle="--",
+                   label=f"warm-up ends (step {warmup_steps:,})")
     axes.legend()
-  figure.tight_layout()
   figure.savefig(path, format="png")
   plt.close(figure)
   return figure
