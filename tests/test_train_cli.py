@@ -191,6 +191,94 @@ def test_kill_and_resume_continues_from_checkpoint(tmp_path, tutorial_tokenizer_
           "model.d_model was 32, now 64") in result.stderr
 
 
+# train.py run in-process by a driver that records every step's loss and can
+# send itself SIGTERM right after a chosen step (a step no checkpoint falls on).
+_DRIVER = """
+import os, runpy, signal, sys
+from transformer import training
+
+fit = training.Trainer.fit
+stop_at = int(os.environ["STOP_AT_STEP"])
+
+def recording_fit(self, *args, **kwargs):
+  def after_step(step, loss):
+    with open(os.environ["LOSSES_FILE"], "a") as f:
+      f.write(f"{step} {loss!r}\\n")
+    if step == stop_at:
+      os.kill(os.getpid(), signal.SIGTERM)
+  return fit(self, *args, step_callback=after_step, **kwargs)
+
+training.Trainer.fit = recording_fit
+sys.argv = sys.argv[1:]
+runpy.run_path("train.py", run_name="__main__")
+"""
+
+
+def _recorded_run(model_dir, tokenizer, data_dir, steps, log_path, stop_at=0):
+  """Starts train.py (tiny model, no dropout, checkpoints every 10 steps, epochs
+  of 20 batches) through the driver; losses go to <model_dir>.losses."""
+  args = [a for a in _run_args(model_dir, tokenizer, data_dir, steps)
+          if not a.startswith("--config.training.checkpoint_every_steps")]
+  args += ["--config.training.checkpoint_every_steps=10", "--config.model.dropout_rate=0",
+           "--config.model.attention_dropout_rate=0"]
+  env = {**_env(), "STOP_AT_STEP": str(stop_at), "LOSSES_FILE": f"{model_dir}.losses"}
+  log = open(log_path, "w")
+  return subprocess.Popen([sys.executable, "-c", _DRIVER, *args[1:]], cwd=REPO_DIR, env=env,
+                          stdout=log, stderr=subprocess.STDOUT, text=True)
+
+
+def _losses(model_dir):
+  """[(step, loss)] in the order the steps ran, over every process of the run."""
+  lines = Path(f"{model_dir}.losses").read_text().splitlines()
+  return [(int(step), float(loss)) for step, loss in (line.split() for line in lines)]
+
+
+def _checkpoint_values(model_dir, step):
+  """Every variable of the checkpoint at `step` (model, optimizer moments, data
+  position) but the save counter."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  reader = tf.train.load_checkpoint(str(model_dir / "checkpoints" / f"ckpt-{step}"))
+  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+          if not name.startswith("save_counter")}
+
+
+@pytest.mark.slow
+def test_resumed_runs_repeat_the_uninterrupted_run_exactly(tmp_path, tutorial_tokenizer_path,
+                                                           ted_data_dir):
+  """30 steps in one process, against the same 30 steps in three: stopped by
+  train_steps at step 12, by SIGTERM after step 23 (no checkpoint step: those
+  are every 10 steps and each epoch's end at 20), then resumed to 30. Without
+  dropout the per-step losses and the final weights and optimizer state are
+  bitwise equal, which they are not if a resume restarts its epoch at batch 0,
+  reshuffles it, or loses the Adam moments."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  straight_dir, resumed_dir = tmp_path / "straight", tmp_path / "resumed"
+  straight = _recorded_run(straight_dir, tutorial_tokenizer_path, ted_data_dir, 30,
+                           tmp_path / "straight.txt")
+  logs = []
+  for part, (steps, stop_at) in enumerate([(12, 0), (30, 23), (30, 0)]):
+    logs.append(tmp_path / f"part{part}.txt")
+    proc = _recorded_run(resumed_dir, tutorial_tokenizer_path, ted_data_dir, steps, logs[-1],
+                         stop_at)
+    _wait_or_fail(proc, 240, f"part {part} of the resumed run did not finish")
+    assert proc.returncode == (128 + signal.SIGTERM if stop_at else 0), (
+        logs[-1].read_text()[-3000:])
+  _wait_or_fail(straight, 240, "the uninterrupted run did not finish")
+  assert straight.returncode == 0, (tmp_path / "straight.txt").read_text()[-3000:]
+
+  assert "stopped by SIGTERM at step 23" in logs[1].read_text()
+  for log, step in ((logs[1], 12), (logs[2], 23)):
+    assert re.search(rf"restored checkpoint \S+ckpt-{step} at step {step}", log.read_text())
+  steps = [step for step, _ in _losses(resumed_dir)]
+  assert steps == list(range(1, 31))  # each step ran once, none twice
+  assert _losses(resumed_dir) == _losses(straight_dir)
+  expected, resumed = _checkpoint_values(straight_dir, 30), _checkpoint_values(resumed_dir, 30)
+  assert sorted(resumed) == sorted(expected)
+  assert any(name.startswith("optimizer/") for name in expected)
+  for name, value in expected.items():
+    np.testing.assert_array_equal(resumed[name], value, err_msg=name)
+
+
 def test_bleu_covers_every_validation_pair_by_default(tmp_path, tutorial_tokenizer_path):
   """--bleu_examples=-1 (the default) scores all validation pairs, the last one included."""
   data_dir = tmp_path / "data"
