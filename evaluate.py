@@ -117,11 +117,17 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
     translator = export_translator(model, tokenizers, export_dir, config.decoding)
   else:
     translator = Translator(tokenizers, model, config.decoding)
+  output_dir = Path(output_dir or Path(model_dir) / "bleu")
   result = evaluation.evaluate_bleu(
-      evaluation.translator_batch_fn(translator, method), pairs,
-      output_dir or Path(model_dir) / "bleu", split, method, batch_size,
-      reference_tokenizer=tokenizers.en)
-  return {**result, "checkpoints": checkpoints, "export_dir": export_dir}
+      evaluation.translator_batch_fn(translator, method), pairs, output_dir, split, method,
+      batch_size, reference_tokenizer=tokenizers.en)
+  result = {**result, "checkpoints": checkpoints, "export_dir": export_dir,
+            "teacher_forced": evaluation.teacher_forced_metrics(model, tokenizers, pairs,
+                                                                config)}
+  # The JSON beside the hypotheses also says which checkpoints were scored.
+  (output_dir / f"{split}.{method}.json").write_text(json.dumps(result, indent=2) + "\n",
+                                                     encoding="utf-8")
+  return result
 
 
 def evaluate_translator(translator_dir, split: str, method: str, data_dir, output_dir=None,

@@ -242,11 +242,34 @@ def test_evaluate_scores_an_averaged_model_dir_as_its_export_does(
   assert from_export["bleu"] == pytest.approx(result["bleu"])
   assert from_export["references"] == "tokenizer round trip"
 
+  # The JSON on disk names the averaged checkpoints and the teacher-forced metrics.
+  on_disk = json.loads((model_dir / "bleu" / "validation.greedy.json").read_text())
+  assert on_disk["checkpoints"] == result["checkpoints"]
+  assert on_disk["teacher_forced"] == result["teacher_forced"]
+
   _, _, model, _ = evaluation.restore_model_dir(model_dir, average_last=2)
   assert_weights(model, [np.mean(arrays, axis=0) for arrays in zip(*values[1:])])
   _, _, model, used = evaluation.restore_model_dir(model_dir)
   assert [Path(p).name for p in used] == ["ckpt-3"]
   assert_weights(model, values[2])
+
+
+def test_teacher_forced_metrics_are_the_trainers_validation_metrics(tutorial_tokenizers):
+  from transformer import data  # pylint: disable=g-import-not-at-top
+  from transformer import pipeline  # pylint: disable=g-import-not-at-top
+  from transformer.tokenizers import vocab_sizes  # pylint: disable=g-import-not-at-top
+  config = tiny.get_config()
+  config.training.label_smoothing = 0.1
+  trainer = training.Trainer(config, input_vocab_size=vocab_sizes(tutorial_tokenizers)[0],
+                             target_vocab_size=vocab_sizes(tutorial_tokenizers)[1],
+                             progress=False)
+  expected = trainer.evaluate(pipeline.make_batches(
+      data.pairs_to_dataset(PAIRS), tutorial_tokenizers, max_tokens=config.data.max_tokens,
+      batch_size=config.data.batch_size, shuffle=False))
+  metrics = evaluation.teacher_forced_metrics(trainer.model, tutorial_tokenizers, PAIRS, config)
+  assert metrics["tokens"] == expected["tokens"]
+  assert metrics["loss"] == pytest.approx(expected["loss"], rel=1e-5)
+  assert metrics["accuracy"] == pytest.approx(expected["accuracy"], rel=1e-6)
 
 
 # evaluate.py as a user runs it: bad input gives one line and exit status 1.

@@ -249,6 +249,34 @@ def restore_model_dir(model_dir: PathLike, average_last: int = 0):
   return config, tokenizers, model, paths
 
 
+def teacher_forced_metrics(model, tokenizers, pairs: Sequence[Pair], config) -> dict:
+  """The model's label-smoothed loss and masked accuracy on ``pairs``, fed the
+  reference as decoder input (what ``train.py`` reports per epoch as
+  ``val_loss``/``val_accuracy``), for a restored or averaged model.
+
+  Returns ``{"loss", "accuracy", "tokens"}`` over the real target tokens.
+  """
+  # Imported here: the pipeline needs the tokenizers' ops.
+  from transformer import data  # pylint: disable=g-import-not-at-top
+  from transformer import losses  # pylint: disable=g-import-not-at-top
+  from transformer import pipeline  # pylint: disable=g-import-not-at-top
+  batches = pipeline.make_batches(
+      data.pairs_to_dataset(list(pairs)), tokenizers, max_tokens=config.data.max_tokens,
+      batch_size=config.data.batch_size, tokens_per_batch=config.data.tokens_per_batch,
+      bucketing=config.data.bucketing, shuffle=False)
+  loss_sum = correct = count = 0.0
+  for inputs, labels in batches:
+    logits = model(inputs, training=False)
+    batch_loss, batch_count = losses.masked_cross_entropy_sum(
+        labels, logits, config.training.label_smoothing)
+    loss_sum += float(batch_loss)
+    count += float(batch_count)
+    correct += float(losses.masked_correct_sum(labels, logits)[0])
+  if count == 0:
+    raise ValueError("no target tokens to compute the loss on")
+  return {"loss": loss_sum / count, "accuracy": correct / count, "tokens": int(count)}
+
+
 def translator_batch_fn(translator, method: str) -> TranslateBatch:
   """A :data:`TranslateBatch` over an :class:`transformer.export.Translator` or its
   loaded SavedModel: ``method`` "beam" uses ``translate``, "greedy" ``translate_greedy``."""
