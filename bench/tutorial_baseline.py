@@ -14,7 +14,8 @@ would attend to padding. Each sub-layer here re-attaches the masks it found on
 its inputs to its output (and to the encoder output it attended over), so that
 every attention call sees the padding mask, as in the Keras 2 the tutorial was
 written for. Nothing else differs from the tutorial; in particular its
-``LayerNormalization`` keeps Keras' default ε = 1e-3 (this project uses 1e-6),
+``LayerNormalization`` keeps Keras' default ε = 1e-3 (``configs/tutorial.py``
+sets ``model.layer_norm_epsilon`` to it; the paper-lineage default is 1e-6),
 and its learning-rate schedule gives 0 at the first step (it is called with
 the optimizer's iteration counter, which starts at 0).
 

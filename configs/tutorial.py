@@ -20,6 +20,7 @@ def get_config():
   config.model.head_width = "full"
   config.model.positional_layout = "concatenated"
   config.model.output_weights = "untied"
+  config.model.layer_norm_epsilon = 1e-3
   config.training.label_smoothing = 0.0
   config.training.epochs = 20
   return config

@@ -19,6 +19,7 @@ def test_tutorial_config_is_the_tutorials_choices():
   assert (model.num_layers, model.d_model, model.dff, model.num_heads) == (4, 128, 512, 8)
   assert (model.head_width, model.positional_layout, model.output_weights) == (
       "full", "concatenated", "untied")
+  assert model.layer_norm_epsilon == 1e-3  # Keras' LayerNormalization default
   assert configs.tutorial.get_config().training.label_smoothing == 0.0
 
 
@@ -30,6 +31,7 @@ def test_base_config_is_the_papers_choices():
           config.model.output_weights) == ("split", "interleaved", "shared")
   assert config.training.label_smoothing == 0.1
   assert config.model.attention_dropout_rate == 0.0
+  assert config.model.layer_norm_epsilon == 1e-6  # tensor2tensor's
 
 
 @pytest.mark.parametrize("section, field, value, message", [
@@ -40,6 +42,8 @@ def test_base_config_is_the_papers_choices():
     ("model", "head_width", "wide", r"config\.model\.head_width: unknown value 'wide'"),
     ("model", "output_weights", "shared", r"config\.model\.output_weights: 'shared'.*joint"),
     ("model", "dropout_rate", 1.5, r"config\.model\.dropout_rate: must be in \[0, 1\)"),
+    ("model", "layer_norm_epsilon", 0.0, r"config\.model\.layer_norm_epsilon: must be > 0, got 0\.0"),
+    ("model", "layer_norm_epsilon", -1e-3, r"config\.model\.layer_norm_epsilon: must be > 0"),
     ("data", "tokens_per_batch", 10, r"config\.data\.tokens_per_batch: 10 cannot hold"),
     ("training", "label_smoothing", -0.1, r"config\.training\.label_smoothing"),
     ("training", "learning_rate_scale", 0.0, r"config\.training\.learning_rate_scale: must be > 0"),

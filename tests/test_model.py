@@ -1,5 +1,8 @@
 """The whole model: parameter counts, weight tying, incremental decoding, saving."""
 
+import json
+
+import ml_collections
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -120,7 +123,7 @@ def test_decode_step_equals_the_last_position_of_a_full_pass(head_width):
 
 def test_get_config_round_trip_gives_identical_outputs():
   model = tiny_model(head_width="full", positional_layout="concatenated",
-                     output_weights="untied", scale_embeddings=False)
+                     output_weights="untied", scale_embeddings=False, layer_norm_epsilon=1e-3)
   batch = random_batch(2)
   expected = model(batch).numpy()
   clone = Transformer.from_config(model.get_config())
@@ -167,16 +170,18 @@ def layer_cases():
   ids = rng.integers(1, 20, (2, 5))
   stack = dict(key_dim=4, dropout_rate=0.2, attention_dropout_rate=0.1,
                residual_dropout_on_attention=False, max_position=16,
-               positional_layout="concatenated", scale_embeddings=False)
+               positional_layout="concatenated", scale_embeddings=False,
+               layer_norm_epsilon=1e-3)
   return [
       (PositionalEmbedding(20, 8, max_position=16, layout="concatenated"), (ids,)),
       (MultiHeadAttention(2, 4, dropout=0.1), (x, context)),
       (GlobalSelfAttention(2, 4, attention_dropout_rate=0.1, residual_dropout=False), (x,)),
-      (CausalSelfAttention(2, 4, dropout_rate=0.3), (x,)),
+      (CausalSelfAttention(2, 4, dropout_rate=0.3, layer_norm_epsilon=1e-3), (x,)),
       (CrossAttention(2, 4), (x, context)),
-      (FeedForward(8, 12, 0.3), (x,)),
-      (EncoderLayer(8, 2, 12, 4, dropout_rate=0.2), (x,)),
-      (DecoderLayer(8, 2, 12, 4, attention_dropout_rate=0.1), (x, context)),
+      (FeedForward(8, 12, 0.3, layer_norm_epsilon=1e-3), (x,)),
+      (EncoderLayer(8, 2, 12, 4, dropout_rate=0.2, layer_norm_epsilon=1e-3), (x,)),
+      (DecoderLayer(8, 2, 12, 4, attention_dropout_rate=0.1, layer_norm_epsilon=1e-3),
+       (x, context)),
       (Encoder(2, 8, 2, 12, 20, pad_id=0, **stack), (ids,)),
       (Decoder(2, 8, 2, 12, 20, **stack), (ids, context)),
   ]
@@ -227,7 +232,8 @@ CONFIG_CASES = {
     "big": lambda: small(configs.big),
     "ablations": lambda: small(configs.base, output_weights="tied", scale_embeddings=False,
                                scale_attention_logits=False, embedding_initializer="normal",
-                               attention_dropout_rate=0.05, positional_layout="concatenated"),
+                               attention_dropout_rate=0.05, positional_layout="concatenated",
+                               layer_norm_epsilon=1e-4),
 }
 
 
@@ -244,7 +250,8 @@ def sinusoids(length, depth, layout):
 
 
 def check_attention(attention, c, key_dim, rng):
-  """Head count and width, the 1/√d_k switch and both dropout rates of one sub-layer."""
+  """Head count and width, the 1/√d_k switch, both dropout rates and the LayerNorm ε
+  of one sub-layer."""
   mha = attention.mha
   width = c.num_heads * key_dim
   for dense in (mha.query_dense, mha.key_dense, mha.value_dense):
@@ -252,6 +259,7 @@ def check_attention(attention, c, key_dim, rng):
   assert tuple(mha.output_dense.kernel.shape) == (width, c.d_model)
   assert mha.weights_dropout.rate == c.attention_dropout_rate
   assert attention.dropout.rate == (c.dropout_rate if c.residual_dropout_on_attention else 0)
+  assert attention.layernorm.epsilon == c.layer_norm_epsilon
   # The weights the layer computes, against softmax(QKᵀ/√d_k) (or QKᵀ) by hand.
   x = rng.normal(size=(1, 3, c.d_model)).astype(np.float32)
   context = rng.normal(size=(1, 4, c.d_model)).astype(np.float32)
@@ -304,6 +312,11 @@ def test_every_model_setting_takes_effect_in_every_layer(case):
   for layer in model.encoder.layers + model.decoder.layers:
     assert tuple(layer.ffn.inner.kernel.shape) == (c.d_model, c.dff)
     assert layer.ffn.dropout.rate == c.dropout_rate
+    assert layer.ffn.layernorm.epsilon == c.layer_norm_epsilon
+  # Every LayerNorm is one of the 2 per encoder layer and 3 per decoder layer checked above.
+  layer_norms = [layer for layer in model._flatten_layers()  # pylint: disable=protected-access
+                 if isinstance(layer, keras.layers.LayerNormalization)]
+  assert len(layer_norms) == 5 * c.num_layers
   for embedding in (model.encoder.embedding, model.decoder.embedding):
     check_embedding(embedding, c, rng)
   # The decoding cache holds one key and one value per head and position.
@@ -322,3 +335,16 @@ def test_every_model_setting_takes_effect_in_every_layer(case):
   assert expected.shape == (2, target_vocab)
   np.testing.assert_allclose(model.logits(tf.constant(x)).numpy(), expected, rtol=1e-5,
                              atol=1e-5)
+
+
+def test_model_config_without_layer_norm_epsilon_builds_the_earlier_model():
+  """A config.json written before model.layer_norm_epsilon existed (e.g. an older
+  tutorial run) was trained with ε = 1e-6: evaluation reads it back as a ConfigDict
+  without the field and must build that model, not the tutorial's current 1e-3."""
+  stored = json.loads(small(configs.tutorial).to_json())
+  del stored["layer_norm_epsilon"]
+  model = Transformer.from_model_config(ml_collections.ConfigDict(stored), 30, 31)
+  model.build(((None, None), (None, None)))
+  epsilons = {layer.epsilon for layer in model._flatten_layers()  # pylint: disable=protected-access
+              if isinstance(layer, keras.layers.LayerNormalization)}
+  assert epsilons == {1e-6}

@@ -155,6 +155,7 @@ class BaseAttention(keras.layers.Layer):
   ``LayerNorm(x + Dropout(MultiHeadAttention(x, context)))``.
 
   ``residual_dropout=False`` leaves out the Dropout, as the tutorial does.
+  ``layer_norm_epsilon`` is the LayerNorm's ε (``model.layer_norm_epsilon``).
   ``scale_logits`` is :class:`MultiHeadAttention`'s.
   The attention weights of the last call are kept in ``last_attention_scores``
   ``(batch, heads, q_len, k_len)``, as the tutorial keeps them for plotting.
@@ -162,7 +163,7 @@ class BaseAttention(keras.layers.Layer):
 
   def __init__(self, num_heads: int, key_dim: int, *, attention_dropout_rate: float = 0.0,
                dropout_rate: float = 0.1, residual_dropout: bool = True,
-               scale_logits: bool = True, **kwargs):
+               scale_logits: bool = True, layer_norm_epsilon: float = 1e-6, **kwargs):
     super().__init__(**kwargs)
     self.num_heads = num_heads
     self.key_dim = key_dim
@@ -170,10 +171,11 @@ class BaseAttention(keras.layers.Layer):
     self.dropout_rate = dropout_rate
     self.residual_dropout = residual_dropout
     self.scale_logits = scale_logits
+    self.layer_norm_epsilon = layer_norm_epsilon
     self.mha = MultiHeadAttention(num_heads, key_dim, dropout=attention_dropout_rate,
                                   scale_logits=scale_logits, name="multi_head_attention")
     self.dropout = keras.layers.Dropout(dropout_rate if residual_dropout else 0.0)
-    self.layernorm = keras.layers.LayerNormalization(epsilon=1e-6)
+    self.layernorm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon)
     self.last_attention_scores = None
 
   def build(self, x_shape):
@@ -191,7 +193,7 @@ class BaseAttention(keras.layers.Layer):
     return {**super().get_config(), "num_heads": self.num_heads, "key_dim": self.key_dim,
             "attention_dropout_rate": self.attention_dropout_rate,
             "dropout_rate": self.dropout_rate, "residual_dropout": self.residual_dropout,
-            "scale_logits": self.scale_logits}
+            "scale_logits": self.scale_logits, "layer_norm_epsilon": self.layer_norm_epsilon}
 
 
 @keras.saving.register_keras_serializable(package="transformer")

@@ -48,6 +48,11 @@ def default_config() -> ml_collections.ConfigDict:
   # §3.2.1: attention logits are QKᵀ/sqrt(d_k). False (logits exactly QKᵀ) is
   # the ablation; honoured in training, cached decoding and beam search.
   config.model.scale_attention_logits = True
+  # The ε added to the variance in every LayerNormalization (§3.1 names the
+  # layer but no ε). 1e-6: the paper's lineage (tensor2tensor). 1e-3: Keras'
+  # default, which the tutorial keeps. Run folders written before this field
+  # existed were trained with 1e-6, which is what a missing field means.
+  config.model.layer_norm_epsilon = 1e-6
   # Token embedding initializer. "uniform": Keras' Embedding default
   # U(-0.05, 0.05) (the tutorial's). "normal": N(0, sigma = d_model^-0.5), the
   # paper's lineage (tensor2tensor), which makes x sqrt(d_model) unit-variance
@@ -146,6 +151,8 @@ def validate_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigD
            f"must be even for the sin/cos positional encoding, got {config.model.d_model}")
   _rate(config, "model", "dropout_rate")
   _rate(config, "model", "attention_dropout_rate")
+  _require(config.model.layer_norm_epsilon > 0, "model.layer_norm_epsilon",
+           f"must be > 0, got {config.model.layer_norm_epsilon}")
   _choice(config, "model", "head_width", HEAD_WIDTHS)
   _choice(config, "model", "positional_layout", POSITIONAL_LAYOUTS)
   _choice(config, "model", "output_weights", OUTPUT_WEIGHTS)

@@ -18,7 +18,7 @@ class EncoderLayer(keras.layers.Layer):
   def __init__(self, d_model: int, num_heads: int, dff: int, key_dim: int, *,
                dropout_rate: float = 0.1, attention_dropout_rate: float = 0.0,
                residual_dropout_on_attention: bool = True, scale_attention_logits: bool = True,
-               **kwargs):
+               layer_norm_epsilon: float = 1e-6, **kwargs):
     super().__init__(**kwargs)
     self.d_model = d_model
     self.num_heads = num_heads
@@ -28,11 +28,14 @@ class EncoderLayer(keras.layers.Layer):
     self.attention_dropout_rate = attention_dropout_rate
     self.residual_dropout_on_attention = residual_dropout_on_attention
     self.scale_attention_logits = scale_attention_logits
+    self.layer_norm_epsilon = layer_norm_epsilon
     self.self_attention = GlobalSelfAttention(
         num_heads, key_dim, attention_dropout_rate=attention_dropout_rate,
         dropout_rate=dropout_rate, residual_dropout=residual_dropout_on_attention,
-        scale_logits=scale_attention_logits, name="self_attention")
-    self.ffn = FeedForward(d_model, dff, dropout_rate, name="feed_forward")
+        scale_logits=scale_attention_logits, layer_norm_epsilon=layer_norm_epsilon,
+        name="self_attention")
+    self.ffn = FeedForward(d_model, dff, dropout_rate, layer_norm_epsilon,
+                           name="feed_forward")
 
   def build(self, x_shape):
     self.self_attention.build(x_shape)
@@ -51,7 +54,8 @@ class EncoderLayer(keras.layers.Layer):
             "dff": self.dff, "key_dim": self.key_dim, "dropout_rate": self.dropout_rate,
             "attention_dropout_rate": self.attention_dropout_rate,
             "residual_dropout_on_attention": self.residual_dropout_on_attention,
-            "scale_attention_logits": self.scale_attention_logits}
+            "scale_attention_logits": self.scale_attention_logits,
+            "layer_norm_epsilon": self.layer_norm_epsilon}
 
 
 @keras.saving.register_keras_serializable(package="transformer")
@@ -68,9 +72,10 @@ class Encoder(keras.layers.Layer):
   def __init__(self, num_layers: int, d_model: int, num_heads: int, dff: int,
                vocab_size: int, *, key_dim: int, dropout_rate: float = 0.1,
                attention_dropout_rate: float = 0.0, residual_dropout_on_attention: bool = True,
-               scale_attention_logits: bool = True, max_position: int = 2048,
-               positional_layout: str = "interleaved", scale_embeddings: bool = True,
-               embedding_initializer: str = "uniform", pad_id: int = 0, embedding=None, **kwargs):
+               scale_attention_logits: bool = True, layer_norm_epsilon: float = 1e-6,
+               max_position: int = 2048, positional_layout: str = "interleaved",
+               scale_embeddings: bool = True, embedding_initializer: str = "uniform",
+               pad_id: int = 0, embedding=None, **kwargs):
     super().__init__(**kwargs)
     self.num_layers = num_layers
     self.d_model = d_model
@@ -82,6 +87,7 @@ class Encoder(keras.layers.Layer):
     self.attention_dropout_rate = attention_dropout_rate
     self.residual_dropout_on_attention = residual_dropout_on_attention
     self.scale_attention_logits = scale_attention_logits
+    self.layer_norm_epsilon = layer_norm_epsilon
     self.max_position = max_position
     self.positional_layout = positional_layout
     self.scale_embeddings = scale_embeddings
@@ -97,7 +103,8 @@ class Encoder(keras.layers.Layer):
         EncoderLayer(d_model, num_heads, dff, key_dim, dropout_rate=dropout_rate,
                      attention_dropout_rate=attention_dropout_rate,
                      residual_dropout_on_attention=residual_dropout_on_attention,
-                     scale_attention_logits=scale_attention_logits, name=f"layer_{i}")
+                     scale_attention_logits=scale_attention_logits,
+                     layer_norm_epsilon=layer_norm_epsilon, name=f"layer_{i}")
         for i in range(num_layers))
 
   def build(self, source_ids_shape):
@@ -123,6 +130,7 @@ class Encoder(keras.layers.Layer):
             "attention_dropout_rate": self.attention_dropout_rate,
             "residual_dropout_on_attention": self.residual_dropout_on_attention,
             "scale_attention_logits": self.scale_attention_logits,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
             "max_position": self.max_position, "positional_layout": self.positional_layout,
             "scale_embeddings": self.scale_embeddings,
             "embedding_initializer": self.embedding_initializer, "pad_id": self.pad_id}

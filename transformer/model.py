@@ -36,7 +36,8 @@ class Transformer(keras.Model):
                head_width: str = "split", positional_layout: str = "interleaved",
                scale_embeddings: bool = True, scale_attention_logits: bool = True,
                embedding_initializer: str = "uniform", output_weights: str = "tied",
-               max_position: int = 2048, pad_id: int = 0, **kwargs):
+               layer_norm_epsilon: float = 1e-6, max_position: int = 2048, pad_id: int = 0,
+               **kwargs):
     super().__init__(**kwargs)
     if head_width not in HEAD_WIDTHS:
       raise ValueError(f"head_width: unknown value {head_width!r}; choose one of {HEAD_WIDTHS}")
@@ -57,7 +58,7 @@ class Transformer(keras.Model):
         positional_layout=positional_layout, scale_embeddings=scale_embeddings,
         scale_attention_logits=scale_attention_logits,
         embedding_initializer=embedding_initializer, output_weights=output_weights,
-        max_position=max_position, pad_id=pad_id)
+        layer_norm_epsilon=layer_norm_epsilon, max_position=max_position, pad_id=pad_id)
     self.output_weights = output_weights
     self.pad_id = pad_id
     self.target_vocab_size = target_vocab_size
@@ -66,9 +67,9 @@ class Transformer(keras.Model):
         key_dim=d_model // num_heads if head_width == "split" else d_model,
         dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
         residual_dropout_on_attention=residual_dropout_on_attention,
-        scale_attention_logits=scale_attention_logits, max_position=max_position,
-        positional_layout=positional_layout, scale_embeddings=scale_embeddings,
-        embedding_initializer=embedding_initializer)
+        scale_attention_logits=scale_attention_logits, layer_norm_epsilon=layer_norm_epsilon,
+        max_position=max_position, positional_layout=positional_layout,
+        scale_embeddings=scale_embeddings, embedding_initializer=embedding_initializer)
     shared_embedding = None
     if output_weights == "shared":
       shared_embedding = PositionalEmbedding(
