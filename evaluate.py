@@ -20,13 +20,14 @@ See :mod:`transformer.evaluation` for what the score does and does not compare w
 """
 
 import json
-import os
 from pathlib import Path
 import sys
 
 from absl import app
 from absl import flags
 from absl import logging
+
+from transformer import console
 
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent / "shared" / "data" / "ted_hrlr_pt_to_en"
 # File suffix of each split in the TED HRLR folder (as transformer.data reads it).
@@ -81,27 +82,6 @@ def check_flags() -> None:
   if missing:
     raise UsageError(f"--model_dir={model_dir}: not a train.py output folder (missing "
                      f"{', '.join(missing)})")
-
-
-def quiet_tensorflow() -> None:
-  """Imports TensorFlow with its logs hidden, before anything else imports it.
-
-  ``TF_CPP_MIN_LOG_LEVEL`` is read when TensorFlow's C++ side loads, so it is
-  set first (unless the user set it). TensorFlow 2.21 still prints its start-up
-  lines (oneDNN, CUDA) during the import, so stderr's file descriptor points at
-  the null device for the import's duration only.
-  """
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-  logging.set_verbosity(logging.ERROR)
-  stderr = os.dup(2)
-  try:
-    with open(os.devnull, "w", encoding="utf-8") as null:
-      os.dup2(null.fileno(), 2)
-      import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
-      import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
-  finally:
-    os.dup2(stderr, 2)
-    os.close(stderr)
 
 
 def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
@@ -159,7 +139,8 @@ def main(argv):
     raise UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   check_flags()
   if not _VERBOSE.value:
-    quiet_tensorflow()
+    logging.set_verbosity(logging.ERROR)
+  console.import_tensorflow(_VERBOSE.value)
   if _TRANSLATOR.value:
     result = evaluate_translator(_TRANSLATOR.value, _SPLIT.value, _METHOD.value,
                                  _DATA_DIR.value, _OUTPUT_DIR.value, _BATCH_SIZE.value)

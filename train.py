@@ -28,8 +28,6 @@ TF_CPP_MIN_LOG_LEVEL is set).
 """
 
 import json
-import logging as python_logging
-import os
 from pathlib import Path
 import sys
 
@@ -39,6 +37,7 @@ from absl import logging
 from ml_collections import config_flags
 
 from transformer import config as config_lib
+from transformer import console
 from transformer import distribute
 
 REPO_DIR = Path(__file__).resolve().parent
@@ -139,8 +138,14 @@ def _flatten(d, prefix=""):
 
 
 def config_differences(stored: dict, current: dict, built_tokenizer: bool):
-  """Fields that must not change on resume and did: ["a.b was 1, now 2", ...]."""
-  old, new = _flatten(stored), _flatten(current)
+  """Fields that must not change on resume and did: ["a.b was 1, now 2", ...].
+
+  A field the library gained after the run began is absent from the run's
+  ``config.json``; the run was trained with its default (new fields default to
+  the behaviour before them), so absent counts as the default.
+  """
+  defaults = _flatten(json.loads(config_lib.default_config().to_json_best_effort()))
+  old, new = {**defaults, **_flatten(stored)}, _flatten(current)
   names = [n for n in sorted(set(old) | set(new))
            if n.split(".")[0] in _MODEL_SECTIONS or (built_tokenizer and n in _VOCAB_FIELDS)]
   return [f"field {n} was {old.get(n, '<absent>')!r}, now {new.get(n, '<absent>')!r}"
@@ -201,37 +206,6 @@ def check_flags(config, model_dir: Path) -> None:
                          f"now {Path(_TOKENIZER.value).resolve()}; use a new --model_dir")
 
 
-def import_tensorflow(verbose: bool):
-  """Imports TensorFlow and tensorflow_text, their log lines hidden unless ``verbose``.
-
-  ``TF_CPP_MIN_LOG_LEVEL`` is read when TensorFlow's C++ side loads, so it is
-  set first (unless the user set it). TensorFlow 2.21 still prints start-up
-  lines (oneDNN, CUDA) during the import, before absl::InitializeLog() where no
-  level applies (abseil/abseil-cpp#1718), so stderr's file descriptor points at
-  the null device for the import only. Afterwards TensorFlow's Python modules'
-  INFO records (SavedModel loading and saving) are dropped; this script's stay.
-  """
-  if verbose:
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
-    return tf
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-  stderr = os.dup(2)
-  try:
-    with open(os.devnull, "w", encoding="utf-8") as null:
-      os.dup2(null.fileno(), 2)
-      import tensorflow as tf  # pylint: disable=g-import-not-at-top
-      import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import,redefined-outer-name
-  finally:
-    os.dup2(stderr, 2)
-    os.close(stderr)
-  tensorflow_dir = os.path.dirname(tf.__file__) + os.sep
-  logging.get_absl_handler().addFilter(
-      lambda record: record.levelno >= python_logging.WARNING
-      or not record.pathname.startswith(tensorflow_dir))
-  return tf
-
-
 def _take(pairs, n):
   return pairs[:n] if n else pairs
 
@@ -262,7 +236,7 @@ def main(argv):
   check_flags(config, model_dir)
 
   # TensorFlow is imported only now, so that flag errors come back at once.
-  tf = import_tensorflow(_VERBOSE.value)
+  tf = console.import_tensorflow(_VERBOSE.value)
   from transformer import data  # pylint: disable=g-import-not-at-top
   from transformer import training  # pylint: disable=g-import-not-at-top
   try:

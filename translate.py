@@ -17,13 +17,14 @@ Needs only TensorFlow and tensorflow_text: the SavedModel from
 ``transformer.export.export_translator`` holds the tokenizers and the model.
 """
 
-import os
 from pathlib import Path
 import sys
 
 from absl import app
 from absl import flags
 from absl import logging
+
+from transformer import console
 
 _EXPORT_DIR = flags.DEFINE_string(
     "export_dir", None,
@@ -90,33 +91,6 @@ def open_sentences(args, input_file, invalid_utf8):
           for number, arg in enumerate(args, start=1))
 
 
-def import_tensorflow(verbose: bool):
-  """Imports TensorFlow and tensorflow_text, their log lines hidden unless ``verbose``.
-
-  ``TF_CPP_MIN_LOG_LEVEL`` is read when TensorFlow's C++ side loads, so it is
-  set first (unless the user set it). TensorFlow 2.21 still prints start-up
-  lines (oneDNN, CUDA) during the import, before absl::InitializeLog() where no
-  level applies (abseil/abseil-cpp#1718), so stderr's file descriptor points at
-  the null device for the import only.
-  """
-  if verbose:
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import  # Registers ops.
-    return tf
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-  logging.set_verbosity(logging.ERROR)  # SavedModel loading logs through absl.
-  stderr = os.dup(2)
-  try:
-    with open(os.devnull, "w", encoding="utf-8") as null:
-      os.dup2(null.fileno(), 2)
-      import tensorflow as tf  # pylint: disable=g-import-not-at-top
-      import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import,redefined-outer-name
-  finally:
-    os.dup2(stderr, 2)
-    os.close(stderr)
-  return tf
-
-
 def check_export_dir(export_dir: str) -> None:
   """The checks that need no TensorFlow; InputError unless a SavedModel folder."""
   path = Path(export_dir)
@@ -170,7 +144,9 @@ def translate_all(tf, translate, sentences, batch_size: int):
 def main(argv):
   sentences = open_sentences(argv[1:], _INPUT_FILE.value, _INVALID_UTF8.value)
   check_export_dir(_EXPORT_DIR.value)
-  tf = import_tensorflow(_VERBOSE.value)
+  if not _VERBOSE.value:
+    logging.set_verbosity(logging.ERROR)
+  tf = console.import_tensorflow(_VERBOSE.value)
   translator = load_translator(tf, _EXPORT_DIR.value)
   translate = (translator.translate if _METHOD.value == "beam"
                else translator.translate_greedy)

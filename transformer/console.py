@@ -1,0 +1,44 @@
+"""The command-line scripts' console: TensorFlow's own log lines hidden unless asked.
+
+``train.py``, ``evaluate.py`` and ``translate.py`` import TensorFlow only after
+their flags are checked (so that a bad flag answers at once), through
+:func:`import_tensorflow`. This module must not import TensorFlow itself.
+"""
+
+import logging as python_logging
+import os
+
+from absl import logging
+
+
+def import_tensorflow(verbose: bool):
+  """Imports and returns TensorFlow (and tensorflow_text, which registers the
+  tokenizers' ops), with TensorFlow's log lines hidden unless ``verbose``.
+
+  ``TF_CPP_MIN_LOG_LEVEL`` is read when TensorFlow's C++ side loads, so it is
+  set first (unless the user set it). TensorFlow 2.21 still prints start-up
+  lines (oneDNN, CUDA) during the import, before absl::InitializeLog(), where no
+  level applies (abseil/abseil-cpp#1718), so stderr's file descriptor points at
+  the null device for the import only. Afterwards, records below WARNING from
+  TensorFlow's own Python modules (SavedModel loading and saving) are dropped;
+  the scripts' own lines stay.
+  """
+  if verbose:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
+    return tf
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+  stderr = os.dup(2)
+  try:
+    with open(os.devnull, "w", encoding="utf-8") as null:
+      os.dup2(null.fileno(), 2)
+      import tensorflow as tf  # pylint: disable=g-import-not-at-top
+      import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import,redefined-outer-name
+  finally:
+    os.dup2(stderr, 2)
+    os.close(stderr)
+  tensorflow_dir = os.path.dirname(tf.__file__) + os.sep
+  logging.get_absl_handler().addFilter(
+      lambda record: record.levelno >= python_logging.WARNING
+      or not record.pathname.startswith(tensorflow_dir))
+  return tf
