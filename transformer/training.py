@@ -31,7 +31,9 @@ writes the loop out, in the style of the TF Model Garden, so that it can:
 Mixed precision: ``"mixed_float16"`` wraps the optimizer in
 ``keras.optimizers.LossScaleOptimizer`` (dynamic loss scaling);
 ``"mixed_bfloat16"`` needs no loss scaling. The logits and the loss are float32
-either way.
+either way. A step whose float16 gradients overflow on ANY replica is skipped on
+every replica and the loss scale halved, as on one device (see
+:class:`AllReplicaLossScaleOptimizer`).
 
 ``jit_compile=True`` compiles each replica's forward and backward pass with XLA.
 XLA compiles once per input shape: with the default padded batches every new
@@ -130,6 +132,34 @@ def epoch_summary(record: Dict) -> str:
   return " | ".join(parts)
 
 
+class AllReplicaLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
+  """``keras.optimizers.LossScaleOptimizer`` that skips on the all-reduced gradients.
+
+  The loss-scale optimizer skips a step and halves the loss scale when the
+  gradients are not finite. Under a ``tf.distribute`` strategy, Keras 3
+  (``LossScaleOptimizer._tf_apply``, added by keras-team/keras#18691, unchanged
+  up to Keras 3.15; no upstream issue filed yet) calls :meth:`check_finite` on
+  every replica's OWN gradients and keeps the first replica's answer, assuming
+  the gradients were all-reduced already; the wrapped optimizer sums them only
+  later. So when only another replica overflowed, the step was applied and
+  the summed inf reached the weights of every replica (issue #14). This
+  upstream-bug workaround all-reduces the finiteness instead: one non-finite
+  gradient on any replica makes the sum non-finite, so every replica (and
+  worker) now skips exactly when the summed gradients are not finite. It
+  costs one scalar all-reduce per step and keeps the checkpointed variables
+  of the class it extends.
+  """
+
+  def check_finite(self, grads):
+    finite = super().check_finite(grads)
+    context = tf.distribute.get_replica_context()
+    if context is None:  # cross-replica context: nothing to agree on
+      return finite
+    overflowed = context.all_reduce(tf.distribute.ReduceOp.SUM,
+                                    tf.cast(tf.logical_not(finite), tf.float32))
+    return tf.equal(overflowed, 0.0)
+
+
 class Trainer:
   """Builds the model and optimizer under a strategy and trains them.
 
@@ -173,7 +203,7 @@ class Trainer:
       self.model.build(((None, None), (None, None)))
       optimizer = optimization.make_optimizer(config)
       if mixed_precision == "mixed_float16":
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer = AllReplicaLossScaleOptimizer(optimizer)
       self.optimizer = optimizer
       # Create the slots now so that a checkpoint restores into them at once
       # (and a mismatch is detected at restore time).
