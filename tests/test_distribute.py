@@ -182,8 +182,13 @@ def _free_ports(n):
   return ports
 
 
+# Generous: on a loaded machine the workers' first traces and collective setup
+# can take minutes of wall time; the bound is only there so that a hang fails.
+WORKER_TIMEOUT = 900
+
+
 @pytest.mark.slow
-def test_multi_worker_mirrored_two_workers_agree(tmp_path):
+def test_multi_worker_mirrored_matches_one_device(tmp_path):
   ports = _free_ports(2)
   cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
   model_dir = tmp_path / "model"
@@ -197,8 +202,9 @@ c.training.train_steps = 3
 c.training.checkpoint_every_steps = 2
 trainer = training.Trainer(c, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
                            model_dir={str(model_dir)!r}, strategy=strategy, progress=False)
-result = trainer.fit(lambda epoch: batches())
 task = distribute.tf_config_task()[1]
+np.savez(f"initial_{{task}}.npz", *trainer.model.get_weights())
+result = trainer.fit(lambda epoch: batches())
 np.savez(f"weights_{{task}}.npz", *trainer.model.get_weights())
 print("done", task, result.step, distribute.is_chief(strategy))
 """
@@ -207,15 +213,16 @@ print("done", task, result.step, distribute.is_chief(strategy))
     work = tmp_path / f"w{index}"
     work.mkdir()
     tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
-    procs.append((work, _run(script, work, 300, env={"TF_CONFIG": json.dumps(tf_config)})))
+    procs.append((work, _run(script, work, WORKER_TIMEOUT,
+                             env={"TF_CONFIG": json.dumps(tf_config)})))
   outputs = []
   try:
     for work, proc in procs:
-      outputs.append(proc.communicate(timeout=300)[0])
+      outputs.append(proc.communicate(timeout=WORKER_TIMEOUT)[0])
   except subprocess.TimeoutExpired:
     for _, proc in procs:
       proc.kill()
-    pytest.fail("multi-worker training hung (killed after 300 s)")
+    pytest.fail(f"multi-worker training hung (killed after {WORKER_TIMEOUT} s)")
   for (work, proc), output in zip(procs, outputs):
     assert proc.returncode == 0, output[-3000:]
   assert "done 0 3 True" in outputs[0]
@@ -225,6 +232,42 @@ print("done", task, result.step, distribute.is_chief(strategy))
   assert len(w0.files) == len(w1.files) > 10
   for key in w0.files:
     np.testing.assert_array_equal(w0[key], w1[key], err_msg=key)
+  # The all-reduce makes the workers agree whatever each one computed, so
+  # compare worker 0 with one device on the same global batches from the same
+  # initial weights: they differ if a worker normalized its loss by its own
+  # token count instead of the global one.
+  single = _COMMON + f"""
+c = config()
+c.training.train_steps = 3
+trainer = training.Trainer(c, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
+                           progress=False)
+initial = np.load({str(tmp_path / "w0" / "initial_0.npz")!r})
+trainer.model.set_weights([initial[k] for k in initial.files])
+assert trainer.fit(lambda epoch: batches()).step == 3
+np.savez("single.npz", *trainer.model.get_weights(),
+         names=[w.path for w in trainer.model.weights])
+"""
+  work = tmp_path / "single"
+  work.mkdir()
+  proc = _run(single, work, WORKER_TIMEOUT)
+  try:
+    output = proc.communicate(timeout=WORKER_TIMEOUT)[0]
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    pytest.fail(f"the single-device run hung (killed after {WORKER_TIMEOUT} s)")
+  assert proc.returncode == 0, output[-3000:]
+  one = np.load(work / "single.npz")
+  initial = np.load(tmp_path / "w0" / "initial_0.npz")
+  names = list(one["names"])
+  assert len(names) == len(w0.files)
+  moved = 0
+  for i, name in enumerate(names):
+    if name.endswith("key/bias"):
+      continue  # a zero gradient up to float noise (see the test above)
+    np.testing.assert_allclose(w0[f"arr_{i}"], one[f"arr_{i}"], rtol=1e-5, atol=1e-5,
+                               err_msg=name)
+    moved += not np.allclose(initial[f"arr_{i}"], one[f"arr_{i}"])
+  assert moved > len(names) // 2  # the steps really changed the weights
   # Only the chief's checkpoints are kept; the other worker's are removed.
   assert (model_dir / "checkpoints" / "ckpt-3.index").is_file()
   assert not (model_dir / ".worker_1").exists()
