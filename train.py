@@ -112,10 +112,6 @@ _LOG_EVERY_STEPS = flags.DEFINE_integer(
 _VERBOSE = flags.DEFINE_bool("verbose", False,
                              "Also show TensorFlow's own log lines (C++ and Python).")
 
-# Fields that shape the model's weights: a checkpoint cannot be resumed with
-# other values.
-_MODEL_SECTIONS = ("model",)
-_VOCAB_FIELDS = ("data.vocabulary", "data.vocab_size")
 
 
 class UsageError(ValueError):
@@ -124,32 +120,6 @@ class UsageError(ValueError):
 
 class RunError(RuntimeError):
   """Bad data or files, or a run that cannot go on (e.g. a corrupt checkpoint)."""
-
-
-def _flatten(d, prefix=""):
-  out = {}
-  for key, value in d.items():
-    name = f"{prefix}{key}"
-    if isinstance(value, dict):
-      out.update(_flatten(value, name + "."))
-    else:
-      out[name] = value
-  return out
-
-
-def config_differences(stored: dict, current: dict, built_tokenizer: bool):
-  """Fields that must not change on resume and did: ["a.b was 1, now 2", ...].
-
-  A field the library gained after the run began is absent from the run's
-  ``config.json``; the run was trained with its default (new fields default to
-  the behaviour before them), so absent counts as the default.
-  """
-  defaults = _flatten(json.loads(config_lib.default_config().to_json_best_effort()))
-  old, new = {**defaults, **_flatten(stored)}, _flatten(current)
-  names = [n for n in sorted(set(old) | set(new))
-           if n.split(".")[0] in _MODEL_SECTIONS or (built_tokenizer and n in _VOCAB_FIELDS)]
-  return [f"field {n} was {old.get(n, '<absent>')!r}, now {new.get(n, '<absent>')!r}"
-          for n in names if old.get(n) != new.get(n)]
 
 
 def check_flags(config, model_dir: Path) -> None:
@@ -194,7 +164,7 @@ def check_flags(config, model_dir: Path) -> None:
   if config_file.is_file() and (model_dir / "checkpoints" / "checkpoint").is_file():
     stored = json.loads(config_file.read_text(encoding="utf-8"))
     current = json.loads(config.to_json_best_effort())
-    differences = config_differences(stored, current, _TOKENIZER.value == "build")
+    differences = config_lib.resume_differences(stored, current, _TOKENIZER.value == "build")
     if differences:
       raise UsageError(f"checkpoint in {model_dir} was trained with a different config: "
                        + "; ".join(differences) + "; use a new --model_dir")

@@ -1,12 +1,14 @@
 """Named configurations and the errors for bad ones."""
 
+import json
+
 import pytest
 
 import configs.base
 import configs.big
 import configs.tiny
 import configs.tutorial
-from transformer.config import ConfigError, validate_config
+from transformer.config import ConfigError, resume_differences, validate_config
 
 
 @pytest.mark.parametrize("module", [configs.tiny, configs.tutorial, configs.base, configs.big])
@@ -53,3 +55,16 @@ def test_bad_fields_raise_a_clear_error(section, field, value, message):
   config[section][field] = value
   with pytest.raises(ConfigError, match=message):
     validate_config(config)
+
+
+def test_resume_counts_a_field_added_after_the_run_began_as_its_default():
+  current = json.loads(configs.tiny.get_config().to_json_best_effort())
+  stored = json.loads(json.dumps(current))
+  del stored["model"]["layer_norm_epsilon"]  # a config.json from before the field
+  assert resume_differences(stored, current, built_tokenizer=False) == []
+  current["model"]["layer_norm_epsilon"] = 1e-3
+  assert resume_differences(stored, current, built_tokenizer=False) == [
+      "field model.layer_norm_epsilon was 1e-06, now 0.001"]
+  current["data"]["vocab_size"] = 123  # counts only when the tokenizer is built
+  assert len(resume_differences(stored, current, built_tokenizer=False)) == 1
+  assert len(resume_differences(stored, current, built_tokenizer=True)) == 2

@@ -10,6 +10,8 @@ Where the TensorFlow tutorial and the paper differ, the field that selects
 between them says so.
 """
 
+import json
+
 import ml_collections
 
 POSITIONAL_LAYOUTS = ("interleaved", "concatenated")
@@ -184,3 +186,37 @@ def validate_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigD
   _require(config.decoding.length_penalty >= 0, "decoding.length_penalty",
            f"must be >= 0, got {config.decoding.length_penalty}")
   return config
+
+
+# Fields that shape the model's weights: a checkpoint cannot be resumed with
+# other values.
+_MODEL_SECTIONS = ("model",)
+_VOCAB_FIELDS = ("data.vocabulary", "data.vocab_size")
+
+
+def _flatten(d, prefix=""):
+  out = {}
+  for key, value in d.items():
+    name = f"{prefix}{key}"
+    if isinstance(value, dict):
+      out.update(_flatten(value, name + "."))
+    else:
+      out[name] = value
+  return out
+
+
+def resume_differences(stored: dict, current: dict, built_tokenizer: bool):
+  """Fields that must not change on resume and did: ["field a.b was 1, now 2", ...].
+
+  ``stored`` is a run's ``config.json``, ``current`` the configuration it is
+  resumed with (both as dicts). The vocabulary fields count only when the
+  tokenizer is built from them. A field the library gained after the run began
+  is absent from ``stored``; the run was trained with its default (new fields
+  default to the behaviour before them), so absent counts as the default.
+  """
+  defaults = _flatten(json.loads(default_config().to_json_best_effort()))
+  old, new = {**defaults, **_flatten(stored)}, _flatten(current)
+  names = [n for n in sorted(set(old) | set(new))
+           if n.split(".")[0] in _MODEL_SECTIONS or (built_tokenizer and n in _VOCAB_FIELDS)]
+  return [f"field {n} was {old.get(n, '<absent>')!r}, now {new.get(n, '<absent>')!r}"
+          for n in names if old.get(n) != new.get(n)]
