@@ -6,12 +6,14 @@ import pytest
 
 import configs.base
 import configs.big
+import configs.cpu_2h
 import configs.tiny
 import configs.tutorial
 from transformer.config import ConfigError, resume_differences, validate_config
 
 
-@pytest.mark.parametrize("module", [configs.tiny, configs.tutorial, configs.base, configs.big])
+@pytest.mark.parametrize("module", [configs.tiny, configs.tutorial, configs.base, configs.big,
+                                    configs.cpu_2h])
 def test_named_configs_are_valid(module):
   validate_config(module.get_config())
 
@@ -34,6 +36,19 @@ def test_base_config_is_the_papers_choices():
   assert config.training.label_smoothing == 0.1
   assert config.model.attention_dropout_rate == 0.0
   assert config.model.layer_norm_epsilon == 1e-6  # tensor2tensor's
+
+
+def test_cpu_2h_config_keeps_every_choice_the_paper_fixes():
+  config = configs.cpu_2h.get_config()
+  assert (config.model.head_width, config.model.positional_layout) == ("split", "interleaved")
+  assert config.model.output_weights in ("tied", "shared")
+  assert config.model.residual_dropout_on_attention and config.model.dropout_rate > 0
+  assert config.model.scale_embeddings and config.model.scale_attention_logits
+  assert config.training.label_smoothing == 0.1
+  assert config.data.tokens_per_batch > 0  # §5.1 token-budget batches
+  peak = config.training.learning_rate_scale * (
+      config.model.d_model * config.training.warmup_steps) ** -0.5
+  assert peak == pytest.approx(1e-3, rel=0.01)  # the sweep's choice (results/cpu_2h)
 
 
 @pytest.mark.parametrize("section, field, value, message", [
