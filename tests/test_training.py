@@ -183,3 +183,14 @@ def test_epoch_summary_line():
   assert training.epoch_summary(record) == (
       "epoch 3 (step 1200): train loss 4.1235 acc 0.3120 | val loss 3.9000 acc 0.3400"
       " | 12346 tok/s | 95.2 s")
+
+
+def test_first_epochs_progress_bar_knows_its_length(batches, tutorial_tokenizers, capsys):
+  from transformer import tokenizers as tokenizers_lib, training  # pylint: disable=g-import-not-at-top
+  pt_size, en_size = tokenizers_lib.vocab_sizes(tutorial_tokenizers)
+  trainer = training.Trainer(_tiny_config(epochs=1), input_vocab_size=pt_size,
+                             target_vocab_size=en_size, progress=True)
+  trainer.fit(batches)
+  out = capsys.readouterr().out
+  # 12 batches: the bar shows "12/12" (and so an ETA), never "Unknown".
+  assert "12/12" in out and "Unknown" not in out, out

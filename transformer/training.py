@@ -538,7 +538,12 @@ class Trainer:
     if self.progress and self.is_chief:
       print(f"Epoch {epoch + 1}" + (f" (resumed at batch {skip})" if skip else ""),
             flush=True)
-      bar = keras.utils.Progbar(target, stateful_metrics=["loss", "accuracy", "lr", "tok/s"],
+      # Until an epoch has ended its length is unknown: one pass over this
+      # epoch's batches (the same on every pass) counts them, for the ETA.
+      bar_target = target or skip + int(dataset.reduce(
+          tf.constant(0, tf.int64), lambda count, _: count + 1))
+      bar = keras.utils.Progbar(bar_target,
+                                stateful_metrics=["loss", "accuracy", "lr", "tok/s"],
                                 unit_name="step",
                                 interval=0.05 if sys.stdout.isatty() else 30.0)
     epoch_loss = epoch_count = epoch_correct = 0.0
