@@ -83,7 +83,7 @@ def bleu_table(bleu_dir: Path) -> str:
   for path in sorted(bleu_dir.glob("*.json")):
     result = json.loads(path.read_text(encoding="utf-8"))
     rows.append(f"| {result['split']} | {result['method']} | {result['bleu']:.2f} | "
-                f"{result['num_sentences']} | `{result['signature']}` |")
+                f"{result['num_sentences']} | {result['signature'].replace('|', ' ')} |")
   return "\n".join(rows) + "\n"
 
 
