@@ -79,10 +79,16 @@ def plot_steps(steps, epochs, path: Path):
 
 
 def bleu_table(bleu_dir: Path) -> str:
-  rows = ["| split | decoding | BLEU | sentences | signature |", "|---|---|---|---|---|"]
+  rows = ["| split | decoding | checkpoints | BLEU | teacher-forced accuracy | sentences "
+          "| signature |", "|---|---|---|---|---|---|---|"]
   for path in sorted(bleu_dir.glob("*.json")):
     result = json.loads(path.read_text(encoding="utf-8"))
-    rows.append(f"| {result['split']} | {result['method']} | {result['bleu']:.2f} | "
+    steps = [Path(c).name.split("-")[-1] for c in result.get("checkpoints", [])]
+    checkpoints = (f"average of {len(steps)} ({', '.join(steps)})" if len(steps) > 1
+                   else f"step {steps[0]}" if steps else "exported translator")
+    accuracy = result.get("teacher_forced", {}).get("accuracy")
+    rows.append(f"| {result['split']} | {result['method']} | {checkpoints} | "
+                f"{result['bleu']:.2f} | {'' if accuracy is None else f'{accuracy:.3f}'} | "
                 f"{result['num_sentences']} | {result['signature'].replace('|', ' ')} |")
   return "\n".join(rows) + "\n"
 
@@ -147,10 +153,13 @@ def main(argv):
   plot_steps(steps, [e for e in epochs if "epoch" in e], results_dir / "training_steps.png")
   bleu_dir = results_dir / "bleu"
   bleu_dir.mkdir(exist_ok=True)
-  for path in (model_dir / "bleu").glob("*.json"):
+  # bleu/ is evaluate.py's default; other bleu_* folders hold other settings
+  # (e.g. --output_dir=<model_dir>/bleu_latest).
+  for path in model_dir.glob("bleu*/*.json"):
     result = json.loads(path.read_text(encoding="utf-8"))
     result["hypotheses_file"] = Path(result["hypotheses_file"]).name
-    (bleu_dir / path.name).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    name = path.name if path.parent.name == "bleu" else f"{path.parent.name}.{path.name}"
+    (bleu_dir / name).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
   (results_dir / "bleu.md").write_text(bleu_table(bleu_dir), encoding="utf-8")
   (results_dir / "samples.md").write_text(
       samples(model_dir / "bleu", _DATA_DIR.value, _SAMPLES.value), encoding="utf-8")
