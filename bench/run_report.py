@@ -20,18 +20,19 @@ Reads the ``train.py`` output folder and what ``evaluate.py`` wrote into its
 """
 
 import json
-import os
 from pathlib import Path
-import platform
 import shutil
+import sys
 
 from absl import app
 from absl import flags
 
-from transformer import data
-from transformer import plotting
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
+from transformer import data  # pylint: disable=g-import-not-at-top,wrong-import-position
+from transformer import plotting  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED_DATA = machine.SHARED_DATA
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "train.py output folder.")
 _RESULTS_DIR = flags.DEFINE_string("results_dir", None, "Where the report goes.")
@@ -123,20 +124,6 @@ def attention_plots(translator_dir, data_dir, results_dir: Path):
                                     results_dir / f"attention_{name}.png")
 
 
-def machine():
-  import keras  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  cpu = "unknown"
-  cpuinfo = Path("/proc/cpuinfo")
-  if cpuinfo.is_file():
-    for line in cpuinfo.read_text().splitlines():
-      if line.startswith("model name"):
-        cpu = line.split(":", 1)[1].strip()
-        break
-  return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-          "tensorflow": tf.__version__, "keras": keras.__version__}
-
-
 def main(argv):
   del argv
   model_dir, results_dir = Path(_MODEL_DIR.value), Path(_RESULTS_DIR.value)
@@ -165,8 +152,10 @@ def main(argv):
       samples(model_dir / "bleu", _DATA_DIR.value, _SAMPLES.value), encoding="utf-8")
   if _TRANSLATOR.value:
     attention_plots(_TRANSLATOR.value, _DATA_DIR.value, results_dir)
-  (results_dir / "machine.json").write_text(json.dumps(machine(), indent=2) + "\n",
-                                            encoding="utf-8")
+  # The machine the report was made on; the run's own commit is in its README.
+  (results_dir / "machine.json").write_text(
+      json.dumps(machine.description(), indent=2) + "\n",
+      encoding="utf-8")
   print(f"wrote {results_dir}")
 
 

@@ -27,6 +27,7 @@ import time
 from absl import app
 from absl import flags
 
+from bench import machine
 from configs import cpu_2h
 from transformer import config as config_lib
 from transformer import data
@@ -34,7 +35,7 @@ from transformer import pipeline
 from transformer.tokenizers import load_tokenizers, vocab_sizes
 from transformer.training import Trainer
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED_DATA = machine.SHARED_DATA
 
 _ARMS = flags.DEFINE_multi_string(
     "arm", None, "name:field=value,field=value (config overrides on configs/cpu_2h.py).")
