@@ -7,9 +7,10 @@ Four arms: ``baseline`` (both scalings), ``no_embedding_scale``
 (``model.scale_attention_logits=False``, §3.2.1) and ``both_off``, each trained
 for ``--steps`` optimizer steps from ``--seeds`` (model initialisation and
 dropout). Every arm and seed sees the SAME batches in the same order: the
-training pairs are shuffled once with a fixed NumPy seed, tokenized with the
-tutorial's tokenizer and cut into token-budget batches (§5.1) before any model
-exists; their SHA-256 is recorded with each result.
+training pairs are shuffled once with a fixed NumPy seed (passes after the
+first repeat that order), tokenized with the tutorial's tokenizer and cut into
+token-budget batches (§5.1) before any model exists; their SHA-256 is recorded
+with each result.
 
 The model is a small paper-style one (``--num_layers``, ``--d_model``,
 ``--num_heads``; by default d_k = 64 as in the paper): paper choices
@@ -107,12 +108,11 @@ def make_batches(tokenizers, steps: int, tokens_per_batch: int, max_tokens: int)
   order = np.random.default_rng(DATA_SHUFFLE_SEED).permutation(len(pairs))
   shuffled = data.pairs_to_dataset([pairs[i] for i in order])
   tokenized = pipeline.tokenize_pairs(shuffled, tokenizers, max_tokens)
-  train = pipeline.batch_tokenized(tokenized, max_tokens=max_tokens,
+  # Passes over the data repeat that one order: no randomness after it.
+  train = pipeline.batch_tokenized(tokenized.repeat(), max_tokens=max_tokens,
                                    tokens_per_batch=tokens_per_batch,
                                    shuffle=False).take(steps).cache()
-  if sum(1 for _ in train) < steps:
-    raise SystemExit(f"fewer than {steps} batches in one pass over the data; "
-                     f"use fewer --steps or a smaller --tokens_per_batch")
+  sum(1 for _ in train)  # fills the cache
   validation_pairs = data.local_split_pairs(_DATA_DIR.value, "validation")
   validation = pipeline.batch_tokenized(
       pipeline.tokenize_pairs(data.pairs_to_dataset(validation_pairs), tokenizers, max_tokens),
