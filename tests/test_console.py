@@ -76,3 +76,34 @@ def test_export_drops_the_signature_renaming_notices(tutorial_tokenizers, tmp_pa
   monkeypatch.setattr(export.tf.saved_model, "save", save_logging_as_tensorflow_does)
   export.export_translator(None, tutorial_tokenizers, tmp_path, tiny.get_config().decoding)
   assert [r.getMessage() for r in caplog.records] == ["a record of builder_impl"]
+
+
+THREADS_PROBE = """
+import os, sys
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+from transformer import console
+tf = console.import_tensorflow(verbose=False)
+print(tf.config.threading.get_intra_op_parallelism_threads(),
+      tf.config.threading.get_inter_op_parallelism_threads())
+"""
+
+
+def _probe_threads(**env):
+  clean = {k: v for k, v in os.environ.items() if not k.startswith("TF_NUM_")}
+  result = subprocess.run([sys.executable, "-c", THREADS_PROBE], cwd=ROOT,
+                          env={**clean, "PYTHONPATH": str(ROOT), **env},
+                          capture_output=True, text=True, timeout=300, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  return result.stdout.split()
+
+
+def test_threads_follow_the_cores_the_process_may_use():
+  # Pinned to one core (as `taskset -c 0` does), TensorFlow's default would
+  # still be one thread per machine core.
+  assert _probe_threads() == ["1", "1"]
+
+
+def test_thread_environment_variables_win():
+  # Set in the environment, TensorFlow reads them itself; the pools are left
+  # unset (0) by import_tensorflow.
+  assert _probe_threads(TF_NUM_INTRAOP_THREADS="3", TF_NUM_INTEROP_THREADS="2") == ["0", "0"]
