@@ -83,11 +83,12 @@ def peak_rss_bytes():
 
 
 def set_threads(threads):
-  """Runs TensorFlow ops on ``threads`` threads (0: TensorFlow's default, one per core)."""
+  """Runs TensorFlow ops on ``threads`` threads (0: one per core this process may use)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  if threads:
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(threads)
+  from transformer import console  # pylint: disable=g-import-not-at-top
+  threads = threads or console.usable_cores()
+  tf.config.threading.set_intra_op_parallelism_threads(threads)
+  tf.config.threading.set_inter_op_parallelism_threads(threads)
 
 
 def summary_line(activity):

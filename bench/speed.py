@@ -57,7 +57,7 @@ _DATA_DIR = flags.DEFINE_string("data_dir", str(machine.SHARED_DATA / "ted_hrlr_
                                 "Folder with pt.train en.train pt.dev ...")
 _TOKENIZER = flags.DEFINE_string("tokenizer", str(machine.SHARED_DATA / "tutorial_tokenizer"),
                                  "Tokenizer SavedModel (the tutorial's converter).")
-_THREADS = flags.DEFINE_integer("threads", 0, "TensorFlow threads; 0: one per core.")
+_THREADS = flags.DEFINE_integer("threads", 0, "TensorFlow threads; 0: one per usable core.")
 _TRAIN_PAIRS = flags.DEFINE_integer("train_pairs", 20000,
                                     "Training pairs (TFDS order) the batches are drawn from.")
 _STEPS = flags.DEFINE_integer("steps", 8, "Timed training steps per arm and round.")
