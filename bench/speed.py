@@ -336,7 +336,7 @@ def verdicts(ratios):
 def print_table(record):
   print(f"\n{record['machine']['cpu']}, {record['machine']['cores']} cores, "
         f"TensorFlow {record['machine']['tensorflow']}, threads: "
-        f"{record['settings']['threads'] or 'default'}")
+        f"{record['settings']['threads'] or 'one per usable core'}")
   print(f"matmul 2048² float32: {record['matmul_gflops']} GFLOP/s (start, end)")
   print(f"\n{'training arm':<30}{'tokens/s':>10}{'s/step':>8}{'GFLOP/s':>9}"
         f"{'of matmul':>10}{'padding':>9}")
