@@ -39,6 +39,31 @@ def test_resolve_strategy_name(name, tpu, gpus, expected):
   assert distribute.resolve_strategy_name(name, tpu, gpus) == expected
 
 
+# ------------------------------------------------------------ input
+
+class _ClusterStrategy:
+  """Stands for a strategy with a cluster resolver; hands the dataset back."""
+  cluster_resolver = object()
+
+  @staticmethod
+  def experimental_distribute_dataset(dataset):
+    return dataset
+
+
+def test_datasets_are_sharded_by_data_only_across_workers():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  dataset = tf.data.Dataset.range(6).batch(2)
+  data_policy = tf.data.experimental.AutoShardPolicy.DATA
+  across_workers = distribute.distribute_dataset(_ClusterStrategy(), dataset)
+  assert across_workers.options().experimental_distribute.auto_shard_policy == data_policy
+  # One worker: the same batches, no option that would rewrite the dataset's
+  # graph at every new iterator.
+  one_worker = distribute.distribute_dataset(tf.distribute.get_strategy(), dataset)
+  assert [b.numpy().tolist() for b in one_worker] == [[0, 1], [2, 3], [4, 5]]
+  assert dataset.options() == tf.data.Options()
+  assert one_worker.options().experimental_distribute.auto_shard_policy != data_policy
+
+
 @pytest.mark.parametrize("name,tpu,precision,message", [
     ("nccl", None, "none", "unknown strategy 'nccl'"),
     ("default", "grpc://10.0.0.2:8470", "none", "TPU address .* with strategy 'default'"),

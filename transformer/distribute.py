@@ -103,6 +103,24 @@ def get_strategy(name: str, tpu_address: Optional[str] = None):
   return strategy
 
 
+def distribute_dataset(strategy, dataset):
+  """``dataset`` (global batches) as ``strategy`` feeds it to its replicas.
+
+  With a cluster (a strategy with a cluster resolver: several workers, or a
+  TPU), each worker reads its own share of the batches (auto-shard by DATA).
+  On one worker no sharding option is set: any ``tf.data.Options`` make every
+  new iterator rewrite the dataset's graph, tokenizer included, which took
+  0.3-0.6 s per epoch and per validation here for nothing.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if getattr(strategy, "cluster_resolver", None) is not None:
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.DATA)
+    dataset = dataset.with_options(options)
+  return strategy.experimental_distribute_dataset(dataset)
+
+
 def is_chief(strategy) -> bool:
   """Whether this process writes checkpoints, summaries and exports.
 

@@ -358,12 +358,6 @@ class Trainer:
       self._eval_spec = element_spec
     return self._eval_fn
 
-  def _distribute(self, dataset):
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = (
-        tf.data.experimental.AutoShardPolicy.DATA)
-    return self.strategy.experimental_distribute_dataset(dataset.with_options(options))
-
   def train_steps(self, dataset, max_steps: Optional[int] = None) -> List[Dict]:
     """Runs one optimizer step per batch of ``dataset`` (global batches).
 
@@ -371,7 +365,7 @@ class Trainer:
     ``{"loss", "tokens", "correct"}`` record per step, the loss being the mean
     over the global batch's real tokens.
     """
-    dist = self._distribute(dataset)
+    dist = distribute.distribute_dataset(self.strategy, dataset)
     fn = self._get_train_fn(dist.element_spec)
     records = []
     for batch in dist:
@@ -384,7 +378,7 @@ class Trainer:
 
   def evaluate(self, dataset) -> Dict[str, float]:
     """Mean token loss and accuracy over ``dataset`` (no dropout)."""
-    dist = self._distribute(dataset)
+    dist = distribute.distribute_dataset(self.strategy, dataset)
     fn = self._get_eval_fn(dist.element_spec)
     total_loss = total_count = total_correct = 0.0
     for batch in dist:
@@ -531,7 +525,7 @@ class Trainer:
     if skip:
       logging.info("resuming epoch %d after its first %d batches", epoch + 1, skip)
       dataset = dataset.skip(skip)
-    dist = self._distribute(dataset)
+    dist = distribute.distribute_dataset(self.strategy, dataset)
     train_fn = self._get_train_fn(dist.element_spec)
     target = int(self.steps_per_epoch.numpy()) or None
     bar = None
