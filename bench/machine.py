@@ -78,7 +78,15 @@ def other_activity(seconds=1.0, min_share=0.05):
 
 
 def peak_rss_bytes():
-  """This process's peak resident set size so far."""
+  """This process's peak resident set size so far (``VmHWM``).
+
+  Not ``getrusage``'s ``ru_maxrss``: Linux carries that across ``execve``, so
+  a child started by a large process reports at least the parent's size (the
+  first run of ``bench/speed.py`` measured its 5.87 GiB for both children).
+  """
+  for line in _lines("/proc/self/status"):
+    if line.startswith("VmHWM:"):
+      return int(line.split()[1]) * 1024
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
