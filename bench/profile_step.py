@@ -26,7 +26,6 @@ from absl import flags
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
-from bench import speed  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 _PROFILE_OUTPUT = flags.DEFINE_string(
     "profile_output", str(machine.REPO_ROOT / "bench" / "results" / "profile.json"),
@@ -104,6 +103,7 @@ def print_profile(name, result, top):
 
 def main(argv):
   del argv
+  from bench import speed  # pylint: disable=g-import-not-at-top
   machine.set_threads(FLAGS.threads)
   activity = machine.other_activity()
   print(machine.summary_line(activity), flush=True)
@@ -132,4 +132,7 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  # bench/speed.py's flags, defined only when run as a script so that importing
+  # this module (the tests do) defines no --data_dir beside evaluate.py's.
+  from bench import speed as _  # pylint: disable=g-import-not-at-top
   app.run(main)
