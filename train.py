@@ -113,7 +113,6 @@ _VERBOSE = flags.DEFINE_bool("verbose", False,
                              "Also show TensorFlow's own log lines (C++ and Python).")
 
 
-
 class UsageError(ValueError):
   """A bad or contradictory command line, found before any work."""
 

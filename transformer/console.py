@@ -56,8 +56,8 @@ def set_cpu_threads(tf):
   """Sizes TensorFlow's intra- and inter-op thread pools to :func:`usable_cores`.
 
   TensorFlow sizes them from the machine's core count, so a process pinned to
-  one core of two still runs two compute threads that take turns on it (2.6–5.1
-  s per step against a steady 2.3 with one thread, ``results/cpu_2h/sweeps.md``).
+  one core of two still runs two compute threads that take turns on it
+  (``results/cpu_2h/sweeps.md``).
   ``TF_NUM_INTRAOP_THREADS`` / ``TF_NUM_INTEROP_THREADS``, when set, win.
   """
   cores = usable_cores()
