@@ -39,7 +39,8 @@ every replica and the loss scale halved, as on one device (see
 XLA compiles once per input shape: with the default padded batches every new
 (batch, length) shape triggers a recompilation, so it only pays with bucketed
 batches (``config.data.bucketing`` / ``tokens_per_batch``, a bounded set of
-shapes) or fixed-shape batches.
+shapes) or fixed-shape batches, and not with ``config.training.length_groups``
+(see :mod:`transformer.steps`), whose sub-batch lengths vary.
 
 Outputs under ``model_dir`` (written by the chief only under multi-worker):
 ``checkpoints/``, TensorBoard scalars in ``logs/train`` (every
@@ -66,6 +67,7 @@ import tensorflow as tf
 from transformer import distribute
 from transformer import losses
 from transformer import optimization
+from transformer import steps
 from transformer.model import Transformer
 
 CHECKPOINT_SUBDIR = "checkpoints"
@@ -191,6 +193,10 @@ class Trainer:
     self.log_every_steps = max(1, int(log_every_steps))
     self.progress = progress
     self.label_smoothing = float(config.training.label_smoothing)
+    self.length_groups = int(config.training.length_groups)
+    if jit_compile and self.length_groups > 1:
+      raise ValueError("jit_compile needs static shapes, and training.length_groups > 1 cuts "
+                       "each sub-batch to a length known only at run time; use one or the other")
     self.model_dir = Path(model_dir) if model_dir is not None else None
     self.is_chief = distribute.is_chief(self.strategy)
 
@@ -303,17 +309,11 @@ class Trainer:
   # --------------------------------------------------------------- steps
 
   def _compute_gradients(self, inputs, labels, global_count):
-    with tf.GradientTape() as tape:
-      logits = self.model(inputs, training=True)
-      loss_sum, _ = losses.masked_cross_entropy_sum(labels, logits, self.label_smoothing)
-      # This replica's share of the global mean: summed over replicas (the
-      # optimizer all-reduces the gradients with SUM) it is the global mean.
-      loss = loss_sum / tf.maximum(global_count, 1.0)
-      if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
-        loss = self.optimizer.scale_loss(loss)
-    grads = tape.gradient(loss, self.model.trainable_variables)
-    correct, _ = losses.masked_correct_sum(labels, logits)
-    return grads, loss_sum, correct
+    scale_loss = (self.optimizer.scale_loss
+                  if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer) else None)
+    return steps.gradients(self.model, inputs, labels, global_count,
+                           label_smoothing=self.label_smoothing, scale_loss=scale_loss,
+                           groups=self.length_groups)
 
   def _replica_train_step(self, inputs, labels):
     count = tf.reduce_sum(tf.cast(tf.not_equal(labels, 0), tf.float32))

@@ -1,0 +1,110 @@
+"""Length-grouped training steps (transformer/steps.py): the same gradient on fewer
+padded positions, whatever the number of groups."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import configs.tiny
+from transformer import steps
+from transformer.config import ConfigError, validate_config
+from transformer.model import Transformer
+from transformer.training import Trainer
+
+VOCAB = 50
+sub_batch = steps.sub_batch
+
+
+def ragged_batch(lengths, vocab=VOCAB, seed=0):
+  """Rows of ids 1..vocab-1 of the given lengths, zero-padded to the longest."""
+  rng = np.random.default_rng(seed)
+  width = max(lengths)
+  ids = np.zeros((len(lengths), width), np.int64)
+  for row, length in enumerate(lengths):
+    ids[row, :length] = rng.integers(1, vocab, length)
+  return ids
+
+
+@pytest.fixture(scope="module")
+def batch():
+  source = ragged_batch([3, 17, 5, 9, 1, 12, 4], seed=1)
+  target = ragged_batch([6, 2, 14, 8, 3, 11, 5], seed=2)
+  # Decoder input and labels as the pipeline makes them: one token apart.
+  return tf.constant(source), tf.constant(target[:, :-1]), tf.constant(target[:, 1:])
+
+
+@pytest.fixture(scope="module")
+def model():
+  config = configs.tiny.get_config()
+  config.model.dropout_rate = 0.0  # Only dropout may differ between groupings.
+  transformer = Transformer.from_model_config(config.model, VOCAB, VOCAB)
+  transformer.build(((None, None), (None, None)))
+  return transformer
+
+
+def test_sub_batches_hold_every_real_token_once_and_less_padding(batch):
+  source, target_input, labels = batch
+  order = steps.length_order(source, labels)
+  bounds = steps.group_bounds(int(source.shape[0]), 3)
+  groups = [steps.sub_batch(source, target_input, labels, order[a:b])
+            for a, b in zip(bounds[:-1], bounds[1:])]
+  rows = lambda ids: sorted(tuple(int(t) for t in row if t) for row in ids.numpy())
+  for whole, part in zip(batch, zip(*groups)):
+    assert rows(whole) == sorted(sum((rows(p) for p in part), []))
+  padded = sum(int(tf.size(s)) + int(tf.size(t)) for s, t, _ in groups)
+  assert padded < int(tf.size(source)) + int(tf.size(target_input))
+  for s, t, l in groups:  # Each cut to its own longest sentence, no further.
+    assert np.any(s.numpy()[:, -1]) and np.any(l.numpy()[:, -1] | t.numpy()[:, -1])
+
+
+def test_trimmed_length_keeps_one_column_of_an_all_padding_batch():
+  assert int(steps.trimmed_length(tf.zeros((0, 5), tf.int64))) == 1
+  assert int(steps.trimmed_length(tf.constant([[4, 0, 0], [1, 2, 0]]))) == 2
+
+
+@pytest.mark.parametrize("groups, in_graph", [(3, True), (9, False)])
+def test_grouped_gradients_equal_the_whole_batch(model, batch, groups, in_graph):
+  source, target_input, labels = batch
+  count = tf.reduce_sum(tf.cast(labels != 0, tf.float32))
+
+  def run(groups):
+    step = lambda s, t, l: steps.gradients(model, (s, t), l, count, label_smoothing=0.1,
+                                           groups=groups)
+    if in_graph:  # With unknown shapes, as the Trainer runs it.
+      step = tf.function(step, input_signature=[tf.TensorSpec([None, None], tf.int64)] * 3)
+    return step(source, target_input, labels)
+
+  whole_grads, whole_loss, whole_correct = run(1)
+  grads, loss, correct = run(groups)  # 9 groups > 7 rows: two are empty.
+  assert float(loss) == pytest.approx(float(whole_loss), rel=1e-5)
+  assert float(correct) == float(whole_correct)
+  for variable, a, b in zip(model.trainable_variables, whole_grads, grads):
+    np.testing.assert_allclose(tf.convert_to_tensor(b), tf.convert_to_tensor(a),
+                               rtol=1e-4, atol=1e-6, err_msg=variable.path)
+
+
+def test_trainer_steps_with_groups_match_whole_batches(batch, monkeypatch):
+  config = configs.tiny.get_config()
+  config.model.dropout_rate = 0.0
+  dataset = tf.data.Dataset.from_tensors(((batch[0], batch[1]), batch[2])).repeat(3)
+  traced_sub_batches = []
+  monkeypatch.setattr(steps, "sub_batch", lambda *args: traced_sub_batches.append(args[-1])
+                      or sub_batch(*args))
+  losses = {}
+  for groups in (1, 2):
+    config.training.length_groups = groups
+    trainer = Trainer(config, input_vocab_size=VOCAB, target_vocab_size=VOCAB, progress=False)
+    losses[groups] = [r["loss"] for r in trainer.train_steps(dataset)]
+  assert len(traced_sub_batches) == 2  # The grouped Trainer did split its batches.
+  np.testing.assert_allclose(losses[2], losses[1], rtol=1e-4)
+  assert losses[1][2] < losses[1][0]  # Three real updates, not the same step thrice.
+
+
+def test_length_groups_refuse_zero_and_jit_compile():
+  config = configs.tiny.get_config()
+  config.training.length_groups = 0
+  with pytest.raises(ConfigError, match=r"config\.training\.length_groups: must be > 0"):
+    validate_config(config)
+  config.training.length_groups = 2
+  with pytest.raises(ValueError, match="jit_compile needs static shapes"):
+    Trainer(config, input_vocab_size=VOCAB, target_vocab_size=VOCAB, jit_compile=True)

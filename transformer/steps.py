@@ -1,0 +1,100 @@
+"""The arithmetic of one training step (tutorial: "Train the model"; paper §5.3-5.4):
+the gradient of the token cross-entropy summed over a batch and divided by the
+real target tokens of the global batch (see :mod:`transformer.training`).
+
+A batch of random sentences is padded to its longest sentence: with the
+tutorial's ``padded_batch(64)`` most positions are padding, and every layer
+computes on them. ``groups > 1`` sorts the batch's sentences by length, splits
+them into that many sub-batches, cuts each sub-batch's trailing padding, and
+sums the sub-batches' gradients. The loss is a sum over real tokens and padding
+changes nothing at real positions (``tests/test_masking.py``), so this is the
+same gradient, computed on fewer positions; only dropout draws other random
+numbers. The sub-batches run one after the other, so only one sub-batch's
+activations are alive at a time, which also bounds memory for large batches.
+
+Shapes: ``source`` ``(batch, src_len)``, ``target_input`` and ``labels``
+``(batch, tgt_len)``, int ids with 0 as padding at the end of each row.
+"""
+
+import tensorflow as tf
+
+from transformer import losses
+
+
+def trimmed_length(ids, pad_id: int = 0):
+  """Columns left once trailing padding is cut: an int32 scalar, at least 1 (so that
+  an empty sub-batch keeps a valid shape)."""
+  positions = tf.range(1, tf.shape(ids)[1] + 1)
+  last_real = tf.where(tf.not_equal(ids, pad_id), positions[tf.newaxis, :], 0)
+  return tf.maximum(tf.reduce_max(last_real), 1)
+
+
+def length_order(source, labels, pad_id: int = 0):
+  """Row indices ``(batch,)`` sorted by real source + target tokens, shortest first."""
+  lengths = (tf.reduce_sum(tf.cast(tf.not_equal(source, pad_id), tf.int32), axis=1)
+             + tf.reduce_sum(tf.cast(tf.not_equal(labels, pad_id), tf.int32), axis=1))
+  return tf.argsort(lengths, stable=True)
+
+
+def sub_batch(source, target_input, labels, rows, pad_id: int = 0):
+  """The ``rows`` of the batch, each side cut to the sub-batch's longest sentence:
+  ``(len(rows), src_len')``, ``(len(rows), tgt_len')`` twice."""
+  source = tf.gather(source, rows)
+  target_input, labels = tf.gather(target_input, rows), tf.gather(labels, rows)
+  target_length = tf.maximum(trimmed_length(target_input, pad_id),
+                             trimmed_length(labels, pad_id))
+  return (source[:, :trimmed_length(source, pad_id)], target_input[:, :target_length],
+          labels[:, :target_length])
+
+
+def group_bounds(batch_size, groups: int):
+  """``groups + 1`` row offsets splitting ``batch_size`` rows into near-equal parts."""
+  return [(batch_size * i) // groups for i in range(groups + 1)]
+
+
+def gradients(model, inputs, labels, global_count, *, label_smoothing: float = 0.0,
+              scale_loss=None, groups: int = 1):
+  """Gradients of ``loss_sum / global_count`` for ``model.trainable_variables``.
+
+  Args:
+    inputs: ``(source, target_input)``; labels: the shifted targets.
+    global_count: real target tokens of the global batch (float32 scalar).
+    scale_loss: applied to the loss before differentiating (a
+      ``LossScaleOptimizer``'s ``scale_loss`` under float16), or None.
+    groups: sub-batches of similar length to compute the batch in (see the
+      module docstring); 1 computes the batch as it is.
+
+  Returns ``(gradients, loss_sum, correct)``: ``loss_sum`` and ``correct`` (real
+  tokens predicted right) are float32 sums over the whole batch.
+  """
+  variables = model.trainable_variables
+
+  def one_pass(source, target_input, labels):
+    with tf.GradientTape() as tape:
+      logits = model((source, target_input), training=True)
+      loss_sum, _ = losses.masked_cross_entropy_sum(labels, logits, label_smoothing)
+      loss = loss_sum / tf.maximum(global_count, 1.0)
+      if scale_loss is not None:
+        loss = scale_loss(loss)
+    correct, _ = losses.masked_correct_sum(labels, logits)
+    return tape.gradient(loss, variables), loss_sum, correct
+
+  source, target_input = inputs
+  if groups == 1:
+    return one_pass(source, target_input, labels)
+
+  order = length_order(source, labels)
+  bounds = group_bounds(tf.shape(source)[0], groups)
+  total_grads, total_loss, total_correct = None, 0.0, 0.0
+  for start, end in zip(bounds[:-1], bounds[1:]):
+    # The next sub-batch starts after this one's backward pass: one sub-batch's
+    # activations at a time.
+    with tf.control_dependencies(total_grads or []):
+      grads, loss_sum, correct = one_pass(
+          *sub_batch(source, target_input, labels, order[start:end]))
+    # Dense sums: an embedding's gradient is IndexedSlices, one per sub-batch.
+    grads = [tf.convert_to_tensor(g) for g in grads]
+    total_grads = grads if total_grads is None else [a + g for a, g in zip(total_grads, grads)]
+    total_loss += loss_sum
+    total_correct += correct
+  return total_grads, total_loss, total_correct
