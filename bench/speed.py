@@ -8,8 +8,10 @@ Training (the ``tutorial`` model, the tutorial's tokenizer, the real training
 split): the tutorial's model and ``fit`` step (``bench/tutorial_baseline.py``)
 on the tutorial's random ``padded_batch(64)`` batches, against
 ``transformer.training.Trainer`` with ``configs/tutorial.py`` on the *same*
-random batches (model and step alone), on length-bucketed batches of 64 and on
-token-budget batches (§5.1). Each arm's batches are drawn once and replayed, so
+random batches (model and step alone): once computing each batch as it comes,
+and once as ``--length_groups`` sub-batches of similar length
+(``transformer/steps.py``: the same gradient on fewer padded positions); then on
+length-bucketed batches of 64 and on token-budget batches (§5.1). Each arm's batches are drawn once and replayed, so
 every round sees the same data; every arm first runs its batches once untimed
 (tracing), then the arms run in turn, A/B/C/D/A/B/C/D, so that a change in what
 else the machine does hits all alike. Figures: real (non-padding) target
@@ -30,7 +32,8 @@ to text like ``transformer.export.Translator``. Same A/B alternation.
 
 Peak resident memory, each in a fresh process: the tutorial's training, ours
 (token-budget batches), and the paper's ``base`` model (joint 37,000-token
-vocabulary, shared weights) on 25,000-token batches.
+vocabulary, shared weights) on 25,000-token batches, computed as
+``--base_length_groups`` sub-batches one after the other.
 
 Writes one JSON record (machine, versions, what else was running at the start
 and the end, every figure, every ratio against its target) to ``--output`` and
@@ -64,6 +67,11 @@ _STEPS = flags.DEFINE_integer("steps", 8, "Timed training steps per arm and roun
 _ROUNDS = flags.DEFINE_integer("rounds", 2, "A/B rounds, after one untimed warm-up pass.")
 _TOKENS_PER_BATCH = flags.DEFINE_integer("tokens_per_batch", 8000,
                                          "Token budget per side of our token-budget arm.")
+_LENGTH_GROUPS = flags.DEFINE_integer(
+    "length_groups", 8, "training.length_groups of our arm on the tutorial's random batches "
+    "(transformer/steps.py).")
+_BASE_LENGTH_GROUPS = flags.DEFINE_integer(
+    "base_length_groups", 8, "training.length_groups of the base-model memory measurement.")
 _OUTPUT_LENGTH = flags.DEFINE_integer("output_length", 32, "Tokens decoded per sentence.")
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "Sentences per batch, our decoding.")
 _DECODE_SENTENCES = flags.DEFINE_integer("decode_sentences", 64,
@@ -149,9 +157,18 @@ def training_arms(config, tokenizers, steps):
   random = batches(batch_size=64)
   return {"tutorial, random 64": ("tutorial", random),
           "ours, same random 64": ("ours", random),
+          f"ours, same random 64, {_LENGTH_GROUPS.value} length groups": ("ours grouped", random),
           "ours, bucketed 64": ("ours", batches(batch_size=64, bucketing=True)),
           f"ours, {_TOKENS_PER_BATCH.value} tokens/side": (
               "ours", batches(tokens_per_batch=_TOKENS_PER_BATCH.value))}
+
+
+def with_length_groups(config, groups):
+  """A copy of ``config`` whose steps compute ``groups`` sub-batches of similar
+  length (transformer/steps.py; 1: batches as they come, as the tutorial's)."""
+  config = config.copy_and_resolve_references()
+  config.training.length_groups = groups
+  return config
 
 
 def build(kind, config, input_vocab, target_vocab):
@@ -286,7 +303,7 @@ def rss_child(kind):
   from transformer.tokenizers import load_tokenizers, vocab_sizes  # pylint: disable=g-import-not-at-top
   tokenizers = load_tokenizers(_TOKENIZER.value)
   if kind == "base":
-    config = base.get_config()
+    config = with_length_groups(base.get_config(), _BASE_LENGTH_GROUPS.value)
     pairs = data.local_split_pairs(_DATA_DIR.value, "train")[:_TRAIN_PAIRS.value]
     batches = pipeline.make_batches(data.pairs_to_dataset(pairs), tokenizers,
                                     max_tokens=config.data.max_tokens, seed=0,
@@ -294,7 +311,7 @@ def rss_child(kind):
     batches, steps = batches.take(_BASE_STEPS.value), _BASE_STEPS.value
     _, train = build("ours", config, 37000, 37000)
   else:
-    config = tutorial.get_config()
+    config = with_length_groups(tutorial.get_config(), 1)
     name = ("tutorial, random 64" if kind == "tutorial"
             else f"ours, {_TOKENS_PER_BATCH.value} tokens/side")
     batches, steps = training_arms(config, tokenizers, _STEPS.value)[name][1], _STEPS.value
@@ -338,10 +355,10 @@ def print_table(record):
         f"TensorFlow {record['machine']['tensorflow']}, threads: "
         f"{record['settings']['threads'] or 'one per usable core'}")
   print(f"matmul 2048² float32: {record['matmul_gflops']} GFLOP/s (start, end)")
-  print(f"\n{'training arm':<30}{'tokens/s':>10}{'s/step':>8}{'GFLOP/s':>9}"
+  print(f"\n{'training arm':<40}{'tokens/s':>10}{'s/step':>8}{'GFLOP/s':>9}"
         f"{'of matmul':>10}{'padding':>9}")
   for name, arm in record["training"].items():
-    print(f"{name:<30}{arm['tokens_per_second']:>10.0f}{arm['seconds_per_step']:>8.2f}"
+    print(f"{name:<40}{arm['tokens_per_second']:>10.0f}{arm['seconds_per_step']:>8.2f}"
           f"{arm['useful_gflops_per_second']:>9.1f}{arm['fraction_of_matmul']:>10.1%}"
           f"{arm['padding_fraction']:>9.1%}")
   print(f"\n{'decoding ({} tokens each)'.format(record['settings']['output_length']):<52}"
@@ -374,17 +391,19 @@ def main(argv):
   from transformer.tokenizers import load_tokenizers, vocab_sizes  # pylint: disable=g-import-not-at-top
 
   matmul_start = matmul_gflops()
-  config = tutorial.get_config()
+  config = with_length_groups(tutorial.get_config(), 1)
   tokenizers = load_tokenizers(_TOKENIZER.value)
   input_vocab, target_vocab = vocab_sizes(tokenizers)
   tutorial_model, tutorial_train = build("tutorial", config, input_vocab, target_vocab)
   trainer, our_train = build("ours", config, input_vocab, target_vocab)
+  _, grouped_train = build("ours", with_length_groups(config, _LENGTH_GROUPS.value),
+                           input_vocab, target_vocab)
   arms = training_arms(config, tokenizers, _STEPS.value)
   dims = model_dims(config.model)
   stats = {name: batch_stats(batches, dims, target_vocab) for name, (_, batches) in arms.items()}
 
   print("training ...", flush=True)
-  runners = {"tutorial": tutorial_train, "ours": our_train}
+  runners = {"tutorial": tutorial_train, "ours": our_train, "ours grouped": grouped_train}
   train_seconds = alternate({name: (runners[kind], (batches,))
                              for name, (kind, batches) in arms.items()}, _ROUNDS.value)
 
@@ -426,12 +445,15 @@ def main(argv):
   tutorial_tps = training["tutorial, random 64"]["tokens_per_second"]
   ours_names = [name for name in training if name.startswith("ours")]
   best = max(ours_names, key=lambda name: training[name]["tokens_per_second"])
+  grouped = f"ours, same random 64, {_LENGTH_GROUPS.value} length groups"
   greedy = decoding_record[greedy_name]["sentences_per_second"]
   beam = next(arm for name, arm in decoding_record.items() if name.startswith("ours beam"))
   exported = decoding_record["tutorial ExportTranslator (tf.function), 1 sentence"]
   ratios = {
       "training_tokens_per_second_vs_tutorial": training[best]["tokens_per_second"] / tutorial_tps,
       "training_identical_batches_vs_tutorial":
+          training[grouped]["tokens_per_second"] / tutorial_tps,
+      "training_identical_batches_ungrouped_vs_tutorial":
           training["ours, same random 64"]["tokens_per_second"] / tutorial_tps,
       "training_fraction_of_matmul": training[best]["fraction_of_matmul"],
       "greedy_sentences_per_second_vs_tutorial": greedy / exported["sentences_per_second"],
@@ -452,6 +474,8 @@ def main(argv):
       "settings": {"threads": _THREADS.value, "steps": _STEPS.value, "rounds": _ROUNDS.value,
                    "train_pairs": _TRAIN_PAIRS.value,
                    "tokens_per_batch": _TOKENS_PER_BATCH.value,
+                   "length_groups": _LENGTH_GROUPS.value,
+                   "base_length_groups": _BASE_LENGTH_GROUPS.value,
                    "output_length": _OUTPUT_LENGTH.value, "batch_size": _BATCH_SIZE.value},
       "activity": {"start": activity_start, "end": activity_end},
       "matmul_gflops": [round(matmul_start, 1), round(matmul_end, 1)],
