@@ -1,9 +1,24 @@
 """The training loop (tutorial: "Train the model"; paper §5), separate from the model.
 
 The tutorial calls ``transformer.fit(train_batches, epochs=20, ...)``. This module
-writes the loop out, in the style of the TF Model Garden, so that it can:
+writes the loop out, in the style of the TF Model Garden, whose Orbit library
+also keeps the loop apart from what it calls. :class:`Trainer` builds the model
+and optimizer under a ``tf.distribute`` strategy and runs the loop; each other
+concern is a small collaborator in a module of its own:
 
-* run under any ``tf.distribute`` strategy with the loss normalized by the
+* :mod:`transformer.steps`: the arithmetic of one step;
+* :mod:`transformer.checkpointing`: checkpoints, resumption, and refusing
+  corrupt or mismatched checkpoints (:class:`CheckpointError`);
+* :mod:`transformer.stop_signals`: stopping cleanly on SIGTERM/SIGINT, and
+  ``train.py``'s exit status then;
+* :mod:`transformer.summaries`: TensorBoard scalars and ``metrics.jsonl``
+  (:data:`METRICS_FILE`);
+* :mod:`transformer.progress`: the progress bar and the per-epoch summary line
+  (:func:`epoch_summary`).
+
+The loop:
+
+* runs under any ``tf.distribute`` strategy with the loss normalized by the
   number of real target tokens of the GLOBAL batch: each replica computes
   ``(loss_sum, token_count)`` (:func:`transformer.losses.masked_cross_entropy_sum`),
   the token count is all-reduced across replicas, and each replica divides its
@@ -12,21 +27,12 @@ writes the loop out, in the style of the TF Model Garden, so that it can:
   loss: one device and N replicas over the same global batch give the same
   loss and the same gradients, even when the replicas' shares of the batch
   hold different numbers of real tokens (per-replica averaging would not);
-* checkpoint and resume: ``tf.train.Checkpoint(model, optimizer, position)``
-  with a ``tf.train.CheckpointManager`` under ``<model_dir>/checkpoints`` every
-  ``config.training.checkpoint_every_steps`` steps and at the end of each epoch.
-  The step counter is ``optimizer.iterations`` (which also drives the
-  learning-rate schedule); the epoch and the number of batches already consumed
-  in it are checkpointed too, and the epoch's batches come from a dataset seeded
-  by the epoch, so a resumed run skips exactly the batches already trained on;
-* stop cleanly on SIGTERM/SIGINT (checkpoint, then return with
-  ``TrainResult.interrupted_by`` set; ``train.py`` exits with status 128 + the
-  signal number, 143 for SIGTERM and 130 for Ctrl-C, like a shell, so that a
-  scheduler sees the run as unfinished and reruns it);
-* stop on a NaN/Inf loss with :class:`NonFiniteLossError` without saving: the
-  last checkpoint on disk is the last good state;
-* refuse corrupt or mismatched checkpoints with :class:`CheckpointError`
-  instead of silently starting over.
+* checkpoints every ``config.training.checkpoint_every_steps`` steps and at the
+  end of each epoch, and resumes an epoch after the batches already trained on;
+* stops cleanly on SIGTERM/SIGINT: checkpoint, then return with
+  ``TrainResult.interrupted_by`` set;
+* stops on a NaN/Inf loss with :class:`NonFiniteLossError` without saving: the
+  last checkpoint on disk is the last good state.
 
 Mixed precision: ``"mixed_float16"`` wraps the optimizer in
 ``keras.optimizers.LossScaleOptimizer`` (dynamic loss scaling);
@@ -43,20 +49,17 @@ shapes) or fixed-shape batches, and not with ``config.training.length_groups``
 (see :mod:`transformer.steps`), whose sub-batch lengths vary.
 
 Outputs under ``model_dir`` (written by the chief only under multi-worker):
-``checkpoints/``, TensorBoard scalars in ``logs/train`` (every
-``log_every_steps``) and ``logs/validation`` (every epoch), and one JSON line
-per epoch in ``metrics.jsonl``.
+``checkpoints/`` (:mod:`transformer.checkpointing`), TensorBoard scalars in
+``logs/train`` (every ``log_every_steps``) and ``logs/validation`` (every
+epoch), and one JSON line per epoch in ``metrics.jsonl``
+(:mod:`transformer.summaries`).
 """
 
 import dataclasses
 import json
 import math
-import os
 from pathlib import Path
-import shutil
 import signal
-import sys
-import threading
 import time
 from typing import Callable, Dict, List, Optional
 
@@ -64,26 +67,23 @@ from absl import logging
 import keras
 import tensorflow as tf
 
+from transformer import checkpointing
 from transformer import distribute
 from transformer import losses
 from transformer import optimization
+from transformer import progress as progress_lib
 from transformer import steps
+from transformer import stop_signals
+from transformer import summaries
+from transformer.checkpointing import CheckpointError  # pylint: disable=unused-import  (the public name)
+from transformer.errors import TrainingError
 from transformer.model import Transformer
-
-CHECKPOINT_SUBDIR = "checkpoints"
-METRICS_FILE = "metrics.jsonl"
-
-
-class TrainingError(RuntimeError):
-  """Training cannot continue."""
+from transformer.progress import epoch_summary  # pylint: disable=unused-import  (the public name)
+from transformer.summaries import METRICS_FILE  # pylint: disable=unused-import  (the public name)
 
 
 class NonFiniteLossError(TrainingError):
   """The loss became NaN or Inf; nothing was saved after the last good checkpoint."""
-
-
-class CheckpointError(TrainingError):
-  """A checkpoint is missing, corrupt, or does not fit this model."""
 
 
 @dataclasses.dataclass
@@ -95,43 +95,8 @@ class TrainResult:
   history: List[Dict]             # the metrics records written this run
 
 
-def _scalar_metadata() -> bytes:
-  # What tensorboard.summary.scalar attaches: the "scalars" plugin's marker.
-  from tensorflow.core.framework import summary_pb2  # pylint: disable=g-import-not-at-top
-  metadata = summary_pb2.SummaryMetadata()
-  metadata.plugin_data.plugin_name = "scalars"
-  metadata.plugin_data.content = b""
-  return metadata.SerializeToString()
-
-
-def write_scalar(name: str, value: float, step: int) -> None:
-  """``tf.summary.scalar`` without needing the tensorboard package installed.
-
-  Writes the same event TensorBoard's scalar summary writes (a float32 tensor
-  tagged for the "scalars" plugin), to the default summary writer.
-  """
-  tf.summary.write(name, tf.constant(value, tf.float32), step=step,
-                   metadata=_scalar_metadata())
-
-
 def _is_finite(value: float) -> bool:
   return math.isfinite(value)
-
-
-def epoch_summary(record: Dict) -> str:
-  """One line for an epoch's metrics record (the terminal's per-epoch summary).
-
-  E.g. ``epoch 3 (step 1200): train loss 4.1230 acc 0.3120 | val loss 3.9000
-  acc 0.3400 | 12345 tok/s | 95.2 s``; the validation part only when the record
-  has one.
-  """
-  parts = [f"epoch {record['epoch']} (step {record['step']}): train loss "
-           f"{record['train_loss']:.4f} acc {record['train_accuracy']:.4f}"]
-  if "val_loss" in record:
-    parts.append(f"val loss {record['val_loss']:.4f} acc {record['val_accuracy']:.4f}")
-  parts.append(f"{record['tokens_per_second']:.0f} tok/s")
-  parts.append(f"{record['seconds']:.1f} s")
-  return " | ".join(parts)
 
 
 class AllReplicaLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
@@ -191,14 +156,13 @@ class Trainer:
     self.mixed_precision = mixed_precision
     self.jit_compile = jit_compile
     self.log_every_steps = max(1, int(log_every_steps))
-    self.progress = progress
     self.label_smoothing = float(config.training.label_smoothing)
     self.length_groups = int(config.training.length_groups)
     if jit_compile and self.length_groups > 1:
       raise ValueError("jit_compile needs static shapes, and training.length_groups > 1 cuts "
                        "each sub-batch to a length known only at run time; use one or the other")
     self.model_dir = Path(model_dir) if model_dir is not None else None
-    self.is_chief = distribute.is_chief(self.strategy)
+    is_chief = distribute.is_chief(self.strategy)
 
     keras.mixed_precision.set_global_policy(
         "float32" if mixed_precision == "none" else mixed_precision)
@@ -221,29 +185,16 @@ class Trainer:
                                      name="step_in_epoch")
     self.steps_per_epoch = tf.Variable(0, dtype=tf.int64, trainable=False,
                                        name="steps_per_epoch")
-    self.checkpoint = tf.train.Checkpoint(
+    self._checkpoints = checkpointing.Checkpoints(
+        self.model_dir, self.strategy, keep=int(config.training.keep_checkpoints),
         model=self.model, optimizer=self.optimizer, epoch=self.epoch,
         step_in_epoch=self.step_in_epoch, steps_per_epoch=self.steps_per_epoch)
-    self.manager = None
-    self._worker_tmp = None
-    if self.model_dir is not None:
-      self.checkpoint_dir = self.model_dir / CHECKPOINT_SUBDIR
-      write_dir = self.checkpoint_dir
-      if not self.is_chief:
-        # Every worker must take part in saving; non-chiefs write to a
-        # throw-away folder (the tf.distribute multi-worker convention).
-        self._worker_tmp = self.model_dir / f".worker_{distribute.worker_id(self.strategy)}"
-        write_dir = self._worker_tmp / CHECKPOINT_SUBDIR
-      self.manager = tf.train.CheckpointManager(
-          self.checkpoint, directory=str(write_dir),
-          max_to_keep=int(config.training.keep_checkpoints) if self.is_chief else 1)
+    self._summaries = summaries.Summaries(self.model_dir, is_chief=is_chief)
+    self._progress = progress_lib.EpochProgress(enabled=progress and is_chief)
     self._train_fn = None
     self._train_spec = None
     self._eval_fn = None
     self._eval_spec = None
-    self._stop_signal = None
-    self._writers = {}
-    self._last_saved = None
 
   # --------------------------------------------------------------- properties
 
@@ -259,52 +210,16 @@ class Trainer:
   # --------------------------------------------------------------- checkpoints
 
   def latest_checkpoint(self) -> Optional[str]:
-    if self.model_dir is None:
-      return None
-    return tf.train.latest_checkpoint(str(self.checkpoint_dir))
+    """The latest checkpoint's path under ``model_dir``, or None."""
+    return self._checkpoints.latest()
 
   def restore(self) -> int:
-    """Restores the latest checkpoint under ``model_dir`` if there is one.
-
-    Returns the restored step (0 when starting fresh). Raises
-    :class:`CheckpointError` naming the checkpoint when it is corrupt or was
-    written by a different model (e.g. another d_model).
-    """
-    path = self.latest_checkpoint()
-    if path is None:
-      if self.model_dir is not None and self.checkpoint_dir.is_dir() and any(
-          self.checkpoint_dir.glob("ckpt-*")):
-        raise CheckpointError(
-            f"{self.checkpoint_dir} holds checkpoint files but no readable "
-            "'checkpoint' index file; it is corrupt. Use a new --model_dir or "
-            "delete the folder to start over")
-      return 0
-    try:
-      status = self.checkpoint.restore(path)
-      status.assert_existing_objects_matched()
-    except Exception as e:  # pylint: disable=broad-except  (OpError, ValueError, IndexError...)
-      raise CheckpointError(
-          f"cannot restore the checkpoint {path}: it is corrupt or was written by a "
-          f"different model/configuration (e.g. another d_model, vocabulary or "
-          f"mixed-precision setting). Use a new --model_dir, or delete "
-          f"{self.checkpoint_dir} to start over. Cause: {type(e).__name__}: "
-          f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
-    logging.info("restored checkpoint %s at step %d (epoch %d, batch %d of the epoch)",
-                 path, self.step, int(self.epoch.numpy()), int(self.step_in_epoch.numpy()))
-    return self.step
+    """Restores the latest checkpoint; see :meth:`transformer.checkpointing.Checkpoints.restore`."""
+    return self._checkpoints.restore()
 
   def save_checkpoint(self) -> Optional[str]:
     """Writes a checkpoint numbered by the step (all workers must call it)."""
-    if self.manager is None:
-      return None
-    position = (self.step, int(self.epoch.numpy()), int(self.step_in_epoch.numpy()))
-    if self._last_saved == position and self.manager.latest_checkpoint:
-      return self.manager.latest_checkpoint
-    path = self.manager.save(checkpoint_number=self.step)
-    self._last_saved = position
-    if self.is_chief:
-      logging.info("saved checkpoint %s", path)
-    return path
+    return self._checkpoints.save()
 
   # --------------------------------------------------------------- steps
 
@@ -391,58 +306,6 @@ class Trainer:
     return {"loss": total_loss / total_count, "accuracy": total_correct / total_count,
             "tokens": total_count}
 
-  # --------------------------------------------------------------- signals
-
-  def _install_signal_handlers(self):
-    if threading.current_thread() is not threading.main_thread():
-      return {}
-    previous = {}
-
-    def handler(signum, frame):  # pylint: disable=unused-argument
-      if self._stop_signal is None:
-        logging.warning("received %s: stopping after the current step and saving a "
-                        "checkpoint (send it again to abort at once)",
-                        signal.Signals(signum).name)
-        self._stop_signal = signum
-        # A second signal gets the default behaviour.
-        signal.signal(signum, previous.get(signum, signal.SIG_DFL))
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-      previous[signum] = signal.getsignal(signum)
-      signal.signal(signum, handler)
-    return previous
-
-  @staticmethod
-  def _restore_signal_handlers(previous):
-    for signum, old in previous.items():
-      signal.signal(signum, old if old is not None else signal.SIG_DFL)
-
-  # --------------------------------------------------------------- summaries
-
-  def _writer(self, name):
-    if self.model_dir is None or not self.is_chief:
-      return None
-    if name not in self._writers:
-      self._writers[name] = tf.summary.create_file_writer(
-          str(self.model_dir / "logs" / name))
-    return self._writers[name]
-
-  def _write_scalars(self, name, step, scalars):
-    writer = self._writer(name)
-    if writer is None:
-      return
-    with writer.as_default(step=step):
-      for key, value in scalars.items():
-        if value is not None:
-          write_scalar(key, value, step)
-    writer.flush()
-
-  def _append_metrics(self, record):
-    if self.model_dir is None or not self.is_chief:
-      return
-    with open(self.model_dir / METRICS_FILE, "a", encoding="utf-8") as f:
-      f.write(json.dumps(record, sort_keys=True) + "\n")
-
   # --------------------------------------------------------------- the loop
 
   def fit(self, make_train_dataset: Callable[[int], tf.data.Dataset],
@@ -474,52 +337,48 @@ class Trainer:
     start_step = self.step
     logging.info("training from step %d to %s", start_step,
                  f"step {max_steps}" if max_steps else f"epoch {max_epochs}")
-    self._stop_signal = None
-    previous_handlers = self._install_signal_handlers()
     try:
-      while True:
-        epoch = int(self.epoch.numpy())
-        if (max_steps is not None and self.step >= max_steps) or (
-            max_epochs is not None and epoch >= max_epochs):
-          break
-        record = self._run_epoch(epoch, make_train_dataset, max_steps, interval,
-                                 step_callback)
-        if self._stop_signal is not None:
+      with stop_signals.StopSignals() as stop:
+        while True:
+          epoch = int(self.epoch.numpy())
+          if (max_steps is not None and self.step >= max_steps) or (
+              max_epochs is not None and epoch >= max_epochs):
+            break
+          record = self._run_epoch(epoch, make_train_dataset, max_steps, interval,
+                                   step_callback, stop)
+          if stop.received is not None:
+            self.save_checkpoint()
+            logging.warning("stopped by %s at step %d; rerun the same command to resume",
+                            signal.Signals(stop.received).name, self.step)
+            break
+          if record["complete"]:
+            self.epoch.assign_add(1)
+            self.steps_per_epoch.assign(record["steps_in_epoch"])
+            self.step_in_epoch.assign(0)
           self.save_checkpoint()
-          logging.warning("stopped by %s at step %d; rerun the same command to resume",
-                          signal.Signals(self._stop_signal).name, self.step)
-          break
-        if record["complete"]:
-          self.epoch.assign_add(1)
-          self.steps_per_epoch.assign(record["steps_in_epoch"])
-          self.step_in_epoch.assign(0)
-        self.save_checkpoint()
-        if validation_dataset is not None:
-          val = self.evaluate(validation_dataset)
-          record.update(val_loss=val["loss"], val_accuracy=val["accuracy"])
-          self._write_scalars("validation", self.step,
-                              {"loss": val["loss"], "accuracy": val["accuracy"]})
-        if epoch_end_callback is not None:
-          record.update(epoch_end_callback(record["epoch"], dict(record)) or {})
-        logging.info("epoch %d (step %d): %s", record["epoch"], record["step"],
-                     json.dumps({k: v for k, v in record.items()
-                                 if k not in ("epoch", "step")}, sort_keys=True))
-        if self.progress and self.is_chief:
-          print(epoch_summary(record), flush=True)
-        self._append_metrics(record)
-        history.append(record)
+          if validation_dataset is not None:
+            val = self.evaluate(validation_dataset)
+            record.update(val_loss=val["loss"], val_accuracy=val["accuracy"])
+            self._summaries.write_scalars("validation", self.step,
+                                          {"loss": val["loss"], "accuracy": val["accuracy"]})
+          if epoch_end_callback is not None:
+            record.update(epoch_end_callback(record["epoch"], dict(record)) or {})
+          logging.info("epoch %d (step %d): %s", record["epoch"], record["step"],
+                       json.dumps({k: v for k, v in record.items()
+                                   if k not in ("epoch", "step")}, sort_keys=True))
+          self._progress.summary(record)
+          self._summaries.append_metrics(record)
+          history.append(record)
     finally:
-      self._restore_signal_handlers(previous_handlers)
-      for writer in self._writers.values():
-        writer.flush()
-      if self._worker_tmp is not None:
-        shutil.rmtree(self._worker_tmp, ignore_errors=True)
+      self._summaries.flush()
+      self._checkpoints.cleanup()
     logging.info("ran %d steps in this run (from step %d to step %d)",
                  self.step - start_step, start_step, self.step)
     return TrainResult(step=self.step, start_step=start_step, epoch=int(self.epoch.numpy()),
-                       interrupted_by=self._stop_signal, history=history)
+                       interrupted_by=stop.received, history=history)
 
-  def _run_epoch(self, epoch, make_train_dataset, max_steps, interval, step_callback):
+  def _run_epoch(self, epoch, make_train_dataset, max_steps, interval, step_callback,
+                 stop: stop_signals.StopSignals):
     skip = int(self.step_in_epoch.numpy())
     dataset = make_train_dataset(epoch)
     if skip:
@@ -528,18 +387,7 @@ class Trainer:
     dist = distribute.distribute_dataset(self.strategy, dataset)
     train_fn = self._get_train_fn(dist.element_spec)
     target = int(self.steps_per_epoch.numpy()) or None
-    bar = None
-    if self.progress and self.is_chief:
-      print(f"Epoch {epoch + 1}" + (f" (resumed at batch {skip})" if skip else ""),
-            flush=True)
-      # Until an epoch has ended its length is unknown: one pass over this
-      # epoch's batches (the same on every pass) counts them, for the ETA.
-      bar_target = target or skip + int(dataset.reduce(
-          tf.constant(0, tf.int64), lambda count, _: count + 1))
-      bar = keras.utils.Progbar(bar_target,
-                                stateful_metrics=["loss", "accuracy", "lr", "tok/s"],
-                                unit_name="step",
-                                interval=0.05 if sys.stdout.isatty() else 30.0)
+    self._progress.start(epoch, skip, target, dataset)
     epoch_loss = epoch_count = epoch_correct = 0.0
     log_loss = log_count = log_correct = 0.0
     log_start = epoch_start = time.time()
@@ -567,13 +415,12 @@ class Trainer:
       elapsed = max(time.time() - epoch_start, 1e-9)
       tokens_per_second = epoch_count / elapsed
       lr = self.learning_rate
-      if bar is not None:
-        bar.update(done, [("loss", epoch_loss / max(epoch_count, 1.0)),
-                          ("accuracy", epoch_correct / max(epoch_count, 1.0)),
-                          ("lr", lr), ("tok/s", tokens_per_second)])
+      self._progress.update(done, loss=epoch_loss / max(epoch_count, 1.0),
+                            accuracy=epoch_correct / max(epoch_count, 1.0),
+                            learning_rate=lr, tokens_per_second=tokens_per_second)
       if step % self.log_every_steps == 0:
         now = time.time()
-        self._write_scalars("train", step, {
+        self._summaries.write_scalars("train", step, {
             "loss": log_loss / max(log_count, 1.0),
             "accuracy": log_correct / max(log_count, 1.0),
             "learning_rate": lr,
@@ -582,7 +429,7 @@ class Trainer:
         log_start = now
       if step_callback is not None:
         step_callback(step, loss)
-      if self._stop_signal is not None:
+      if stop.received is not None:
         complete = False
         break
       if max_steps is not None and step >= max_steps:
@@ -593,10 +440,9 @@ class Trainer:
     else:
       if done == 0:
         raise TrainingError(f"the training dataset of epoch {epoch + 1} is empty")
-    if not complete and self._stop_signal is None and target and done >= target:
+    if not complete and stop.received is None and target and done >= target:
       complete = True  # train_steps was reached on the epoch's last batch
-    if bar is not None:
-      print(flush=True)
+    self._progress.end()
     elapsed = max(time.time() - epoch_start, 1e-9)
     return {
         "epoch": epoch + 1, "step": self.step, "complete": complete,

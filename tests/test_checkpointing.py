@@ -1,0 +1,62 @@
+"""Checkpoints on a small Keras model: a position saved once, restore, no folder, a lost index."""
+
+import keras
+import pytest
+import tensorflow as tf
+
+from transformer import checkpointing
+
+
+def _checkpoints(model_dir):
+  model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+  optimizer = keras.optimizers.Adam()
+  optimizer.build(model.trainable_variables)
+  position = [tf.Variable(0, dtype=tf.int64) for _ in range(3)]
+  checkpoints = checkpointing.Checkpoints(
+      model_dir, tf.distribute.get_strategy(), keep=5, model=model, optimizer=optimizer,
+      epoch=position[0], step_in_epoch=position[1], steps_per_epoch=position[2])
+  return checkpoints, model, optimizer, position
+
+
+def _restored(model_dir):
+  """(step, epoch, step_in_epoch, weights) of the latest checkpoint in ``model_dir``."""
+  checkpoints, model, optimizer, (epoch, step_in_epoch, _) = _checkpoints(model_dir)
+  step = checkpoints.restore()
+  assert step == int(optimizer.iterations.numpy())
+  return step, int(epoch.numpy()), int(step_in_epoch.numpy()), model.get_weights()
+
+
+def test_a_position_is_saved_once(tmp_path):
+  checkpoints, model, optimizer, (epoch, step_in_epoch, _) = _checkpoints(tmp_path)
+  optimizer.iterations.assign(7)
+  step_in_epoch.assign(7)
+  saved = model.get_weights()
+  path = checkpoints.save()
+  assert path.endswith("ckpt-7") and checkpoints.latest() == path
+  # Same position: not written again, even though the weights changed.
+  model.set_weights([w + 1 for w in saved])
+  assert checkpoints.save() == path
+  step, *position, weights = _restored(tmp_path)
+  assert (step, *position) == (7, 0, 7)
+  assert all((got == want).all() for got, want in zip(weights, saved))
+  # The end of the epoch: the same step at another position is written.
+  epoch.assign(1)
+  step_in_epoch.assign(0)
+  assert checkpoints.save() == path
+  step, *position, weights = _restored(tmp_path)
+  assert (step, *position) == (7, 1, 0)
+  assert all((got == want + 1).all() for got, want in zip(weights, saved))
+
+
+def test_without_a_model_dir_nothing_is_kept(tmp_path):
+  checkpoints = _checkpoints(None)[0]
+  assert checkpoints.save() is None and checkpoints.latest() is None
+  assert checkpoints.restore() == 0
+
+
+def test_checkpoint_files_without_an_index_are_refused(tmp_path):
+  checkpoints = _checkpoints(tmp_path)[0]
+  checkpoints.save()
+  (tmp_path / "checkpoints" / "checkpoint").unlink()
+  with pytest.raises(checkpointing.CheckpointError, match="no readable 'checkpoint' index"):
+    _checkpoints(tmp_path)[0].restore()

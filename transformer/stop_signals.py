@@ -1,0 +1,59 @@
+"""Stopping a training run cleanly on SIGTERM or SIGINT (Ctrl-C).
+
+Inside ``with StopSignals() as stop:`` the first SIGTERM/SIGINT is only
+recorded in ``stop.received``; the loop in :mod:`transformer.training` checks it
+after every step, saves a checkpoint and returns with
+``TrainResult.interrupted_by`` set. ``train.py`` then exits with status 128 +
+the signal number, 143 for SIGTERM and 130 for Ctrl-C, like a shell, so that a
+scheduler sees the run as unfinished and reruns it.
+
+The first signal also puts the previous handler back, so that a second one acts
+at once (Ctrl-C twice aborts). Python runs signal handlers on the main thread
+only, so on any other thread nothing is installed and ``received`` stays None.
+"""
+
+import signal
+import threading
+from typing import Optional
+
+from absl import logging
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class StopSignals:
+  """A context manager that records the first SIGTERM/SIGINT received inside it.
+
+  ``received``: that signal's number (an ``int``), or None. Entering installs the
+  handlers (on the main thread only); leaving puts the previous ones back. One
+  instance serves one ``with`` block.
+  """
+
+  def __init__(self):
+    self.received: Optional[int] = None
+    self._previous = {}
+
+  def __enter__(self) -> "StopSignals":
+    if threading.current_thread() is threading.main_thread():
+      for signum in SIGNALS:
+        self._previous[signum] = signal.getsignal(signum)
+        signal.signal(signum, self._handle)
+    return self
+
+  def __exit__(self, *exc_info) -> None:
+    for signum in self._previous:
+      self._put_back(signum)
+
+  def _handle(self, signum, frame):  # pylint: disable=unused-argument
+    if self.received is None:
+      logging.warning("received %s: stopping after the current step and saving a "
+                      "checkpoint (send it again to abort at once)",
+                      signal.Signals(signum).name)
+      self.received = signum
+      self._put_back(signum)
+
+  def _put_back(self, signum):
+    # getsignal gives None for a handler not installed from Python; the
+    # default is the closest Python can put back.
+    previous = self._previous[signum]
+    signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
