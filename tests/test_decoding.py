@@ -301,6 +301,10 @@ class TableModel:
   def initial_cache(self, context, max_length):
     return [{"key": tf.zeros([tf.shape(context)[0], max_length])}]
 
+  @staticmethod
+  def reorder_cache(cache, gather):
+    return tf.nest.map_structure(gather, cache)
+
   def decode_step(self, ids, index, cache, source_mask):
     del index
     weights = tf.zeros([tf.shape(ids)[0], 1, tf.shape(source_mask)[-1]])

@@ -154,6 +154,16 @@ class Decoder(keras.layers.Layer):
                     "context_key": context_key, "context_value": context_value})
     return cache
 
+  @staticmethod
+  def reorder_cache(cache, gather):
+    """``cache`` with ``gather`` (a row permutation, e.g. beams taking over their
+    parents' rows) applied to the self-attention keys and values. The context's
+    keys and values are left alone: every row that ``gather`` may exchange
+    belongs to the same sentence, so they are equal, and copying them at every
+    step would cost more than the rest of the reordering."""
+    return [{**layer_cache, "key": gather(layer_cache["key"]),
+             "value": gather(layer_cache["value"])} for layer_cache in cache]
+
   def step(self, ids, index, cache, source_mask):
     """Decodes one position with cached keys/values (inference only, no dropout).
 

@@ -5,7 +5,9 @@ The tutorial's ``Translator`` re-runs the whole model on the growing output at
 every step, so a sentence of T tokens costs O(T²) decoder positions. Here each
 step feeds one token through :meth:`Transformer.decode_step`, which keeps the
 keys and values of earlier positions in a cache of fixed size, and whole
-batches of sentences of mixed lengths decode together.
+batches of sentences of mixed lengths decode together. Beam search also asks
+the model to reorder the cache rows when hypotheses change parents
+(:meth:`Transformer.reorder_cache`).
 
 Every loop is a ``tf.while_loop`` whose variables keep one shape from step to
 step (the cache and the output buffers are allocated for the longest allowed
@@ -202,9 +204,9 @@ def beam_search(model, source_ids, max_lengths, beam_size: int = 4, alpha: float
     next_alive = tf.gather(top_ids, keep, batch_dims=1)
     # Each surviving hypothesis takes over its parent's cache rows.
     new_parents = tf.gather(parents, keep, batch_dims=1)
-    new_cache = tf.nest.map_structure(
-        lambda x: tf.reshape(tf.gather(by_beam(x), new_parents, batch_dims=1), tf.shape(x)),
-        new_cache)
+    new_cache = model.reorder_cache(
+        new_cache,
+        lambda x: tf.reshape(tf.gather(by_beam(x), new_parents, batch_dims=1), tf.shape(x)))
 
     scores = tf.where(ends, top_log_probs / length_penalty(i + 1, alpha), lowest)
     next_scores, best = tf.math.top_k(tf.concat([finished_scores, scores], 1), beam_size)

@@ -135,6 +135,11 @@ class Transformer(keras.Model):
     """Decoding state for :meth:`decode_step` (see :meth:`Decoder.initial_cache`)."""
     return self.decoder.initial_cache(context, max_length)
 
+  def reorder_cache(self, cache, gather):
+    """The cache with ``gather`` applied to its per-hypothesis rows (see
+    :meth:`Decoder.reorder_cache`)."""
+    return self.decoder.reorder_cache(cache, gather)
+
   def decode_step(self, ids, index, cache, source_mask):
     """Logits ``(batch, vocab)`` for the token after ``ids`` ``(batch,)`` at position
     ``index``, the updated cache, and the last layer's cross-attention
