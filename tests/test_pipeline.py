@@ -178,3 +178,12 @@ def test_padding_fraction_counts_zeros_over_source_and_target():
   assert pipeline.padding_fraction([batch, batch], max_batches=1) == pytest.approx(1 / 6)
   with pytest.raises(ValueError, match="no batches"):
     pipeline.padding_fraction([])
+
+
+@pytest.mark.parametrize("batching", [{}, {"bucketing": True}, {"tokens_per_batch": 2048}])
+def test_batches_run_without_the_tf_data_autotuner(subset, tutorial_tokenizers, batching):
+  # Its thread can hold up dropping an iterator (every epoch) until its next
+  # wake-up; the batching itself needs no tuning.
+  dataset = pipeline.make_batches(subset, tutorial_tokenizers, **batching)
+  assert dataset.options().autotune.enabled is False
+  assert dataset.take(1).options().autotune.enabled is False  # Kept downstream.

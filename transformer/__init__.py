@@ -12,7 +12,9 @@ Attention layers            ``attention``
 Feed-forward network        ``feed_forward``
 Encoder / decoder           ``encoder``, ``decoder``
 The Transformer             ``model``
-Training set-up             ``optimization``, ``losses``, ``training``, ``distribute``
+Training set-up             ``optimization``, ``losses``, ``training`` (the loop),
+                            ``steps``, ``checkpointing``, ``stop_signals``,
+                            ``summaries``, ``progress``, ``distribute``
 Run inference               ``decoding``
 Attention plots             ``plotting``
 Export the model            ``export``

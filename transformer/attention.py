@@ -230,9 +230,10 @@ class CausalSelfAttention(BaseAttention):
   def step(self, x, cache, index):
     key, value = self.mha.project_key_value(x)
     max_length = tf.shape(cache["key"])[2]
-    here = tf.one_hot(index, max_length, dtype=key.dtype)[tf.newaxis, tf.newaxis, :, tf.newaxis]
-    cache = {"key": cache["key"] * (1 - here) + key * here,
-             "value": cache["value"] * (1 - here) + value * here}
+    # One select per tensor: the cache is the largest tensor a step touches.
+    here = tf.equal(tf.range(max_length), index)[tf.newaxis, tf.newaxis, :, tf.newaxis]
+    cache = {"key": tf.where(here, key, cache["key"]),
+             "value": tf.where(here, value, cache["value"])}
     mask = (tf.range(max_length) <= index)[tf.newaxis, tf.newaxis, tf.newaxis, :]
     attended, _ = self.mha.attend(x, cache["key"], cache["value"], mask)
     return self.residual(x, attended), cache

@@ -77,7 +77,10 @@ def default_config() -> ml_collections.ConfigDict:
   # Paper §5.1: batches of about 25,000 source + 25,000 target tokens.
   # 0 means batches of batch_size sentences.
   config.data.tokens_per_batch = 0
-  # Group sentences of similar length before batching (paper §5.1).
+  # Group sentences of similar length before batching (paper §5.1). With
+  # batches of batch_size sentences this slows learning per step
+  # (results/learning_parity/); training.length_groups saves the padding's cost
+  # without it.
   config.data.bucketing = False
   config.data.shuffle_buffer = 20000
   # "separate": one WordPiece vocabulary per language (tutorial).

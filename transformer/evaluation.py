@@ -30,12 +30,11 @@ import sacrebleu
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from transformer.training import CheckpointError
+from transformer.checkpointing import CHECKPOINT_SUBDIR, CheckpointError
 
 PathLike = Union[str, os.PathLike]
 Pair = Tuple[str, str]
 TranslateBatch = Callable[[Sequence[str]], List[str]]
-CHECKPOINT_SUBDIR = "checkpoints"
 TOKENIZED_BLEU_NOTE = ("BLEU of lower-cased, tokenized text (on purpose, see "
                        "transformer/evaluation.py): comparable within this project only")
 # Where tf.train.Checkpoint stores its object graph inside a checkpoint.

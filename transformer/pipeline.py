@@ -152,9 +152,15 @@ def batch_tokenized(tokenized: tf.data.Dataset, *, max_tokens: int = 128,
   else:
     dataset = dataset.padded_batch(batch_size, drop_remainder=drop_remainder)
 
+  # No autotuner: its thread wakes at doubling intervals, and dropping an
+  # iterator (after every epoch and validation) can wait for its next wake-up,
+  # seconds later. Cached, padded batches need no tuning.
+  options = tf.data.Options()
+  options.autotune.enabled = False
   return (dataset
           .map(_split_target, num_parallel_calls=tf.data.AUTOTUNE)
-          .prefetch(tf.data.AUTOTUNE))
+          .prefetch(tf.data.AUTOTUNE)
+          .with_options(options))
 
 
 def padding_fraction(batches: Iterable, max_batches: Optional[int] = None) -> float:
