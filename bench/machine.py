@@ -81,8 +81,7 @@ def peak_rss_bytes():
   """This process's peak resident set size so far (``VmHWM``).
 
   Not ``getrusage``'s ``ru_maxrss``: Linux carries that across ``execve``, so
-  a child started by a large process reports at least the parent's size (the
-  first run of ``bench/speed.py`` measured its 5.87 GiB for both children).
+  a child started by a large process reports at least the parent's size.
   """
   for line in _lines("/proc/self/status"):
     if line.startswith("VmHWM:"):

@@ -15,10 +15,9 @@ length-bucketed batches of 64 and on token-budget batches (§5.1). Each arm's ba
 every round sees the same data; every arm first runs its batches once untimed
 (tracing), then the arms run in turn, A/B/C/D/A/B/C/D, so that a change in what
 else the machine does hits all alike. Each figure comes from the arm's fastest
-round (every round is in the JSON): on this virtual machine a round can stall
-for tens of seconds outside the measured code (seen around creating and
-dropping dataset iterators, also with plain in-memory batches), and a stall
-only ever adds time. Figures: real (non-padding) target
+round (every round is in the JSON): a round can stall outside the measured code
+(tf.data's autotuner held up dropping iterators until the pipeline turned it
+off, README "Data and tokenizers"), and a stall only ever adds time. Figures: real (non-padding) target
 tokens per second, seconds per step, and useful GFLOP/s: the multiply-adds of
 the forward pass over real tokens only (projections, attention over real
 positions, causal attention counted once per visible pair, feed-forward,
@@ -450,7 +449,7 @@ def main(argv):
   tutorial_tps = training["tutorial, random 64"]["tokens_per_second"]
   ours_names = [name for name in training if name.startswith("ours")]
   best = max(ours_names, key=lambda name: training[name]["tokens_per_second"])
-  grouped = f"ours, same random 64, {_LENGTH_GROUPS.value} length groups"
+  grouped = next(name for name, (kind, _) in arms.items() if kind == "ours grouped")
   greedy = decoding_record[greedy_name]["sentences_per_second"]
   beam = next(arm for name, arm in decoding_record.items() if name.startswith("ours beam"))
   exported = decoding_record["tutorial ExportTranslator (tf.function), 1 sentence"]

@@ -56,8 +56,7 @@ def test_datasets_are_sharded_by_data_only_across_workers():
   data_policy = tf.data.experimental.AutoShardPolicy.DATA
   across_workers = distribute.distribute_dataset(_ClusterStrategy(), dataset)
   assert across_workers.options().experimental_distribute.auto_shard_policy == data_policy
-  # One worker: the same batches, no option that would rewrite the dataset's
-  # graph at every new iterator.
+  # One worker: the same batches, no sharding option.
   one_worker = distribute.distribute_dataset(tf.distribute.get_strategy(), dataset)
   assert [b.numpy().tolist() for b in one_worker] == [[0, 1], [2, 3], [4, 5]]
   assert dataset.options() == tf.data.Options()

@@ -229,12 +229,12 @@ class CausalSelfAttention(BaseAttention):
 
   def step(self, x, cache, index):
     key, value = self.mha.project_key_value(x)
-    max_length = tf.shape(cache["key"])[2]
+    positions = tf.range(tf.shape(cache["key"])[2])
     # One select per tensor: the cache is the largest tensor a step touches.
-    here = tf.equal(tf.range(max_length), index)[tf.newaxis, tf.newaxis, :, tf.newaxis]
+    here = tf.equal(positions, index)[tf.newaxis, tf.newaxis, :, tf.newaxis]
     cache = {"key": tf.where(here, key, cache["key"]),
              "value": tf.where(here, value, cache["value"])}
-    mask = (tf.range(max_length) <= index)[tf.newaxis, tf.newaxis, tf.newaxis, :]
+    mask = (positions <= index)[tf.newaxis, tf.newaxis, tf.newaxis, :]
     attended, _ = self.mha.attend(x, cache["key"], cache["value"], mask)
     return self.residual(x, attended), cache
 

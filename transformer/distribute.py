@@ -108,9 +108,7 @@ def distribute_dataset(strategy, dataset):
 
   With a cluster (a strategy with a cluster resolver: several workers, or a
   TPU), each worker reads its own share of the batches (auto-shard by DATA).
-  On one worker no sharding option is set: any ``tf.data.Options`` make every
-  new iterator rewrite the dataset's graph, tokenizer included, once per epoch
-  and per validation, for nothing.
+  On one worker there is nothing to shard, and no sharding option is set.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   if getattr(strategy, "cluster_resolver", None) is not None:

@@ -73,6 +73,8 @@ def gradients(model, inputs, labels, global_count, *, label_smoothing: float = 0
     with tf.GradientTape() as tape:
       logits = model((source, target_input), training=True)
       loss_sum, _ = losses.masked_cross_entropy_sum(labels, logits, label_smoothing)
+      # This replica's share of the global mean: summed over replicas (the
+      # optimizer all-reduces gradients with SUM) it is the global mean.
       loss = loss_sum / tf.maximum(global_count, 1.0)
       if scale_loss is not None:
         loss = scale_loss(loss)

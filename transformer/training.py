@@ -95,10 +95,6 @@ class TrainResult:
   history: List[Dict]             # the metrics records written this run
 
 
-def _is_finite(value: float) -> bool:
-  return math.isfinite(value)
-
-
 class AllReplicaLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
   """``keras.optimizers.LossScaleOptimizer`` that skips on the all-reduced gradients.
 
@@ -397,7 +393,7 @@ class Trainer:
       loss_sum, count, correct = (float(v) for v in train_fn(batch))
       step = self.step
       loss = loss_sum / max(count, 1.0)
-      if not _is_finite(loss_sum):
+      if not math.isfinite(loss_sum):
         raise NonFiniteLossError(
             f"the training loss is {loss_sum / max(count, 1.0)} at step {step} "
             f"(epoch {epoch + 1}); stopping without saving. The last good checkpoint "
