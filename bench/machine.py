@@ -90,12 +90,11 @@ def peak_rss_bytes():
 
 
 def set_threads(threads):
-  """Runs TensorFlow ops on ``threads`` threads (0: one per core this process may use)."""
+  """:func:`transformer.console.set_cpu_threads` for a benchmark's ``--threads``
+  (0: one thread per usable core, unless ``TF_NUM_*`` say otherwise)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from transformer import console  # pylint: disable=g-import-not-at-top
-  threads = threads or console.usable_cores()
-  tf.config.threading.set_intra_op_parallelism_threads(threads)
-  tf.config.threading.set_inter_op_parallelism_threads(threads)
+  console.set_cpu_threads(tf, threads)
 
 
 def summary_line(activity):

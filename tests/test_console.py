@@ -83,14 +83,16 @@ import os, sys
 os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 from transformer import console
 tf = console.import_tensorflow(verbose=False)
+if len(sys.argv) > 1:
+  console.set_cpu_threads(tf, int(sys.argv[1]))
 print(tf.config.threading.get_intra_op_parallelism_threads(),
       tf.config.threading.get_inter_op_parallelism_threads())
 """
 
 
-def _probe_threads(**env):
+def _probe_threads(*args, **env):
   clean = {k: v for k, v in os.environ.items() if not k.startswith("TF_NUM_")}
-  result = subprocess.run([sys.executable, "-c", THREADS_PROBE], cwd=ROOT,
+  result = subprocess.run([sys.executable, "-c", THREADS_PROBE, *args], cwd=ROOT,
                           env={**clean, "PYTHONPATH": str(ROOT), **env},
                           capture_output=True, text=True, timeout=300, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
@@ -107,3 +109,9 @@ def test_thread_environment_variables_win():
   # Set in the environment, TensorFlow reads them itself; the pools are left
   # unset (0) by import_tensorflow.
   assert _probe_threads(TF_NUM_INTRAOP_THREADS="3", TF_NUM_INTEROP_THREADS="2") == ["0", "0"]
+
+
+def test_an_explicit_thread_count_wins_over_cores_and_environment():
+  # A benchmark's --threads: both pools get exactly that many, whatever the
+  # affinity and the TF_NUM_* variables say.
+  assert _probe_threads("3", TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1") == ["3", "3"]

@@ -52,16 +52,19 @@ def usable_cores() -> int:
   return len(os.sched_getaffinity(0))
 
 
-def set_cpu_threads(tf):
-  """Sizes TensorFlow's intra- and inter-op thread pools to :func:`usable_cores`.
+def set_cpu_threads(tf, threads: int = 0):
+  """Sizes TensorFlow's intra- and inter-op thread pools.
 
-  TensorFlow sizes them from the machine's core count, so a process pinned to
-  one core of two still runs two compute threads that take turns on it
-  (``results/cpu_2h/sweeps.md``).
-  ``TF_NUM_INTRAOP_THREADS`` / ``TF_NUM_INTEROP_THREADS``, when set, win.
+  ``threads`` > 0 (a benchmark's ``--threads``) sets both pools to that many.
+  With 0, each gets one thread per :func:`usable_cores`: TensorFlow sizes them
+  from the machine's core count, so a process pinned to one core of two would
+  still run two compute threads that take turns on it
+  (``results/cpu_2h/sweeps.md``); ``TF_NUM_INTRAOP_THREADS`` /
+  ``TF_NUM_INTEROP_THREADS``, when set, win over that default.
   """
-  cores = usable_cores()
-  if "TF_NUM_INTRAOP_THREADS" not in os.environ:
-    tf.config.threading.set_intra_op_parallelism_threads(cores)
-  if "TF_NUM_INTEROP_THREADS" not in os.environ:
-    tf.config.threading.set_inter_op_parallelism_threads(cores)
+  count = threads or usable_cores()
+  for variable, set_pool in (
+      ("TF_NUM_INTRAOP_THREADS", tf.config.threading.set_intra_op_parallelism_threads),
+      ("TF_NUM_INTEROP_THREADS", tf.config.threading.set_inter_op_parallelism_threads)):
+    if threads or variable not in os.environ:
+      set_pool(count)
