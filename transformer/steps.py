@@ -9,8 +9,8 @@ them into that many sub-batches, cuts each sub-batch's trailing padding, and
 sums the sub-batches' gradients. The loss is a sum over real tokens and padding
 changes nothing at real positions (``tests/test_masking.py``), so this is the
 same gradient, computed on fewer positions; only dropout draws other random
-numbers. The sub-batches run one after the other, so only one sub-batch's
-activations are alive at a time, which also bounds memory for large batches.
+numbers. The sub-batches are the iterations of one ``tf.while_loop``, run one
+after the other: the step is traced once whatever the number of groups.
 
 Shapes: ``source`` ``(batch, src_len)``, ``target_input`` and ``labels``
 ``(batch, tgt_len)``, int ids with 0 as padding at the end of each row.
@@ -47,9 +47,11 @@ def sub_batch(source, target_input, labels, rows, pad_id: int = 0):
           labels[:, :target_length])
 
 
-def group_bounds(batch_size, groups: int):
-  """``groups + 1`` row offsets splitting ``batch_size`` rows into near-equal parts."""
-  return [(batch_size * i) // groups for i in range(groups + 1)]
+def group_rows(order, group, groups: int):
+  """Row indices of sub-batch ``group`` when the rows in ``order`` are split into
+  ``groups`` near-equal consecutive parts (empty when there are fewer rows)."""
+  batch = tf.shape(order)[0]
+  return order[(batch * group) // groups:(batch * (group + 1)) // groups]
 
 
 def gradients(model, inputs, labels, global_count, *, label_smoothing: float = 0.0,
@@ -86,17 +88,19 @@ def gradients(model, inputs, labels, global_count, *, label_smoothing: float = 0
     return one_pass(source, target_input, labels)
 
   order = length_order(source, labels)
-  bounds = group_bounds(tf.shape(source)[0], groups)
-  total_grads, total_loss, total_correct = None, 0.0, 0.0
-  for start, end in zip(bounds[:-1], bounds[1:]):
-    # The next sub-batch starts after this one's backward pass: one sub-batch's
-    # activations at a time.
-    with tf.control_dependencies(total_grads or []):
-      grads, loss_sum, correct = one_pass(
-          *sub_batch(source, target_input, labels, order[start:end]))
+
+  def add_group(group, total_grads, total_loss, total_correct):
+    grads, loss_sum, correct = one_pass(
+        *sub_batch(source, target_input, labels, group_rows(order, group, groups)))
     # Dense sums: an embedding's gradient is IndexedSlices, one per sub-batch.
-    grads = [tf.convert_to_tensor(g) for g in grads]
-    total_grads = grads if total_grads is None else [a + g for a, g in zip(total_grads, grads)]
-    total_loss += loss_sum
-    total_correct += correct
+    return (group + 1, [total + tf.convert_to_tensor(g) for total, g in zip(total_grads, grads)],
+            total_loss + loss_sum, total_correct + correct)
+
+  # A loop, not one copy of the step per group: the step is traced once, and
+  # with one iteration at a time only one sub-batch's activations are alive.
+  _, total_grads, total_loss, total_correct = tf.while_loop(
+      lambda group, *_: group < groups, add_group,
+      (tf.constant(0), [tf.zeros(v.shape, v.dtype) for v in variables], tf.constant(0.0),
+       tf.constant(0.0)),
+      parallel_iterations=1)
   return total_grads, total_loss, total_correct
