@@ -74,7 +74,8 @@ _LENGTH_GROUPS = flags.DEFINE_integer(
     "length_groups", 8, "training.length_groups of our arm on the tutorial's random batches "
     "(transformer/steps.py).")
 _BASE_LENGTH_GROUPS = flags.DEFINE_integer(
-    "base_length_groups", 8, "training.length_groups of the base-model memory measurement.")
+    "base_length_groups", 32, "training.length_groups of the base-model memory measurement "
+    "(32: 3.59 GiB, bench/results/speed_base_memory_loop.json).")
 _OUTPUT_LENGTH = flags.DEFINE_integer("output_length", 32, "Tokens decoded per sentence.")
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "Sentences per batch, our decoding.")
 _DECODE_SENTENCES = flags.DEFINE_integer("decode_sentences", 64,
