@@ -32,14 +32,15 @@ def get_config():
   # of 1e-3, 2e-3 and 4e-3 in the learning-rate sweep (4e-3 stalled).
   config.training.warmup_steps = 300
   config.training.learning_rate_scale = 0.277
-  # Sixteen epochs (5,296 steps): just under 2 hours of training on both
-  # cores of the 2-core development machine (the first epoch took 6.9 minutes,
-  # results/cpu_2h_2c). The schedule has no end, so a run may also
-  # stop at any time budget: train.py checkpoints on SIGTERM.
+  # Sixteen epochs (5,296 steps): 105 minutes of training on both cores of
+  # the 2-core development machine (results/cpu_2h_2c). The schedule has no
+  # end, so a run may also stop at any time budget: train.py checkpoints on
+  # SIGTERM.
   config.training.epochs = 16
   config.training.train_steps = 0
-  # Checkpoints every ~6 minutes on two cores, so that the last 5, averaged
-  # (§6.1), span the last half hour.
+  # A checkpoint every 250 steps (about 5 minutes on both cores) besides the
+  # one at the end of each epoch: the last 5, averaged (§6.1), spanned the
+  # last 546 steps (about 10 minutes) of results/cpu_2h_2c.
   config.training.checkpoint_every_steps = 250
   config.training.keep_checkpoints = 5
   return config
