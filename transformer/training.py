@@ -395,7 +395,7 @@ class Trainer:
       loss = loss_sum / max(count, 1.0)
       if not math.isfinite(loss_sum):
         raise NonFiniteLossError(
-            f"the training loss is {loss_sum / max(count, 1.0)} at step {step} "
+            f"the training loss is {loss} at step {step} "
             f"(epoch {epoch + 1}); stopping without saving. The last good checkpoint "
             f"is kept: {self.latest_checkpoint() or 'none was written yet'}. Lower the "
             "learning rate (config.training.warmup_steps), check the data, or try "
