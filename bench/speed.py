@@ -98,7 +98,10 @@ TARGETS = {
     "training_tokens_per_second_vs_tutorial": (">=", 4.0),
     "training_identical_batches_vs_tutorial": (">=", 1.3),
     "training_fraction_of_matmul": (">=", 0.5),
-    "greedy_sentences_per_second_vs_tutorial": (">=", 20.0),
+    # Issue #9: "≥ 20× the tutorial's `Translator`", its Python loop run eagerly.
+    # Against its tf.function version (ExportTranslator) the ratio is reported
+    # without a target.
+    "greedy_sentences_per_second_vs_tutorial_translator": (">=", 20.0),
     "greedy_over_beam_time": ("<=", 4.0),
     "base_25k_peak_rss_gib": ("<=", 4.0),
 }
@@ -374,10 +377,12 @@ def print_table(record):
     size = (f"{arm['peak_rss_bytes'] / GIB:.2f} GiB" if "peak_rss_bytes" in arm
             else arm["error"])
     print(f"peak memory, {arm['arm']}: {size}")
-  print(f"\n{'ratio':<44}{'value':>8}  target   met")
-  for name, verdict in record["targets"].items():
-    print(f"{name:<44}{verdict['value']:>8.2f}  {verdict['target']:<8} "
-          f"{'yes' if verdict['met'] else 'NO'}")
+  print(f"\n{'ratio':<60}{'value':>8}  target   met")
+  for name, value in record["ratios"].items():
+    verdict = record["targets"].get(name)
+    target = (f"{verdict['target']:<8} {'yes' if verdict['met'] else 'NO'}" if verdict
+              else "(none)")
+    print(f"{name:<60}{value:>8.2f}  {target}")
   print(f"\nstart: {machine.summary_line(record['activity']['start'])}")
   print(f"end:   {machine.summary_line(record['activity']['end'])}")
 
@@ -461,12 +466,13 @@ def main(argv):
       "training_identical_batches_ungrouped_vs_tutorial":
           training["ours, same random 64"]["tokens_per_second"] / tutorial_tps,
       "training_fraction_of_matmul": training[best]["fraction_of_matmul"],
-      "greedy_sentences_per_second_vs_tutorial": greedy / exported["sentences_per_second"],
+      "greedy_sentences_per_second_vs_tutorial_export_translator":
+          greedy / exported["sentences_per_second"],
       "greedy_over_beam_time": greedy / beam["sentences_per_second"],
   }
   eager = decoding_record.get("tutorial Translator (eager), 1 sentence")
   if eager:
-    ratios["greedy_sentences_per_second_vs_tutorial_eager"] = greedy / eager[
+    ratios["greedy_sentences_per_second_vs_tutorial_translator"] = greedy / eager[
         "sentences_per_second"]
   base = next((arm for arm in peak_rss if arm["arm"] == "base" and "peak_rss_bytes" in arm),
               None)
