@@ -1,6 +1,6 @@
 """Speed of the tutorial's code against this project's, in one process (issue #9).
 
-  python bench/speed.py                      # about 15 minutes on 2 free cores
+  python bench/speed.py                      # about 16 minutes on one free core
   python bench/speed.py --steps=2 --rounds=1 --decode_sentences=4 \\
       --tutorial_sentences=1 --rss_arms=    # a smoke run
 
