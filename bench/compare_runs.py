@@ -12,11 +12,15 @@ loss against cumulative training minutes, the training accuracy dashed) and
 ``<output>.md`` (validation accuracy per epoch, one column per run).
 """
 
-import json
 from pathlib import Path
+import sys
 
 from absl import app
 from absl import flags
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from transformer import plotting  # pylint: disable=g-import-not-at-top,wrong-import-position
+import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position  (after plotting's Agg backend)
 
 _RUNS = flags.DEFINE_multi_string("run", None, "label:folder holding metrics.jsonl.")
 _OUTPUT = flags.DEFINE_string("output", None, "Output path without extension.")
@@ -30,9 +34,8 @@ def parse_run(spec: str):
   path = Path(folder) / "metrics.jsonl"
   if not path.is_file():
     raise FileNotFoundError(f"--run {spec!r}: no metrics.jsonl in {folder}")
-  records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
-             if line.strip()]
-  return label, [r for r in records if r.get("complete") and "val_accuracy" in r]
+  return label, [r for r in plotting.read_metrics(path)
+                 if r.get("complete") and "val_accuracy" in r]
 
 
 def with_minutes(records):
@@ -57,9 +60,6 @@ def table(runs) -> str:
 
 
 def plot(runs, path: Path):
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   figure, (accuracy_axes, loss_axes) = plt.subplots(1, 2, figsize=(11, 4),
                                                     layout="constrained")
   for label, records in runs:

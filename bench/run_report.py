@@ -133,8 +133,7 @@ def main(argv):
   steps = training_scalars(model_dir)
   (results_dir / "train_steps.jsonl").write_text(
       "".join(json.dumps(s, sort_keys=True) + "\n" for s in steps), encoding="utf-8")
-  epochs = [json.loads(line) for line in
-            (results_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+  epochs = plotting.read_metrics(results_dir / "metrics.jsonl")
   plotting.plot_training_curves(results_dir / "metrics.jsonl",
                                 results_dir / "training_curves.png")
   plot_steps(steps, [e for e in epochs if "epoch" in e], results_dir / "training_steps.png")

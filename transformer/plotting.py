@@ -95,6 +95,12 @@ def plot_attention_weights(sentence_tokens: Sequence, translation_tokens: Sequen
   return figure
 
 
+def read_metrics(metrics_path: PathLike) -> list:
+  """The records of ``train.py``'s ``metrics.jsonl``, one dict per line."""
+  with open(metrics_path, encoding="utf-8") as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
 def plot_training_curves(metrics_path: PathLike, path: PathLike):
   """Loss and accuracy per epoch, training and validation, from ``train.py``'s
   ``metrics.jsonl``, saved as a PNG at ``path``. Returns the (closed) figure.
@@ -104,9 +110,7 @@ def plot_training_curves(metrics_path: PathLike, path: PathLike):
   from ``training.warmup_steps`` in the run's ``config.json`` beside
   ``metrics.jsonl`` (no line without it).
   """
-  with open(metrics_path, encoding="utf-8") as f:
-    records = [json.loads(line) for line in f if line.strip()]
-  epochs = [r for r in records if "train_loss" in r]
+  epochs = [r for r in read_metrics(metrics_path) if "train_loss" in r]
   if not epochs:
     raise ValueError(f"{metrics_path} holds no epoch records")
   config_path = Path(metrics_path).parent / "config.json"
