@@ -1,6 +1,7 @@
 """The README's commands in order, as a user runs them, on the tiny configuration:
 train.py, then evaluate.py averaging its last checkpoints into an export, then
-translate.py on that export. Each step reads the previous one's real output."""
+translate.py on that export, then bench/run_report.py gathering it all into a
+results folder. Each step reads the previous one's real output."""
 
 import json
 import os
@@ -24,12 +25,13 @@ def test_train_then_evaluate_averaged_then_translate(tmp_path, ted_data_dir,
                                                      tutorial_tokenizer_path):
   from transformer import data  # pylint: disable=g-import-not-at-top
   model_dir = tmp_path / "run"
-  # 30 steps on 160 pairs (10 batches of 16 per epoch); a checkpoint every 10.
+  # 30 steps on 160 pairs (10 batches of 16 per epoch); a checkpoint and the
+  # TensorBoard training scalars every 10.
   run("train.py", "--config=configs/tiny.py", f"--model_dir={model_dir}",
       f"--data={ted_data_dir}", f"--tokenizer={tutorial_tokenizer_path}",
       "--train_examples=160", "--validation_examples=16", "--bleu_examples=4",
       "--bleu_method=greedy", "--config.training.train_steps=30",
-      "--config.training.checkpoint_every_steps=10")
+      "--config.training.checkpoint_every_steps=10", "--log_every_steps=10")
   state = (model_dir / "checkpoints" / "checkpoint").read_text()
   assert all(f'"ckpt-{step}"' in state for step in (10, 20, 30)), state
 
@@ -59,3 +61,28 @@ def test_train_then_evaluate_averaged_then_translate(tmp_path, ted_data_dir,
   translated = run("translate.py", f"--export_dir={averaged}", "--method=greedy",
                    "--batch_size=1", "-", stdin="".join(s + "\n" for s in sources))
   assert translated.stdout.splitlines() == hypotheses
+
+  # bench/run_report.py gathers the run into a results folder: what it copies
+  # is the run's own output, and what it derives (tables, samples, plots)
+  # comes from it.
+  results = tmp_path / "results"
+  run("bench/run_report.py", f"--model_dir={model_dir}", f"--results_dir={results}",
+      f"--translator={averaged}", f"--data_dir={data_dir}", f"--samples={TEST_PAIRS}")
+  assert (results / "metrics.jsonl").read_bytes() == (model_dir / "metrics.jsonl").read_bytes()
+  logged = [json.loads(line) for line in
+            (results / "train_steps.jsonl").read_text(encoding="utf-8").splitlines()]
+  assert [entry["step"] for entry in logged] == [10, 20, 30]
+  assert all({"loss", "accuracy"} <= entry.keys() for entry in logged), logged[0]
+  copied = json.loads((results / "bleu" / "test.greedy.json").read_text(encoding="utf-8"))
+  assert copied["bleu"] == record["bleu"]
+  assert copied["hypotheses_file"] == Path(record["hypotheses_file"]).name
+  table = (results / "bleu.md").read_text(encoding="utf-8")
+  assert f"| test | greedy | average of 3 (10, 20, 30) | {record['bleu']:.2f} |" in table
+  shown = (results / "samples.md").read_text(encoding="utf-8")
+  references = [reference for _, reference in data.local_split_pairs(data_dir, "test")]
+  for i, (reference, hypothesis) in enumerate(zip(references, hypotheses)):
+    assert f"{i + 1}. **pt:** {sources[i]}" in shown
+    assert f"**reference:** {reference}" in shown and f"**greedy:** {hypothesis}" in shown
+  for name in ("training_curves", "training_steps", "attention_short", "attention_long"):
+    assert (results / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+  assert "cpu" in json.loads((results / "machine.json").read_text(encoding="utf-8"))
