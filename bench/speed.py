@@ -1,6 +1,6 @@
 """Speed of the tutorial's code against this project's, in one process (issue #9).
 
-  python bench/speed.py                      # about 16 minutes on one free core
+  python bench/speed.py                      # under 15 minutes on one free core
   python bench/speed.py --steps=2 --rounds=1 --decode_sentences=4 \\
       --tutorial_sentences=1 --rss_arms=    # a smoke run
 
@@ -66,7 +66,9 @@ _TOKENIZER = flags.DEFINE_string("tokenizer", str(machine.SHARED_DATA / "tutoria
 _THREADS = flags.DEFINE_integer("threads", 0, "TensorFlow threads; 0: one per usable core.")
 _TRAIN_PAIRS = flags.DEFINE_integer("train_pairs", 20000,
                                     "Training pairs (TFDS order) the batches are drawn from.")
-_STEPS = flags.DEFINE_integer("steps", 8, "Timed training steps per arm and round.")
+# Six steps keep the whole benchmark, memory children included, under the
+# 15 minutes issue #9 allows on one core (eight took 16.3 minutes).
+_STEPS = flags.DEFINE_integer("steps", 6, "Timed training steps per arm and round.")
 _ROUNDS = flags.DEFINE_integer("rounds", 2, "A/B rounds, after one untimed warm-up pass.")
 _TOKENS_PER_BATCH = flags.DEFINE_integer("tokens_per_batch", 8000,
                                          "Token budget per side of our token-budget arm.")
@@ -102,7 +104,7 @@ TARGETS = {
     # Against its tf.function version (ExportTranslator) the ratio is reported
     # without a target.
     "greedy_sentences_per_second_vs_tutorial_translator": (">=", 20.0),
-    "greedy_over_beam_time": ("<=", 4.0),
+    "beam_time_over_greedy": ("<=", 4.0),
     "base_25k_peak_rss_gib": ("<=", 4.0),
 }
 
@@ -468,7 +470,7 @@ def main(argv):
       "training_fraction_of_matmul": training[best]["fraction_of_matmul"],
       "greedy_sentences_per_second_vs_tutorial_export_translator":
           greedy / exported["sentences_per_second"],
-      "greedy_over_beam_time": greedy / beam["sentences_per_second"],
+      "beam_time_over_greedy": greedy / beam["sentences_per_second"],
   }
   eager = decoding_record.get("tutorial Translator (eager), 1 sentence")
   if eager:
