@@ -121,7 +121,7 @@ def main(argv):
     if name == "ours, bucketed 64":
       continue
     if kind not in runners:
-      runners[kind] = speed.build(kind, config, *vocab)[1]
+      runners[kind] = speed.build(kind, speed.arm_config(kind, config), *vocab)[1]
     record["arms"][name] = profile(runners[kind], batches, FLAGS.steps)
     print_profile(name, record["arms"][name], _TOP.value)
   record["activity_end"] = machine.other_activity()

@@ -181,6 +181,13 @@ def with_length_groups(config, groups):
   return config
 
 
+def arm_config(kind, config):
+  """``config`` as an arm of ``kind`` trains: "ours" computes batches as they
+  come, "ours grouped" as ``--length_groups`` sub-batches (``configs/tutorial.py``
+  itself sets a number of groups, so neither may take it as it is)."""
+  return with_length_groups(config, _LENGTH_GROUPS.value if kind == "ours grouped" else 1)
+
+
 def build(kind, config, input_vocab, target_vocab):
   """The tutorial's compiled model or our Trainer, and ``batches -> None`` that
   trains it on a dataset (its ``fit`` or our ``train_steps``)."""
@@ -408,8 +415,8 @@ def main(argv):
   input_vocab, target_vocab = vocab_sizes(tokenizers)
   tutorial_model, tutorial_train = build("tutorial", config, input_vocab, target_vocab)
   trainer, our_train = build("ours", config, input_vocab, target_vocab)
-  _, grouped_train = build("ours", with_length_groups(config, _LENGTH_GROUPS.value),
-                           input_vocab, target_vocab)
+  _, grouped_train = build("ours grouped", arm_config("ours grouped", config), input_vocab,
+                           target_vocab)
   arms = training_arms(config, tokenizers, _STEPS.value)
   dims = model_dims(config.model)
   stats = {name: batch_stats(batches, dims, target_vocab) for name, (_, batches) in arms.items()}
