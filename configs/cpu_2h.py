@@ -47,7 +47,7 @@ def get_config():
   # SIGTERM.
   config.training.epochs = 17
   config.training.train_steps = 0
-  # A checkpoint every 500 steps (about 5 minutes on both cores) besides the
+  # A checkpoint 500 steps after the last one (about 5 minutes on both cores) and
   # one at the end of each epoch: the last 5 are averaged (§6.1).
   config.training.checkpoint_every_steps = 500
   config.training.keep_checkpoints = 5

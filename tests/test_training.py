@@ -172,6 +172,24 @@ def test_mixed_precision_trains_and_resumes(tmp_path, policy, loss_scaled, float
   assert second.learning_rate == pytest.approx(first.learning_rate)
 
 
+def test_checkpoints_follow_the_interval_from_the_last_one(tmp_path):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from transformer import training  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  source, target = rng.integers(4, 50, (6, 9)), rng.integers(4, 50, (6, 10))
+  dataset = tf.data.Dataset.from_tensor_slices(
+      ((source, target[:, :-1]), target[:, 1:])).batch(2)  # 3 steps per epoch
+  config = _tiny_config(train_steps=0, epochs=2, checkpoint_every_steps=2)
+  trainer = training.Trainer(config, input_vocab_size=60, target_vocab_size=60,
+                             model_dir=tmp_path, progress=False)
+  assert trainer.fit(lambda epoch: dataset).step == 6
+  saved = tf.train.get_checkpoint_state(str(tmp_path / "checkpoints"))
+  steps = [int(path.rsplit("-", 1)[1]) for path in saved.all_model_checkpoint_paths]
+  # Two steps after each save, and each epoch's end (3, 6); never 4, one step
+  # after the end of the first epoch.
+  assert steps == [2, 3, 5, 6]
+
+
 def test_epoch_summary_line():
   from transformer import training  # pylint: disable=g-import-not-at-top
   record = {"epoch": 3, "step": 1200, "complete": True, "steps_in_epoch": 400,

@@ -3,8 +3,10 @@ model" → the checkpoint manager; paper §5).
 
 ``tf.train.Checkpoint(model, optimizer, position)`` with a
 ``tf.train.CheckpointManager`` under ``<model_dir>/checkpoints``; the loop in
-:mod:`transformer.training` saves every ``config.training.checkpoint_every_steps``
-steps and at the end of each epoch. The step counter is ``optimizer.iterations``
+:mod:`transformer.training` saves at the end of each epoch and whenever
+``config.training.checkpoint_every_steps`` steps have passed since the last
+save, so that the checkpoints averaged for evaluation (§6.1) are evenly spaced
+and no two are a few steps apart. The step counter is ``optimizer.iterations``
 (which also drives the learning-rate schedule); the epoch and the number of
 batches already consumed in it are checkpointed too, and the epoch's batches
 come from a dataset seeded by the epoch, so a resumed run skips exactly the
@@ -64,6 +66,7 @@ class Checkpoints:
     self._manager = None
     self._worker_tmp = None
     self._last_saved = None
+    self._saved_step = 0
     if model_dir is not None:
       self._directory = model_dir / CHECKPOINT_SUBDIR
       write_dir = self._directory
@@ -112,9 +115,14 @@ class Checkpoints:
           f"{self._directory} to start over. Cause: {type(e).__name__}: "
           f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
     step, epoch, step_in_epoch = self._position()
+    self._saved_step = step
     logging.info("restored checkpoint %s at step %d (epoch %d, batch %d of the epoch)",
                  path, step, epoch, step_in_epoch)
     return step
+
+  def due(self, interval: int) -> bool:
+    """Whether ``interval`` steps have passed since the last save (or restore)."""
+    return int(self._optimizer.iterations.numpy()) - self._saved_step >= interval
 
   def save(self) -> Optional[str]:
     """Writes a checkpoint numbered by the step; all workers must call it.
@@ -129,6 +137,7 @@ class Checkpoints:
       return self._manager.latest_checkpoint
     path = self._manager.save(checkpoint_number=position[0])
     self._last_saved = position
+    self._saved_step = position[0]
     if self._is_chief:
       logging.info("saved checkpoint %s", path)
     return path

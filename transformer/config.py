@@ -102,6 +102,7 @@ def default_config() -> ml_collections.ConfigDict:
   config.training.epochs = 20
   # If > 0, stop after this many optimizer steps (overrides epochs).
   config.training.train_steps = 0
+  # Steps from one checkpoint to the next; an epoch's end also saves one.
   config.training.checkpoint_every_steps = 1000
   config.training.keep_checkpoints = 5
   config.training.seed = 0

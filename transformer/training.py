@@ -27,8 +27,9 @@ The loop:
   loss: one device and N replicas over the same global batch give the same
   loss and the same gradients, even when the replicas' shares of the batch
   hold different numbers of real tokens (per-replica averaging would not);
-* checkpoints every ``config.training.checkpoint_every_steps`` steps and at the
-  end of each epoch, and resumes an epoch after the batches already trained on;
+* checkpoints at the end of each epoch and ``config.training.checkpoint_every_steps``
+  steps after the last checkpoint, and resumes an epoch after the batches
+  already trained on;
 * stops cleanly on SIGTERM/SIGINT: checkpoint, then return with
   ``TrainResult.interrupted_by`` set;
 * stops on a NaN/Inf loss with :class:`NonFiniteLossError` without saving: the
@@ -431,7 +432,7 @@ class Trainer:
       if max_steps is not None and step >= max_steps:
         complete = False
         break
-      if step % interval == 0:
+      if self._checkpoints.due(interval):
         self.save_checkpoint()
     else:
       if done == 0:
