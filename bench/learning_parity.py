@@ -4,6 +4,9 @@
   python bench/learning_parity.py --steps=4 --eval_steps=2,4 --log_every=2 \\
       --val_pairs=64 --arms=tutorial_random,ours_random   # a smoke run
 
+Arms are independent (same weights, same batches), so they may run as separate
+processes, one per core, each with ``--append`` to the same ``--output``.
+
 Four arms, each from the same initial weights (ours, seeded by the
 configuration, copied into the tutorial's model) and each on batches drawn once
 from the real training split with the tutorial's tokenizer:
@@ -57,6 +60,9 @@ _ARMS = flags.DEFINE_list("arms", list(ARMS), f"Arms to run, of {', '.join(ARMS)
 _OUTPUT = flags.DEFINE_string("output", str(RESULTS / "learning_parity.json"),
                               "JSON lines output.")
 _PLOT = flags.DEFINE_string("plot", str(RESULTS / "learning_parity.png"), "Plot output.")
+_APPEND = flags.DEFINE_boolean(
+    "append", False, "Add this run's lines to --output (which may hold other arms, from other "
+    "runs) instead of replacing it; the plot shows every arm the file holds.")
 
 
 def materialize(dataset, steps):
@@ -182,6 +188,12 @@ def run_arm(name, batches, config, vocabularies, validation, eval_steps, write):
              "target_tokens": tokens, "seconds": time.perf_counter() - start})
 
 
+def read_records(path):
+  """Every JSON line of a ``--output`` file, in order."""
+  with open(path, encoding="utf-8") as lines:
+    return [json.loads(line) for line in lines if line.strip()]
+
+
 def plot(records, path):
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
@@ -231,10 +243,9 @@ def main(argv):
 
   output = Path(_OUTPUT.value)
   output.parent.mkdir(parents=True, exist_ok=True)
-  records = []
-  with output.open("w", encoding="utf-8") as out:
+  # One line per write() call: processes appending at once interleave whole lines.
+  with output.open("a" if _APPEND.value else "w", encoding="utf-8") as out:
     def write(record):
-      records.append(record)
       out.write(json.dumps(record) + "\n")
       out.flush()
       print(json.dumps(record), flush=True)
@@ -251,7 +262,7 @@ def main(argv):
       run_arm(arm, batches[arm], config, vocab_sizes(tokenizers), validation, eval_steps,
               write)
     write({"activity_end": machine.other_activity(), "wall_seconds": time.time() - started})
-  plot(records, _PLOT.value)
+  plot(read_records(output), _PLOT.value)
   print(f"wrote {output} and {_PLOT.value}")
 
 

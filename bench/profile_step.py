@@ -1,6 +1,6 @@
 """Where a training step's time goes: the TensorFlow profiler's op table (issue #9).
 
-  python bench/profile_step.py --threads=1 --steps=4     # about 3 minutes
+  python bench/profile_step.py --threads=1 --steps=4     # about 4 minutes
 
 For the training arms of ``bench/speed.py`` (same flags, same batches: the
 tutorial's model on random ``padded_batch(64)`` batches, ours on the same

@@ -96,6 +96,24 @@ def test_trainer_steps_with_groups_match_whole_batches(batch, monkeypatch):
   assert losses[1][2] < losses[1][0]  # Three real updates, not the same step thrice.
 
 
+def test_xla_compiled_steps_match_plain_steps(batch):
+  # train.py --jit_compile, the other speed switch: the same losses and weights.
+  config = configs.tiny.get_config()
+  config.model.dropout_rate = 0.0
+  config.training.length_groups = 1
+  dataset = tf.data.Dataset.from_tensors(((batch[0], batch[1]), batch[2])).repeat(3)
+  losses, weights = {}, {}
+  for jit_compile in (False, True):
+    trainer = Trainer(config, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
+                      jit_compile=jit_compile, progress=False)
+    losses[jit_compile] = [r["loss"] for r in trainer.train_steps(dataset)]
+    weights[jit_compile] = trainer.model.get_weights()
+  np.testing.assert_allclose(losses[True], losses[False], rtol=1e-4)
+  assert losses[False][2] < losses[False][0]
+  for compiled, plain in zip(weights[True], weights[False]):
+    np.testing.assert_allclose(compiled, plain, rtol=1e-3, atol=1e-5)
+
+
 def test_length_groups_refuse_zero_and_jit_compile():
   config = configs.tiny.get_config()
   config.training.length_groups = 0

@@ -86,3 +86,23 @@ def test_train_then_evaluate_averaged_then_translate(tmp_path, ted_data_dir,
   for name in ("training_curves", "training_steps", "attention_short", "attention_long"):
     assert (results / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
   assert "cpu" in json.loads((results / "machine.json").read_text(encoding="utf-8"))
+
+  # bench/averaged_curve.py: one checkpoint "averaged" is the epoch's own
+  # weights, so it gives the validation accuracy train.py logged for the epoch;
+  # three are the last epoch's window of the average evaluate.py scored.
+  epochs = [json.loads(line) for line in
+            (model_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+  for average in (1, 3):
+    curve_file = tmp_path / f"curve{average}.jsonl"
+    run("bench/averaged_curve.py", f"--model_dir={model_dir}", f"--output={curve_file}",
+        f"--average={average}", f"--data_dir={ted_data_dir}", "--validation_pairs=16")
+    curve = [json.loads(line) for line in
+             curve_file.read_text(encoding="utf-8").splitlines()]
+    if average == 1:
+      assert [point["step"] for point in curve] == [epoch["step"] for epoch in epochs]
+      for point, epoch in zip(curve, epochs):
+        assert abs(point["val_accuracy"] - epoch["val_accuracy"]) < 1e-6, (point, epoch)
+    else:
+      assert [(point["epoch"], point["checkpoints"]) for point in curve] == [
+          (3, ["ckpt-10", "ckpt-20", "ckpt-30"])]
+      assert curve[0]["training_minutes"] == sum(epoch["seconds"] for epoch in epochs) / 60

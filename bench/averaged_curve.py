@@ -1,0 +1,90 @@
+r"""Validation accuracy of the checkpoint average (§6.1) at every epoch of a run.
+
+  python bench/averaged_curve.py --model_dir=runs/cpu_2h_2k_long \
+      --output=results/cpu_2h_2k_long/averaged_curve.jsonl
+
+``train.py`` reports each epoch's validation loss and accuracy for the weights
+it has at that moment; the paper evaluates the mean of the last 5 checkpoints.
+For every epoch in the run's ``metrics.jsonl`` whose last step has a checkpoint
+with ``--average - 1`` checkpoints before it (keep enough of them:
+``config.training.keep_checkpoints``), this averages those checkpoints and
+computes the teacher-forced validation loss and masked accuracy
+(``evaluation.teacher_forced_metrics``, what ``evaluate.py`` reports as
+``teacher_forced``). Epochs without a full window are skipped.
+
+One JSON line per epoch: epoch, step, training minutes up to that epoch (the
+sum of the epochs' ``seconds``), the checkpoints averaged, the averaged model's
+``val_loss`` and ``val_accuracy``, and the epoch's own ``val_accuracy`` from
+``metrics.jsonl`` as ``last_checkpoint_val_accuracy``.
+"""
+
+import json
+from pathlib import Path
+import sys
+
+from absl import app
+from absl import flags
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+_MODEL_DIR = flags.DEFINE_string("model_dir", None, "train.py output folder.")
+_OUTPUT = flags.DEFINE_string("output", None, "JSON lines output.")
+_AVERAGE = flags.DEFINE_integer("average", 5, "Checkpoints averaged, the epoch's last included.")
+_DATA_DIR = flags.DEFINE_string("data_dir", str(machine.SHARED_DATA / "ted_hrlr_pt_to_en"),
+                                "Folder with the TED HRLR files.")
+_VALIDATION_PAIRS = flags.DEFINE_integer("validation_pairs", 0,
+                                         "Validation pairs used (0: the whole split).")
+
+
+def checkpoint_steps(checkpoint_dir: Path) -> dict:
+  """{step: path} of every checkpoint the ``checkpoint`` index lists, oldest first."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  state = tf.train.get_checkpoint_state(str(checkpoint_dir))
+  paths = list(state.all_model_checkpoint_paths) if state else []
+  return {int(path.rsplit("-", 1)[1]): path for path in paths}
+
+
+def averaged_curve(model_dir: Path, pairs, average: int):
+  """Yields one record per epoch with a full window of ``average`` checkpoints."""
+  from transformer import evaluation  # pylint: disable=g-import-not-at-top
+  config, tokenizers, model, _ = evaluation.restore_model_dir(model_dir)
+  by_step = checkpoint_steps(model_dir / evaluation.CHECKPOINT_SUBDIR)
+  steps = list(by_step)
+  minutes = 0.0
+  for line in (model_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines():
+    epoch = json.loads(line)
+    minutes += epoch["seconds"] / 60
+    if epoch["step"] not in by_step or steps.index(epoch["step"]) + 1 < average:
+      continue
+    end = steps.index(epoch["step"]) + 1
+    paths = [by_step[step] for step in steps[end - average:end]]
+    evaluation.average_checkpoints(model, paths)
+    metrics = evaluation.teacher_forced_metrics(model, tokenizers, pairs, config)
+    yield {"epoch": epoch["epoch"], "step": epoch["step"], "training_minutes": minutes,
+           "checkpoints": [Path(path).name for path in paths],
+           "val_loss": metrics["loss"], "val_accuracy": metrics["accuracy"],
+           "last_checkpoint_val_accuracy": epoch.get("val_accuracy")}
+
+
+def main(argv):
+  del argv
+  from transformer import data  # pylint: disable=g-import-not-at-top
+  if not _MODEL_DIR.value or not _OUTPUT.value:
+    sys.exit("--model_dir and --output are required")
+  if _AVERAGE.value < 1:
+    sys.exit(f"--average must be >= 1, got {_AVERAGE.value}")
+  pairs = data.local_split_pairs(_DATA_DIR.value, "validation")
+  if _VALIDATION_PAIRS.value:
+    pairs = pairs[:_VALIDATION_PAIRS.value]
+  output = Path(_OUTPUT.value)
+  output.parent.mkdir(parents=True, exist_ok=True)
+  with output.open("w", encoding="utf-8") as out:
+    for record in averaged_curve(Path(_MODEL_DIR.value), pairs, _AVERAGE.value):
+      out.write(json.dumps(record) + "\n")
+      out.flush()
+      print(json.dumps(record), flush=True)
+
+
+if __name__ == "__main__":
+  app.run(main)
