@@ -1,7 +1,8 @@
 r"""Validation accuracy of the checkpoint average (§6.1) at every epoch of a run.
 
   python bench/averaged_curve.py --model_dir=runs/cpu_2h_2k_long \
-      --output=results/cpu_2h_2k_long/averaged_curve.jsonl
+      --output=results/cpu_2h_2k_long/averaged_curve.jsonl \
+      --plot=results/cpu_2h_2k_long/averaged_curve.png --target=0.66 --budget_minutes=120
 
 ``train.py`` reports each epoch's validation loss and accuracy for the weights
 it has at that moment; the paper evaluates the mean of the last 5 checkpoints.
@@ -15,7 +16,8 @@ computes the teacher-forced validation loss and masked accuracy
 One JSON line per epoch: epoch, step, training minutes up to that epoch (the
 sum of the epochs' ``seconds``), the checkpoints averaged, the averaged model's
 ``val_loss`` and ``val_accuracy``, and the epoch's own ``val_accuracy`` from
-``metrics.jsonl`` as ``last_checkpoint_val_accuracy``.
+``metrics.jsonl`` as ``last_checkpoint_val_accuracy``. ``--plot`` draws both
+against training minutes, every epoch's own accuracy included.
 """
 
 import json
@@ -24,6 +26,7 @@ import sys
 
 from absl import app
 from absl import flags
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -35,6 +38,9 @@ _DATA_DIR = flags.DEFINE_string("data_dir", str(machine.SHARED_DATA / "ted_hrlr_
                                 "Folder with the TED HRLR files.")
 _VALIDATION_PAIRS = flags.DEFINE_integer("validation_pairs", 0,
                                          "Validation pairs used (0: the whole split).")
+_PLOT = flags.DEFINE_string("plot", None, "PNG of both accuracies per training minute.")
+_TARGET = flags.DEFINE_float("target", None, "An accuracy drawn as a horizontal line.")
+_BUDGET = flags.DEFINE_float("budget_minutes", None, "Training minutes drawn as a vertical line.")
 
 
 def checkpoint_steps(checkpoint_dir: Path) -> dict:
@@ -67,6 +73,32 @@ def averaged_curve(model_dir: Path, pairs, average: int):
            "last_checkpoint_val_accuracy": epoch.get("val_accuracy")}
 
 
+def plot(epochs, curve, path, average, target=None, budget_minutes=None):
+  """Validation accuracy per training minute: each epoch's weights (``epochs``,
+  the run's ``metrics.jsonl`` records) and the averages (``curve``)."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  figure, axis = plt.subplots(figsize=(8, 4.5))
+  minutes = np.cumsum([epoch["seconds"] / 60 for epoch in epochs])
+  axis.plot(minutes, [epoch["val_accuracy"] for epoch in epochs], "o-", markersize=3,
+            label="the epoch's last checkpoint")
+  axis.plot([point["training_minutes"] for point in curve],
+            [point["val_accuracy"] for point in curve], "s-", markersize=4,
+            label=f"average of the last {average} checkpoints")
+  if target is not None:
+    axis.axhline(target, color="gray", linestyle="--", linewidth=1, label=f"target {target}")
+  if budget_minutes is not None:
+    axis.axvline(budget_minutes, color="gray", linestyle=":", linewidth=1,
+                 label=f"{budget_minutes:g} minutes")
+  axis.set_xlabel("training minutes")
+  axis.set_ylabel("validation masked accuracy")
+  axis.grid(alpha=0.3)
+  axis.legend()
+  figure.tight_layout()
+  figure.savefig(path, dpi=100)
+
+
 def main(argv):
   del argv
   from transformer import data  # pylint: disable=g-import-not-at-top
@@ -79,11 +111,17 @@ def main(argv):
     pairs = pairs[:_VALIDATION_PAIRS.value]
   output = Path(_OUTPUT.value)
   output.parent.mkdir(parents=True, exist_ok=True)
+  curve = []
   with output.open("w", encoding="utf-8") as out:
     for record in averaged_curve(Path(_MODEL_DIR.value), pairs, _AVERAGE.value):
+      curve.append(record)
       out.write(json.dumps(record) + "\n")
       out.flush()
       print(json.dumps(record), flush=True)
+  if _PLOT.value:
+    epochs = [json.loads(line) for line in
+              (Path(_MODEL_DIR.value) / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    plot(epochs, curve, _PLOT.value, _AVERAGE.value, _TARGET.value, _BUDGET.value)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ from pathlib import Path
 import subprocess
 import sys
 
+import pytest
+
 REPO_DIR = Path(__file__).resolve().parents[1]
 TEST_PAIRS = 12  # test sentences evaluated and translated
 
@@ -95,7 +97,8 @@ def test_train_then_evaluate_averaged_then_translate(tmp_path, ted_data_dir,
   for average in (1, 3):
     curve_file = tmp_path / f"curve{average}.jsonl"
     run("bench/averaged_curve.py", f"--model_dir={model_dir}", f"--output={curve_file}",
-        f"--average={average}", f"--data_dir={ted_data_dir}", "--validation_pairs=16")
+        f"--average={average}", f"--data_dir={ted_data_dir}", "--validation_pairs=16",
+        f"--plot={tmp_path / 'curve.png'}", "--target=0.5", "--budget_minutes=1")
     curve = [json.loads(line) for line in
              curve_file.read_text(encoding="utf-8").splitlines()]
     if average == 1:
@@ -105,4 +108,6 @@ def test_train_then_evaluate_averaged_then_translate(tmp_path, ted_data_dir,
     else:
       assert [(point["epoch"], point["checkpoints"]) for point in curve] == [
           (3, ["ckpt-10", "ckpt-20", "ckpt-30"])]
-      assert curve[0]["training_minutes"] == sum(epoch["seconds"] for epoch in epochs) / 60
+      assert curve[0]["training_minutes"] == pytest.approx(
+          sum(epoch["seconds"] for epoch in epochs) / 60)
+  assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
