@@ -51,6 +51,13 @@ def checkpoint_steps(checkpoint_dir: Path) -> dict:
   return {int(path.rsplit("-", 1)[1]): path for path in paths}
 
 
+def epoch_records(model_dir: Path) -> list:
+  """The run's per-epoch records (``metrics.jsonl`` may also hold train.py's
+  final BLEU line)."""
+  from transformer import plotting  # pylint: disable=g-import-not-at-top
+  return [r for r in plotting.read_metrics(model_dir / "metrics.jsonl") if "train_loss" in r]
+
+
 def averaged_curve(model_dir: Path, pairs, average: int):
   """Yields one record per epoch with a full window of ``average`` checkpoints."""
   from transformer import evaluation  # pylint: disable=g-import-not-at-top
@@ -58,8 +65,7 @@ def averaged_curve(model_dir: Path, pairs, average: int):
   by_step = checkpoint_steps(model_dir / evaluation.CHECKPOINT_SUBDIR)
   steps = list(by_step)
   minutes = 0.0
-  for line in (model_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines():
-    epoch = json.loads(line)
+  for epoch in epoch_records(model_dir):
     minutes += epoch["seconds"] / 60
     if epoch["step"] not in by_step or steps.index(epoch["step"]) + 1 < average:
       continue
@@ -119,9 +125,7 @@ def main(argv):
       out.flush()
       print(json.dumps(record), flush=True)
   if _PLOT.value:
-    epochs = [json.loads(line) for line in
-              (Path(_MODEL_DIR.value) / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
-    plot(epochs, curve, _PLOT.value, _AVERAGE.value, _TARGET.value, _BUDGET.value)
+    plot(epoch_records(Path(_MODEL_DIR.value)), curve, _PLOT.value, _AVERAGE.value, _TARGET.value, _BUDGET.value)
 
 
 if __name__ == "__main__":

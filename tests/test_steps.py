@@ -102,16 +102,17 @@ def test_xla_compiled_steps_match_plain_steps(batch):
   config.model.dropout_rate = 0.0
   config.training.length_groups = 1
   dataset = tf.data.Dataset.from_tensors(((batch[0], batch[1]), batch[2])).repeat(3)
-  losses, weights = {}, {}
+  losses, logits = {}, {}
   for jit_compile in (False, True):
     trainer = Trainer(config, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
                       jit_compile=jit_compile, progress=False)
     losses[jit_compile] = [r["loss"] for r in trainer.train_steps(dataset)]
-    weights[jit_compile] = trainer.model.get_weights()
+    logits[jit_compile] = trainer.model((batch[0], batch[1]), training=False).numpy()
   np.testing.assert_allclose(losses[True], losses[False], rtol=1e-4)
   assert losses[False][2] < losses[False][0]
-  for compiled, plain in zip(weights[True], weights[False]):
-    np.testing.assert_allclose(compiled, plain, rtol=1e-3, atol=1e-5)
+  # Compared through the trained model's logits, not weight by weight: Adam
+  # moves a weight whose gradient is ~0 by about the learning rate either way.
+  np.testing.assert_allclose(logits[True], logits[False], rtol=1e-3, atol=1e-3)
 
 
 def test_length_groups_refuse_zero_and_jit_compile():

@@ -92,8 +92,9 @@ def test_train_then_evaluate_averaged_then_translate(tmp_path, ted_data_dir,
   # bench/averaged_curve.py: one checkpoint "averaged" is the epoch's own
   # weights, so it gives the validation accuracy train.py logged for the epoch;
   # three are the last epoch's window of the average evaluate.py scored.
-  epochs = [json.loads(line) for line in
-            (model_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+  epochs = [record for record in map(json.loads, (model_dir / "metrics.jsonl").read_text(
+      encoding="utf-8").splitlines()) if "train_loss" in record]  # not the final BLEU line
+  assert len(epochs) == 3
   for average in (1, 3):
     curve_file = tmp_path / f"curve{average}.jsonl"
     run("bench/averaged_curve.py", f"--model_dir={model_dir}", f"--output={curve_file}",
