@@ -67,9 +67,11 @@ def averaged_curve(model_dir: Path, pairs, average: int):
   minutes = 0.0
   for epoch in epoch_records(model_dir):
     minutes += epoch["seconds"] / 60
-    if epoch["step"] not in by_step or steps.index(epoch["step"]) + 1 < average:
+    if epoch["step"] not in by_step:
       continue
     end = steps.index(epoch["step"]) + 1
+    if end < average:
+      continue
     paths = [by_step[step] for step in steps[end - average:end]]
     evaluation.average_checkpoints(model, paths)
     metrics = evaluation.teacher_forced_metrics(model, tokenizers, pairs, config)
