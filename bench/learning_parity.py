@@ -188,12 +188,6 @@ def run_arm(name, batches, config, vocabularies, validation, eval_steps, write):
              "target_tokens": tokens, "seconds": time.perf_counter() - start})
 
 
-def read_records(path):
-  """Every JSON line of a ``--output`` file, in order."""
-  with open(path, encoding="utf-8") as lines:
-    return [json.loads(line) for line in lines if line.strip()]
-
-
 def plot(records, path):
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
@@ -262,7 +256,8 @@ def main(argv):
       run_arm(arm, batches[arm], config, vocab_sizes(tokenizers), validation, eval_steps,
               write)
     write({"activity_end": machine.other_activity(), "wall_seconds": time.time() - started})
-  plot(read_records(output), _PLOT.value)
+  from transformer import plotting  # pylint: disable=g-import-not-at-top
+  plot(plotting.read_metrics(output), _PLOT.value)  # every arm in the file, --append's too
   print(f"wrote {output} and {_PLOT.value}")
 
 

@@ -67,7 +67,8 @@ _THREADS = flags.DEFINE_integer("threads", 0, "TensorFlow threads; 0: one per us
 _TRAIN_PAIRS = flags.DEFINE_integer("train_pairs", 20000,
                                     "Training pairs (TFDS order) the batches are drawn from.")
 # Six steps keep the whole benchmark, memory children included, under the
-# 15 minutes issue #9 allows on one core (eight took 16.3 minutes).
+# 15 minutes issue #9 allows on one core (eight took 16.3 minutes:
+# bench/results/speed.json as of commit fc27220).
 _STEPS = flags.DEFINE_integer("steps", 6, "Timed training steps per arm and round.")
 _ROUNDS = flags.DEFINE_integer("rounds", 2, "A/B rounds, after one untimed warm-up pass.")
 _TOKENS_PER_BATCH = flags.DEFINE_integer("tokens_per_batch", 8000,

@@ -65,8 +65,7 @@ class Checkpoints:
     self._directory = None
     self._manager = None
     self._worker_tmp = None
-    self._last_saved = None
-    self._saved_step = 0
+    self._last_saved = None  # (step, epoch, step_in_epoch) last saved or restored
     if model_dir is not None:
       self._directory = model_dir / CHECKPOINT_SUBDIR
       write_dir = self._directory
@@ -114,15 +113,15 @@ class Checkpoints:
           f"mixed-precision setting). Use a new --model_dir, or delete "
           f"{self._directory} to start over. Cause: {type(e).__name__}: "
           f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
-    step, epoch, step_in_epoch = self._position()
-    self._saved_step = step
+    self._last_saved = self._position()
+    step, epoch, step_in_epoch = self._last_saved
     logging.info("restored checkpoint %s at step %d (epoch %d, batch %d of the epoch)",
                  path, step, epoch, step_in_epoch)
     return step
 
-  def due(self, interval: int) -> bool:
-    """Whether ``interval`` steps have passed since the last save (or restore)."""
-    return int(self._optimizer.iterations.numpy()) - self._saved_step >= interval
+  def due(self, step: int, interval: int) -> bool:
+    """Whether ``step`` is ``interval`` steps or more past the last save (or restore)."""
+    return step - (self._last_saved[0] if self._last_saved else 0) >= interval
 
   def save(self) -> Optional[str]:
     """Writes a checkpoint numbered by the step; all workers must call it.
@@ -137,7 +136,6 @@ class Checkpoints:
       return self._manager.latest_checkpoint
     path = self._manager.save(checkpoint_number=position[0])
     self._last_saved = position
-    self._saved_step = position[0]
     if self._is_chief:
       logging.info("saved checkpoint %s", path)
     return path

@@ -432,7 +432,7 @@ class Trainer:
       if max_steps is not None and step >= max_steps:
         complete = False
         break
-      if self._checkpoints.due(interval):
+      if self._checkpoints.due(step, interval):
         self.save_checkpoint()
     else:
       if done == 0:
