@@ -11,7 +11,9 @@ with ``--average - 1`` checkpoints before it (keep enough of them:
 ``config.training.keep_checkpoints``), this averages those checkpoints and
 computes the teacher-forced validation loss and masked accuracy
 (``evaluation.teacher_forced_metrics``, what ``evaluate.py`` reports as
-``teacher_forced``). Epochs without a full window are skipped.
+``teacher_forced``). Epochs without a full window are skipped, and so are
+epochs not in ``--epochs`` when it is given (``--epochs=17 --average=10``:
+one wider window at the end of the 2-hour budget).
 
 One JSON line per epoch: epoch, step, training minutes up to that epoch (the
 sum of the epochs' ``seconds``), the checkpoints averaged, the averaged model's
@@ -34,6 +36,7 @@ from bench import machine  # pylint: disable=g-import-not-at-top,wrong-import-po
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "train.py output folder.")
 _OUTPUT = flags.DEFINE_string("output", None, "JSON lines output.")
 _AVERAGE = flags.DEFINE_integer("average", 5, "Checkpoints averaged, the epoch's last included.")
+_EPOCHS = flags.DEFINE_list("epochs", [], "Only these epochs (default: every epoch).")
 _DATA_DIR = flags.DEFINE_string("data_dir", str(machine.SHARED_DATA / "ted_hrlr_pt_to_en"),
                                 "Folder with the TED HRLR files.")
 _VALIDATION_PAIRS = flags.DEFINE_integer("validation_pairs", 0,
@@ -58,8 +61,9 @@ def epoch_records(model_dir: Path) -> list:
   return [r for r in plotting.read_metrics(model_dir / "metrics.jsonl") if "train_loss" in r]
 
 
-def averaged_curve(model_dir: Path, pairs, average: int):
-  """Yields one record per epoch with a full window of ``average`` checkpoints."""
+def averaged_curve(model_dir: Path, pairs, average: int, only_epochs=()):
+  """Yields one record per epoch with a full window of ``average`` checkpoints
+  (per epoch in ``only_epochs``, when given)."""
   from transformer import evaluation  # pylint: disable=g-import-not-at-top
   config, tokenizers, model, _ = evaluation.restore_model_dir(model_dir)
   by_step = checkpoint_steps(model_dir / evaluation.CHECKPOINT_SUBDIR)
@@ -67,7 +71,7 @@ def averaged_curve(model_dir: Path, pairs, average: int):
   minutes = 0.0
   for epoch in epoch_records(model_dir):
     minutes += epoch["seconds"] / 60
-    if epoch["step"] not in by_step:
+    if (only_epochs and epoch["epoch"] not in only_epochs) or epoch["step"] not in by_step:
       continue
     end = steps.index(epoch["step"]) + 1
     if end < average:
@@ -114,6 +118,10 @@ def main(argv):
     sys.exit("--model_dir and --output are required")
   if _AVERAGE.value < 1:
     sys.exit(f"--average must be >= 1, got {_AVERAGE.value}")
+  try:
+    only_epochs = {int(epoch) for epoch in _EPOCHS.value}
+  except ValueError:
+    sys.exit(f"--epochs must be epoch numbers, got {','.join(_EPOCHS.value)}")
   pairs = data.local_split_pairs(_DATA_DIR.value, "validation")
   if _VALIDATION_PAIRS.value:
     pairs = pairs[:_VALIDATION_PAIRS.value]
@@ -121,7 +129,8 @@ def main(argv):
   output.parent.mkdir(parents=True, exist_ok=True)
   curve = []
   with output.open("w", encoding="utf-8") as out:
-    for record in averaged_curve(Path(_MODEL_DIR.value), pairs, _AVERAGE.value):
+    for record in averaged_curve(Path(_MODEL_DIR.value), pairs, _AVERAGE.value,
+                                 only_epochs):
       curve.append(record)
       out.write(json.dumps(record) + "\n")
       out.flush()

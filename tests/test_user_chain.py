@@ -112,3 +112,9 @@ def test_train_then_evaluate_averaged_then_translate(tmp_path, ted_data_dir,
       assert curve[0]["training_minutes"] == pytest.approx(
           sum(epoch["seconds"] for epoch in epochs) / 60)
   assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  # --epochs keeps only the epochs asked for.
+  run("bench/averaged_curve.py", f"--model_dir={model_dir}", f"--output={tmp_path / 'only2.jsonl'}",
+      "--average=2", "--epochs=2", f"--data_dir={ted_data_dir}", "--validation_pairs=16")
+  only = [json.loads(line) for line in
+          (tmp_path / "only2.jsonl").read_text(encoding="utf-8").splitlines()]
+  assert [(point["epoch"], point["checkpoints"]) for point in only] == [(2, ["ckpt-10", "ckpt-20"])]
