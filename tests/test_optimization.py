@@ -2,11 +2,14 @@
 
 import math
 
+import keras
 import numpy as np
 import pytest
 
 import configs.base
+import configs.tiny
 import configs.tutorial
+from transformer.config import ConfigError, validate_config
 from transformer.optimization import WarmupInverseSquareRoot, make_optimizer
 
 
@@ -51,6 +54,39 @@ def test_schedule_round_trips_through_its_config():
   schedule = WarmupInverseSquareRoot(d_model=256, warmup_steps=100, scale=1.7)
   clone = WarmupInverseSquareRoot.from_config(schedule.get_config())
   assert float(clone(37)) == float(schedule(37))
+
+
+def test_cooldown_falls_linearly_to_zero_at_its_end_step():
+  plain = WarmupInverseSquareRoot(d_model=256, warmup_steps=100, scale=2.0)
+  cooled = WarmupInverseSquareRoot(d_model=256, warmup_steps=100, scale=2.0,
+                                   cooldown_steps=400, cooldown_end_step=1000)
+  # The paper's rate until the cooldown starts ...
+  for iteration in (0, 99, 350, 600):
+    assert float(cooled(iteration)) == pytest.approx(float(plain(iteration)), rel=1e-6)
+  # ... then the paper's rate times the fraction of the cooldown left ...
+  for iteration, left in ((700, 0.75), (900, 0.25), (999, 1 / 400)):
+    assert float(cooled(iteration)) == pytest.approx(left * float(plain(iteration)), rel=1e-5)
+  # ... and nothing from the end step on.
+  assert float(cooled(1000)) == 0.0 and float(cooled(5000)) == 0.0
+
+
+def test_cooldown_round_trips_and_reaches_the_optimizer():
+  config = configs.tiny.get_config()
+  config.training.cooldown_steps, config.training.cooldown_end_step = 30, 50
+  # The optimizer's own config holds the schedule, as a saved optimizer does.
+  clone = keras.optimizers.schedules.deserialize(make_optimizer(config).get_config()["learning_rate"])
+  assert (clone.cooldown_steps, clone.cooldown_end_step) == (30, 50)
+  assert float(clone(35)) == pytest.approx(
+      0.5 * float(WarmupInverseSquareRoot(config.model.d_model, config.training.warmup_steps,
+                                          config.training.learning_rate_scale)(35)), rel=1e-5)
+
+
+def test_cooldown_end_step_before_its_length_is_refused():
+  config = configs.tiny.get_config()
+  config.training.cooldown_steps, config.training.cooldown_end_step = 300, 200
+  with pytest.raises(ConfigError, match=r"config\.training\.cooldown_end_step: 200 must be >= "
+                     r"cooldown_steps=300"):
+    validate_config(config)
 
 
 @pytest.mark.parametrize("config_module", [configs.base, configs.tutorial])

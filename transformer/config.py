@@ -94,6 +94,12 @@ def default_config() -> ml_collections.ConfigDict:
   # Multiplies the whole §5.3 schedule (1.0 in the paper); the peak learning
   # rate is learning_rate_scale * (d_model * warmup_steps)^-0.5.
   config.training.learning_rate_scale = 1.0
+  # Not in the paper: if > 0, the rate falls linearly to zero over the last
+  # cooldown_steps updates before cooldown_end_step (transformer/optimization.py),
+  # for runs with a fixed budget. Set the end step to the run's last step; it is
+  # not taken from epochs, so a shorter rerun keeps the same schedule.
+  config.training.cooldown_steps = 0
+  config.training.cooldown_end_step = 0
   config.training.adam_beta_1 = 0.9
   config.training.adam_beta_2 = 0.98
   config.training.adam_epsilon = 1e-9
@@ -184,6 +190,13 @@ def validate_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigD
   _positive_int(config, "training", "warmup_steps")
   _require(config.training.learning_rate_scale > 0, "training.learning_rate_scale",
            f"must be > 0, got {config.training.learning_rate_scale}")
+  _positive_int(config, "training", "cooldown_steps", allow_zero=True)
+  _positive_int(config, "training", "cooldown_end_step", allow_zero=True)
+  _require(config.training.cooldown_steps == 0
+           or config.training.cooldown_end_step >= config.training.cooldown_steps,
+           "training.cooldown_end_step",
+           f"{config.training.cooldown_end_step} must be >= cooldown_steps="
+           f"{config.training.cooldown_steps} (the step the rate reaches zero)")
   _positive_int(config, "training", "epochs")
   _positive_int(config, "training", "train_steps", allow_zero=True)
   _positive_int(config, "training", "checkpoint_every_steps")

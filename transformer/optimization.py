@@ -14,27 +14,46 @@ class WarmupInverseSquareRoot(keras.optimizers.schedules.LearningRateSchedule):
   learning rate. ``scale`` is 1 in the paper; it moves the whole curve (and so
   the peak, ``scale · (d_model · warmup_steps)^-0.5``) up or down, like
   tensor2tensor's ``learning_rate`` hyper-parameter.
+
+  Not in the paper: with ``cooldown_steps > 0`` the rate is also multiplied by
+  ``(cooldown_end_step - iteration) / cooldown_steps`` clipped to [0, 1], a
+  linear fall to zero over the last ``cooldown_steps`` updates before
+  ``cooldown_end_step`` (and zero after it). The paper's schedule has no end;
+  a run with a fixed budget ends on a rate still far from zero, and the fall
+  lets its last updates settle instead. With 0 (the default) the schedule is
+  the paper's.
   """
 
-  def __init__(self, d_model: int, warmup_steps: int = 4000, scale: float = 1.0):
+  def __init__(self, d_model: int, warmup_steps: int = 4000, scale: float = 1.0,
+               cooldown_steps: int = 0, cooldown_end_step: int = 0):
     self.d_model = d_model
     self.warmup_steps = warmup_steps
     self.scale = scale
+    self.cooldown_steps = cooldown_steps
+    self.cooldown_end_step = cooldown_end_step
 
   def __call__(self, iteration):
-    step = tf.cast(iteration, tf.float32) + 1.0
-    return (float(self.scale) * tf.math.rsqrt(float(self.d_model)) * tf.minimum(
+    iteration = tf.cast(iteration, tf.float32)
+    step = iteration + 1.0
+    rate = (float(self.scale) * tf.math.rsqrt(float(self.d_model)) * tf.minimum(
         tf.math.rsqrt(step), step * float(self.warmup_steps) ** -1.5))
+    if not self.cooldown_steps:
+      return rate
+    remaining = (float(self.cooldown_end_step) - iteration) / float(self.cooldown_steps)
+    return rate * tf.clip_by_value(remaining, 0.0, 1.0)
 
   def get_config(self):
     return {"d_model": self.d_model, "warmup_steps": self.warmup_steps,
-            "scale": self.scale}
+            "scale": self.scale, "cooldown_steps": self.cooldown_steps,
+            "cooldown_end_step": self.cooldown_end_step}
 
 
 def make_optimizer(config) -> keras.optimizers.Adam:
   """Adam(β1=0.9, β2=0.98, ε=1e-9) with the warm-up schedule, from a full config."""
   return keras.optimizers.Adam(
       WarmupInverseSquareRoot(config.model.d_model, config.training.warmup_steps,
-                              config.training.learning_rate_scale),
+                              config.training.learning_rate_scale,
+                              config.training.cooldown_steps,
+                              config.training.cooldown_end_step),
       beta_1=config.training.adam_beta_1, beta_2=config.training.adam_beta_2,
       epsilon=config.training.adam_epsilon)
