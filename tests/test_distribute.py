@@ -63,6 +63,17 @@ def test_datasets_are_sharded_by_data_only_across_workers():
   assert one_worker.options().experimental_distribute.auto_shard_policy != data_policy
 
 
+def test_datasets_run_without_the_tf_data_autotuner():
+  # Any dataset, not only the pipeline's: a benchmark's generator of batches
+  # once paid the autotuner's stall (pipeline.without_autotuner) per chunk.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  dataset = tf.data.Dataset.from_generator(lambda: iter([[1, 2]]),
+                                           output_signature=tf.TensorSpec([2], tf.int32))
+  assert dataset.options().autotune.enabled is not False
+  for strategy in (_ClusterStrategy(), tf.distribute.get_strategy()):
+    assert distribute.distribute_dataset(strategy, dataset).options().autotune.enabled is False
+
+
 @pytest.mark.parametrize("name,tpu,precision,message", [
     ("nccl", None, "none", "unknown strategy 'nccl'"),
     ("default", "grpc://10.0.0.2:8470", "none", "TPU address .* with strategy 'default'"),

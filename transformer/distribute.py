@@ -109,8 +109,13 @@ def distribute_dataset(strategy, dataset):
   With a cluster (a strategy with a cluster resolver: several workers, or a
   TPU), each worker reads its own share of the batches (auto-shard by DATA).
   On one worker there is nothing to shard, and no sharding option is set.
+  Whatever its source, the dataset runs without tf.data's autotuner
+  (``pipeline.without_autotuner``): the training loop drops an iterator after
+  every epoch, validation and ``Trainer.train_steps`` call.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from transformer import pipeline  # pylint: disable=g-import-not-at-top
+  dataset = pipeline.without_autotuner(dataset)
   if getattr(strategy, "cluster_resolver", None) is not None:
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = (
