@@ -36,7 +36,7 @@ _SECONDS = flags.DEFINE_float("seconds", 120, "Training seconds per process.")
 _OUTPUT = flags.DEFINE_string("output", None, "JSON output file.")
 _ALONGSIDE = flags.DEFINE_string("alongside", "nothing", "What else ran on the machine (recorded).")
 
-ARMS = {"malloc": {}, "bfc": {"TF_CPU_ALLOCATOR_USE_BFC": "1"}}
+ARMS = {"malloc": {"TF_CPU_ALLOCATOR_USE_BFC": "0"}, "bfc": {"TF_CPU_ALLOCATOR_USE_BFC": "1"}}
 
 
 def run_arm(name, seconds, folder):

@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SENTENCES = ["este é um problema que temos que resolver .", "olá ."]
 # absl's C++ log line: "I0000 00:00:1795341810.645245    5528 port.cc:153] ...".
@@ -115,3 +117,27 @@ def test_an_explicit_thread_count_wins_over_cores_and_environment():
   # A benchmark's --threads: both pools get exactly that many, whatever the
   # affinity and the TF_NUM_* variables say.
   assert _probe_threads("3", TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1") == ["3", "3"]
+
+
+ALLOCATOR_PROBE = """
+from transformer import console
+tf = console.import_tensorflow(verbose=False)
+tf.linalg.matmul(tf.ones([64, 64]), tf.ones([64, 64]))
+try:
+  tf.config.experimental.get_memory_info("CPU:0")  # only a BFC allocator keeps stats
+  print("bfc")
+except ValueError:
+  print("malloc")
+"""
+
+
+@pytest.mark.parametrize("setting, expected", [(None, "bfc"), ("0", "malloc")])
+def test_cpu_tensors_use_the_bfc_allocator_unless_the_user_says_no(setting, expected):
+  env = {k: v for k, v in os.environ.items() if k != "TF_CPU_ALLOCATOR_USE_BFC"}
+  if setting is not None:
+    env["TF_CPU_ALLOCATOR_USE_BFC"] = setting
+  result = subprocess.run([sys.executable, "-c", ALLOCATOR_PROBE], cwd=ROOT,
+                          env={**env, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=300, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.split() == [expected]

@@ -1,5 +1,6 @@
 """The command-line scripts' console and CPU threads: TensorFlow's own log lines
-hidden unless asked, and as many threads as the process may use cores.
+hidden unless asked, as many threads as the process may use cores, and the
+allocator that keeps CPU memory between steps.
 
 ``train.py``, ``evaluate.py`` and ``translate.py`` import TensorFlow only after
 their flags are checked (so that a bad flag answers at once), through
@@ -24,6 +25,13 @@ def import_tensorflow(verbose: bool):
   TensorFlow's own Python modules (SavedModel loading and saving) are dropped;
   the scripts' own lines stay.
   """
+  # TensorFlow's BFC allocator for CPU tensors: it keeps the memory it frees
+  # for the next step's tensors, where malloc hands large blocks back to the
+  # kernel and every step pays page faults for fresh ones (1.5x the training
+  # tokens/s of configs/cpu_2h.py on a 2-core AMD EPYC,
+  # bench/results/cpu_allocator.json). Read when TensorFlow starts; a user's
+  # TF_CPU_ALLOCATOR_USE_BFC=0 keeps malloc.
+  os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "1")
   if verbose:
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
