@@ -42,9 +42,10 @@ def get_config():
   config.training.warmup_steps = 2000
   config.training.learning_rate_scale = 0.7155
   # Seventeen epochs (11,152 steps): 112 minutes of training on both cores of
-  # the 2-core development machine (results/cpu_2h_2k). The schedule has no
-  # end, so a run may also stop at any time budget: train.py checkpoints on
-  # SIGTERM.
+  # the 2-core Intel Xeon (AVX-512) development machine (results/cpu_2h_2k);
+  # a 2-core AMD EPYC (AVX2) trains at about 0.7 times its speed, 12 epochs in
+  # 2 hours (results/cpu_2h_epyc). The schedule has no end, so a run may also
+  # stop at any time budget: train.py checkpoints on SIGTERM.
   config.training.epochs = 17
   config.training.train_steps = 0
   # A checkpoint 500 steps after the last one (about 5 minutes on both cores) and
