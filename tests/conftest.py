@@ -4,6 +4,7 @@ The real data lives beside the project at ``../shared/data`` (see its README);
 tests that need it skip, saying why, when it is absent.
 """
 
+import fcntl
 from pathlib import Path
 import time
 
@@ -83,8 +84,12 @@ def guide_tokenizers_build(tokenizer_cache_dir, train_pairs):
   """
   from transformer import tokenizers  # pylint: disable=g-import-not-at-top
   start = time.time()
-  path = tokenizers.get_or_build_tokenizers(train_pairs, tokenizer_cache_dir, vocab_size=8000,
-                                            vocabulary="separate")
+  # The test workers share the cache: one builds, the others wait for it
+  # rather than build too and replace the folder another is reading.
+  with open(tokenizer_cache_dir / ".build.lock", "w", encoding="utf-8") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    path = tokenizers.get_or_build_tokenizers(train_pairs, tokenizer_cache_dir, vocab_size=8000,
+                                              vocabulary="separate")
   return path, time.time() - start
 
 

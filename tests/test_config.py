@@ -10,6 +10,7 @@ import configs.cpu_2h
 import configs.tiny
 import configs.tutorial
 from transformer.config import ConfigError, resume_differences, validate_config
+from transformer.optimization import cooldown_mismatch
 
 
 @pytest.mark.parametrize("module", [configs.tiny, configs.tutorial, configs.base, configs.big,
@@ -49,6 +50,10 @@ def test_cpu_2h_config_keeps_every_choice_the_paper_fixes():
   peak = config.training.learning_rate_scale * (
       config.model.d_model * config.training.warmup_steps) ** -0.5
   assert peak == pytest.approx(1e-3, rel=0.01)  # the sweep's choice (results/cpu_2h)
+  # The cooldown ends at the last step: 656 batches of 2,048 tokens per epoch of
+  # the TED training split (results/cpu_2h_cooldown/metrics.jsonl).
+  assert config.training.cooldown_steps > 0
+  assert cooldown_mismatch(config.training, steps_per_epoch=656) is None
 
 
 @pytest.mark.parametrize("section, field, value, message", [

@@ -15,7 +15,7 @@ def test_tokenizer_cache_dir_is_a_folder(tokenizer_cache_dir):
 def test_tokenizer_cache_dir_without_the_cache_plugin():
   # -p no:cacheprovider leaves pytest's config without .cache.
   result = subprocess.run(
-      [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+      [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "0",
        f"tests/{Path(__file__).name}::test_tokenizer_cache_dir_is_a_folder"],
       cwd=ROOT, capture_output=True, text=True, timeout=120,
       env={**os.environ, "PYTHONPATH": str(ROOT)})

@@ -1,6 +1,7 @@
 """The learning-rate schedule and Adam settings of §5.3."""
 
 import math
+import re
 
 import keras
 import numpy as np
@@ -10,7 +11,7 @@ import configs.base
 import configs.tiny
 import configs.tutorial
 from transformer.config import ConfigError, validate_config
-from transformer.optimization import WarmupInverseSquareRoot, make_optimizer
+from transformer.optimization import WarmupInverseSquareRoot, cooldown_mismatch, make_optimizer
 
 
 @pytest.mark.parametrize("step, expected", [
@@ -87,6 +88,32 @@ def test_cooldown_end_step_before_its_length_is_refused():
   with pytest.raises(ConfigError, match=r"config\.training\.cooldown_end_step: 200 must be >= "
                      r"cooldown_steps=300"):
     validate_config(config)
+
+
+@pytest.mark.parametrize("epochs, train_steps, cooldown_end_step, message", [
+    (3, 0, 30, None),                       # 3 epochs of 10 steps end at step 30
+    (3, 25, 25, None),                      # train_steps, when set, is the run's length
+    (4, 0, 30, r"is 30 but this run ends at step 40 \(10 steps per epoch\): the steps "
+               r"after the cooldown train at a learning rate of 0"),
+    (2, 0, 30, r"ends at step 20 .*: the run stops before the rate reaches 0"),
+])
+def test_cooldown_mismatch_says_where_the_run_ends(epochs, train_steps, cooldown_end_step,
+                                                   message):
+  training = configs.tiny.get_config().training
+  training.epochs, training.train_steps = epochs, train_steps
+  training.cooldown_steps, training.cooldown_end_step = 10, cooldown_end_step
+  found = cooldown_mismatch(training, steps_per_epoch=10)
+  if message is None:
+    assert found is None
+  else:
+    assert found is not None and re.search(message, found), found
+
+
+def test_no_cooldown_never_mismatches():
+  training = configs.tiny.get_config().training
+  assert training.cooldown_steps == 0
+  assert cooldown_mismatch(training, steps_per_epoch=7) is None
+
 
 
 @pytest.mark.parametrize("config_module", [configs.base, configs.tutorial])

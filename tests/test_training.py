@@ -203,6 +203,15 @@ def test_epoch_summary_line():
       " | 12346 tok/s | 95.2 s")
 
 
+def test_a_cooldown_that_ends_before_the_run_is_warned(batches, tutorial_tokenizers, caplog):
+  # One epoch is 12 batches; a cooldown ending at step 8 leaves 4 steps at rate 0.
+  trainer = _trainer(_tiny_config(epochs=1, cooldown_steps=4, cooldown_end_step=8),
+                     tutorial_tokenizers)
+  with caplog.at_level("WARNING"):
+    trainer.fit(batches)
+  assert "cooldown_end_step is 8 but this run ends at step 12 (12 steps per epoch)" in caplog.text
+
+
 def test_first_epochs_progress_bar_knows_its_length(batches, tutorial_tokenizers, capsys):
   from transformer import tokenizers as tokenizers_lib, training  # pylint: disable=g-import-not-at-top
   pt_size, en_size = tokenizers_lib.vocab_sizes(tutorial_tokenizers)

@@ -57,3 +57,23 @@ def make_optimizer(config) -> keras.optimizers.Adam:
                               config.training.cooldown_end_step),
       beta_1=config.training.adam_beta_1, beta_2=config.training.adam_beta_2,
       epsilon=config.training.adam_epsilon)
+
+
+def cooldown_mismatch(training_config, steps_per_epoch: int):
+  """Why a cooldown does not end where the run does, or None when it does.
+
+  A run of ``epochs`` epochs (or ``train_steps`` steps) ends at a step only
+  known once an epoch has been counted; a cooldown that ends earlier trains
+  the remaining steps at a rate of zero, one that ends later stops mid-fall.
+  """
+  if not training_config.cooldown_steps:
+    return None
+  last_step = int(training_config.train_steps) or int(training_config.epochs) * steps_per_epoch
+  if last_step == int(training_config.cooldown_end_step):
+    return None
+  return (f"training.cooldown_end_step is {training_config.cooldown_end_step} but this run "
+          f"ends at step {last_step} ({steps_per_epoch} steps per epoch): "
+          + ("the steps after the cooldown train at a learning rate of 0"
+             if last_step > training_config.cooldown_end_step
+             else "the run stops before the rate reaches 0")
+          + "; set the cooldown with the run's length")

@@ -349,6 +349,10 @@ class Trainer:
                             signal.Signals(stop.received).name, self.step)
             break
           if record["complete"]:
+            if not history:  # the first epoch counted in this run
+              mismatch = optimization.cooldown_mismatch(training, record["steps_in_epoch"])
+              if mismatch:
+                logging.warning(mismatch)
             self.epoch.assign_add(1)
             self.steps_per_epoch.assign(record["steps_in_epoch"])
             self.step_in_epoch.assign(0)
