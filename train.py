@@ -85,9 +85,10 @@ _MIXED_PRECISION = flags.DEFINE_enum(
     "mixed_bfloat16 (TPUs and recent CPUs/GPUs; no loss scaling).")
 _JIT_COMPILE = flags.DEFINE_bool(
     "jit_compile", False,
-    "XLA-compile the forward/backward pass. XLA recompiles for every new batch shape, "
-    "so it only pays with bucketed batches (--config.data.bucketing=true or "
-    "--config.data.tokens_per_batch) or fixed shapes.")
+    "XLA-compile the forward/backward pass (for GPUs; TPUs always compile). XLA compiles "
+    "once per batch shape, so batches are then padded to their length bucket's longest "
+    "sentence (or to max_tokens without buckets). On a CPU it is slower than without "
+    "(bench/results/xla_cpu.json).")
 _TRAIN_EXAMPLES = flags.DEFINE_integer(
     "train_examples", 0,
     "Use only the first N training pairs (in TFDS order), e.g. for smoke runs; 0: all.")
@@ -260,8 +261,11 @@ def train(config, model_dir: Path, tf):
   trainer.restore()
 
   train_dataset = data.pairs_to_dataset(train_pairs)
-  # TPUs need static shapes: drop the last partial batch there.
+  # XLA compiles a step per batch shape: under --jit_compile and on TPUs the
+  # batches are padded to their bucket's length, and TPUs, which need static
+  # shapes, also drop each bucket's last partial batch.
   drop_remainder = isinstance(strategy, tf.distribute.TPUStrategy)
+  static_shapes = drop_remainder or _JIT_COMPILE.value
 
   # Tokenized once; each epoch's pipeline reads the same in-memory cache.
   tokenized_train = pipeline.tokenize_pairs(train_dataset, tokenizers,
@@ -274,13 +278,14 @@ def train(config, model_dir: Path, tf):
         batch_size=config.data.batch_size, tokens_per_batch=config.data.tokens_per_batch,
         bucketing=config.data.bucketing, shuffle=True,
         shuffle_buffer=config.data.shuffle_buffer,
-        seed=config.training.seed * 100003 + epoch, drop_remainder=drop_remainder)
+        seed=config.training.seed * 100003 + epoch, drop_remainder=drop_remainder,
+        static_shapes=static_shapes)
 
   validation_dataset = pipeline.make_batches(
       data.pairs_to_dataset(_take(validation_pairs, _VALIDATION_EXAMPLES.value)), tokenizers,
       max_tokens=config.data.max_tokens, batch_size=config.data.batch_size,
       tokens_per_batch=config.data.tokens_per_batch, bucketing=config.data.bucketing,
-      shuffle=False, drop_remainder=drop_remainder)
+      shuffle=False, drop_remainder=drop_remainder, static_shapes=static_shapes)
 
   bleu_pairs = {-1: validation_pairs, 0: []}.get(
       _BLEU_EXAMPLES.value, validation_pairs[:_BLEU_EXAMPLES.value])

@@ -43,7 +43,10 @@ def test_labels_are_decoder_inputs_shifted_by_one(subset, tutorial_tokenizers):
   for source, target_input, labels in _batches(
       pipeline.make_batches(subset, tutorial_tokenizers, max_tokens=max_tokens)):
     assert target_input.shape == labels.shape
-    np.testing.assert_array_equal(target_input[:, 1:], labels[:, :-1])
+    # As in the tutorial, each sentence is split before padding: its decoder
+    # inputs stop before its [END], which is only a label.
+    np.testing.assert_array_equal(target_input[:, 1:],
+                                  np.where(labels[:, 1:] != 0, labels[:, :-1], 0))
     assert (source[:, 0] == START).all() and (target_input[:, 0] == START).all()
     # Padded only up to the longest sentence of the batch.
     assert _lengths(source).max() == source.shape[1]
@@ -61,8 +64,8 @@ def test_batches_hold_the_tokenized_sentences_in_order(subset, tutorial_tokenize
   pt = tutorial_tokenizers.pt.tokenize(tf.constant([p for p, _ in train_pairs[:8]]))
   en = tutorial_tokenizers.en.tokenize(tf.constant([e for _, e in train_pairs[:8]]))
   np.testing.assert_array_equal(source, pt.to_tensor().numpy())
-  np.testing.assert_array_equal(target_input, en.to_tensor().numpy()[:, :-1])
-  np.testing.assert_array_equal(labels, en.to_tensor().numpy()[:, 1:])
+  np.testing.assert_array_equal(target_input, en[:, :-1].to_tensor().numpy())
+  np.testing.assert_array_equal(labels, en[:, 1:].to_tensor().numpy())
 
 
 def test_same_seed_same_batches_and_other_seed_other_batches(subset, tutorial_tokenizers):
@@ -187,3 +190,31 @@ def test_batches_run_without_the_tf_data_autotuner(subset, tutorial_tokenizers, 
   dataset = pipeline.make_batches(subset, tutorial_tokenizers, **batching)
   assert dataset.options().autotune.enabled is False
   assert dataset.take(1).options().autotune.enabled is False  # Kept downstream.
+
+
+@pytest.mark.parametrize("batching", [{"tokens_per_batch": 1000}, {"bucketing": True},
+                                      {"batch_size": 64}])
+def test_static_shapes_pad_the_same_sentences_to_known_lengths(subset, tutorial_tokenizers,
+                                                               batching):
+  max_tokens = 64
+  tokenized = pipeline.tokenize_pairs(subset, tutorial_tokenizers, max_tokens).cache()
+
+  def epoch(seed, static_shapes):
+    return _batches(pipeline.batch_tokenized(tokenized, max_tokens=max_tokens, seed=seed,
+                                             static_shapes=static_shapes, **batching))
+
+  loose, static = epoch(0, False), epoch(0, True)
+  assert len(loose) == len(static)
+  for loose_batch, static_batch in zip(loose, static):
+    assert len({ids.shape[1] for ids in static_batch}) == 1, "source and target alike"
+    for loose_ids, static_ids in zip(loose_batch, static_batch):
+      width = loose_ids.shape[1]
+      np.testing.assert_array_equal(static_ids[:, :width], loose_ids)
+      assert not static_ids[:, width:].any()
+  known = ({max_tokens} if batching == {"batch_size": 64} else
+           set(pipeline.bucket_max_lengths(pipeline.bucket_boundaries(max_tokens), max_tokens)))
+  assert {batch[0].shape[1] for batch in static} <= known
+  # What XLA compiles over two epochs: full batches and a remainder per bucket.
+  shapes = {tuple(ids.shape for ids in batch) for batch in static + epoch(1, True)}
+  assert len(shapes) <= 2 * len(known)
+  assert len(shapes) < len({tuple(ids.shape for ids in batch) for batch in loose + epoch(1, False)})

@@ -297,3 +297,23 @@ def test_bleu_covers_every_validation_pair_by_default(tmp_path, tutorial_tokeniz
   record = json.loads((model_dir / "bleu" / "validation.greedy.json").read_text())
   assert record["num_sentences"] == 3
 
+
+
+def test_jit_compile_trains_on_bucket_padded_batches(tmp_path, tutorial_tokenizer_path):
+  """--jit_compile: XLA compiles the step for each bucket's padded length (pipeline static_shapes)."""
+  data_dir = tmp_path / "data"
+  data_dir.mkdir()
+  words = "um dois três quatro cinco seis sete oito nove dez onze doze".split()
+  train = [(" ".join(words[:n]), " ".join(["one"] * n)) for n in range(1, 13)] * 2
+  pairs = {"train": train, "dev": train[:4]}
+  for split, split_pairs in pairs.items():
+    (data_dir / f"pt.{split}").write_text("".join(p + "\n" for p, _ in split_pairs))
+    (data_dir / f"en.{split}").write_text("".join(e + "\n" for _, e in split_pairs))
+  model_dir = tmp_path / "run"
+  result = _train("--config=configs/tiny.py", "--config.training.train_steps=4",
+                  "--config.data.tokens_per_batch=64", "--jit_compile", "--bleu_examples=0",
+                  "--noexport", f"--data={data_dir}", f"--tokenizer={tutorial_tokenizer_path}",
+                  f"--model_dir={model_dir}", timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
+  record = json.loads((model_dir / "metrics.jsonl").read_text().splitlines()[-1])
+  assert record["step"] == 4 and record["val_loss"] > 0

@@ -21,6 +21,13 @@ Differences from the tutorial's ``make_batches``:
 * ``tokens_per_batch > 0`` sizes each length bucket's batches to a token budget
   (paper §5.1: about 25,000 source and 25,000 target tokens per batch); it
   implies bucketing, since a budget needs the batch's length to be known.
+* ``static_shapes=True`` pads every batch to a length known in advance (its
+  bucket's longest, or ``max_tokens`` without buckets) instead of its own
+  longest sentence. XLA (``--jit_compile``, and every TPU step) compiles once
+  per shape: padded to their longest sentences, the 656 batches of an epoch of
+  ``configs/cpu_2h.py`` have 88 shapes and the next epoch brings 22 new ones;
+  padded to their buckets, 68 and none (``bench/results/xla_cpu.json``): at
+  most two per bucket, its full batches and its remainder.
 
 Batch sizes are global: under a ``tf.distribute`` strategy, pass the result to
 ``strategy.experimental_distribute_dataset``, which splits each batch across
@@ -82,14 +89,15 @@ def bucket_max_lengths(boundaries: Sequence[int], max_tokens: int) -> List[int]:
   return [boundary - 1 for boundary in boundaries] + [max_tokens]
 
 
-def _bucketed_length(pt_ids, en_ids):
-  # The padded length of all three tensors of a batch: source, decoder inputs
-  # and labels (the latter two are one shorter than the target).
-  return tf.maximum(tf.shape(pt_ids)[0], tf.shape(en_ids)[0] - 1)
-
-
 def _split_target(pt_ids, en_ids):
-  return (pt_ids, en_ids[:, :-1]), en_ids[:, 1:]
+  return (pt_ids, en_ids[:-1]), en_ids[1:]
+
+
+def _bucketed_length(inputs, labels):
+  # The padded length of all three tensors of a batch: source, decoder inputs
+  # and labels.
+  source, _ = inputs
+  return tf.maximum(tf.shape(source)[0], tf.shape(labels)[0])
 
 
 def make_batches(pairs_dataset: tf.data.Dataset, tokenizers, *,
@@ -108,7 +116,8 @@ def batch_tokenized(tokenized: tf.data.Dataset, *, max_tokens: int = 128,
                     batch_size: int = 64, tokens_per_batch: int = 0,
                     bucketing: bool = False, shuffle: bool = True,
                     shuffle_buffer: int = 20000, seed: int = 0,
-                    drop_remainder: bool = False) -> tf.data.Dataset:
+                    drop_remainder: bool = False,
+                    static_shapes: bool = False) -> tf.data.Dataset:
   """Shuffled, padded batches of already tokenized pairs.
 
   Build ``tokenized`` once with ``tokenize_pairs(...).cache()`` and call this
@@ -128,10 +137,14 @@ def batch_tokenized(tokenized: tf.data.Dataset, *, max_tokens: int = 128,
     seed: the shuffle seed; the same seed gives the same batches in the same
       order.
     drop_remainder: drop incomplete final batches (of each bucket).
+    static_shapes: pad each batch to its bucket's longest length (to
+      `max_tokens` without bucketing), not to its longest sentence, so that
+      XLA meets few shapes (see the module docstring).
 
   Returns:
     A dataset of `((source_ids, target_input_ids), label_ids)`, each int64 of
-    shape [batch, length <= max_tokens], 0-padded.
+    shape [batch, length <= max_tokens], 0-padded; with `static_shapes` the
+    three have the same length.
   """
   if tokens_per_batch and tokens_per_batch < max_tokens:
     raise ValueError(f"tokens_per_batch={tokens_per_batch} cannot hold one "
@@ -139,22 +152,27 @@ def batch_tokenized(tokenized: tf.data.Dataset, *, max_tokens: int = 128,
   dataset = tokenized
   if shuffle:
     dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+  dataset = dataset.map(_split_target, num_parallel_calls=tf.data.AUTOTUNE)
 
   if bucketing or tokens_per_batch:
     boundaries = bucket_boundaries(max_tokens)
+    if static_shapes:
+      # Padding to the boundary needs one above every length, the last bucket's too.
+      boundaries.append(max_tokens + 1)
+    max_lengths = bucket_max_lengths(boundaries, max_tokens)
     if tokens_per_batch:
-      batch_sizes = [tokens_per_batch // length
-                     for length in bucket_max_lengths(boundaries, max_tokens)]
+      batch_sizes = [tokens_per_batch // length for length in max_lengths]
     else:
-      batch_sizes = [batch_size] * (len(boundaries) + 1)
+      batch_sizes = [batch_size] * len(max_lengths)
     dataset = dataset.bucket_by_sequence_length(
-        _bucketed_length, boundaries, batch_sizes, drop_remainder=drop_remainder)
+        _bucketed_length, boundaries, batch_sizes, drop_remainder=drop_remainder,
+        pad_to_bucket_boundary=static_shapes)
   else:
-    dataset = dataset.padded_batch(batch_size, drop_remainder=drop_remainder)
+    length = [max_tokens] if static_shapes else [None]
+    dataset = dataset.padded_batch(batch_size, padded_shapes=((length, length), length),
+                                   drop_remainder=drop_remainder)
 
-  return without_autotuner(dataset
-                           .map(_split_target, num_parallel_calls=tf.data.AUTOTUNE)
-                           .prefetch(tf.data.AUTOTUNE))
+  return without_autotuner(dataset.prefetch(tf.data.AUTOTUNE))
 
 
 def without_autotuner(dataset: tf.data.Dataset) -> tf.data.Dataset:

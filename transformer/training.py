@@ -43,11 +43,11 @@ every replica and the loss scale halved, as on one device (see
 :class:`AllReplicaLossScaleOptimizer`).
 
 ``jit_compile=True`` compiles each replica's forward and backward pass with XLA.
-XLA compiles once per input shape: with the default padded batches every new
-(batch, length) shape triggers a recompilation, so it only pays with bucketed
-batches (``config.data.bucketing`` / ``tokens_per_batch``, a bounded set of
-shapes) or fixed-shape batches, and not with ``config.training.length_groups``
-(see :mod:`transformer.steps`), whose sub-batch lengths vary.
+XLA compiles once per input shape, so it needs batches of few shapes:
+``pipeline.batch_tokenized(static_shapes=True)``, which ``train.py`` uses with
+``--jit_compile`` (batches padded to their length bucket's longest sentence),
+and not ``config.training.length_groups`` (see :mod:`transformer.steps`), whose
+sub-batch lengths vary.
 
 Outputs under ``model_dir`` (written by the chief only under multi-worker):
 ``checkpoints/`` (:mod:`transformer.checkpointing`), TensorBoard scalars in
