@@ -23,7 +23,6 @@ the shape counts, compilation seconds and, per batch, seconds per step of both
 arms and the graph's time over XLA's (above 1: XLA is faster).
 """
 
-import collections
 import json
 from pathlib import Path
 import sys
@@ -45,12 +44,6 @@ _STEPS = flags.DEFINE_integer("steps", 8, "Timed steps per batch, arm and round.
 _ROUNDS = flags.DEFINE_integer("rounds", 3, "A/B rounds.")
 _THREADS = flags.DEFINE_integer("threads", 0, "TensorFlow threads; 0: one per usable core.")
 _OUTPUT = flags.DEFINE_string("output", None, "JSON output file.")
-
-
-def batch_shapes(batches):
-  """Counter of ``(source shape, target shape)`` over ``((source, target_in), labels)`` batches."""
-  return collections.Counter(
-      (tuple(source.shape), tuple(target_in.shape)) for (source, target_in), _ in batches)
 
 
 def shape_counts(first_epoch, second_epoch):
@@ -97,14 +90,17 @@ def main(argv):
   counts = {}
   for static_shapes in (False, True):  # the last, train.py's, gives the batches timed
     first = epoch(0, static_shapes)
-    first_shapes = batch_shapes(first)
+    first_shapes = pipeline.batch_shapes(first)
     counts[f"static_shapes={static_shapes}"] = shape_counts(
-        first_shapes, batch_shapes(epoch(1, static_shapes)))
+        first_shapes, pipeline.batch_shapes(epoch(1, static_shapes)))
   print(json.dumps(counts), flush=True)
 
   chosen = [shape for shape, _ in first_shapes.most_common(_BATCHES.value)]
-  batches = {shape: next(batch for batch in first if batch_shapes([batch]).get(shape))
-             for shape in chosen}
+  batches = {}  # one real batch of each chosen shape
+  for batch in first:
+    shape, = pipeline.batch_shapes([batch])
+    if shape in chosen:
+      batches.setdefault(shape, batch)
   vocab = vocab_sizes(tokenizers)
   trainers = {jit: Trainer(config, input_vocab_size=vocab[0], target_vocab_size=vocab[1],
                            jit_compile=jit, progress=False)

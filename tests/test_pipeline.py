@@ -218,3 +218,27 @@ def test_static_shapes_pad_the_same_sentences_to_known_lengths(subset, tutorial_
   shapes = {tuple(ids.shape for ids in batch) for batch in static + epoch(1, True)}
   assert len(shapes) <= 2 * len(known)
   assert len(shapes) < len({tuple(ids.shape for ids in batch) for batch in loose + epoch(1, False)})
+
+
+def _tokenized(lengths):
+  """(pt_ids, en_ids) pairs with sources of the given lengths, targets one longer."""
+  rng = np.random.default_rng(0)
+
+  def pairs():
+    for length in lengths:
+      yield (rng.integers(3, 10, size=length), rng.integers(3, 10, size=length + 1))
+  spec = (tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.int64))
+  return tf.data.Dataset.from_generator(pairs, output_signature=spec).cache()
+
+
+def test_batch_shapes_without_static_shapes_follow_the_longest_sentence():
+  # Lengths 20, 22 and 24 open the buckets [20, 22), [22, 24) and [24, 26):
+  # padded to their buckets the batches would be 21, 23 or 25 long; padded to
+  # their longest sentences they are 20, 22 or 24.
+  assert {20, 22, 24, 26} <= set(pipeline.bucket_boundaries(32))
+  batches = pipeline.batch_tokenized(_tokenized([20, 22, 24] * 40), max_tokens=32,
+                                     tokens_per_batch=256, seed=0)
+  shapes = pipeline.batch_shapes(batches.as_numpy_iterator())
+  assert sum(source[0] * count for (source, _), count in shapes.items()) == 120
+  assert {source[1] for source, _ in shapes} == {20, 22, 24}, shapes
+  assert {target[1] for _, target in shapes} == {20, 22, 24}, shapes

@@ -34,6 +34,7 @@ Batch sizes are global: under a ``tf.distribute`` strategy, pass the result to
 the replicas.
 """
 
+import collections
 from typing import Iterable, List, Optional, Sequence
 
 import numpy as np
@@ -187,6 +188,13 @@ def without_autotuner(dataset: tf.data.Dataset) -> tf.data.Dataset:
   options = tf.data.Options()
   options.autotune.enabled = False
   return dataset.with_options(options)
+
+
+def batch_shapes(batches: Iterable) -> collections.Counter:
+  """How many ``((source, target_input), labels)`` batches have each
+  ``(source shape, target shape)``: what XLA compiles a step for."""
+  return collections.Counter(
+      (tuple(source.shape), tuple(target_input.shape)) for (source, target_input), _ in batches)
 
 
 def padding_fraction(batches: Iterable, max_batches: Optional[int] = None) -> float:
