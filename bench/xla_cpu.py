@@ -55,7 +55,11 @@ def shape_counts(first_epoch, second_epoch):
 
 def seconds_per_step(trainer, batch, steps):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  dataset = tf.data.Dataset.from_tensors(batch).repeat(steps)
+  # Unknown batch and length dimensions, as train.py's datasets have: one
+  # traced step for every shape, XLA compiling (and caching) per shape inside.
+  spec = tf.TensorSpec([None, None], tf.int64)
+  dataset = tf.data.Dataset.from_generator(lambda: (batch for _ in range(steps)),
+                                           output_signature=((spec, spec), spec))
   start = time.perf_counter()
   trainer.train_steps(dataset)
   return (time.perf_counter() - start) / steps
