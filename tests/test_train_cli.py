@@ -298,9 +298,36 @@ def test_bleu_covers_every_validation_pair_by_default(tmp_path, tutorial_tokeniz
   assert record["num_sentences"] == 3
 
 
+# train.py run in-process with Trainer.fit wrapped to record the padded lengths
+# (source, decoder input, labels) of every batch it is handed, then to train.
+_BATCH_SHAPES_DRIVER = """
+import json, os, runpy, sys
+from transformer import training
 
-def test_jit_compile_trains_on_bucket_padded_batches(tmp_path, tutorial_tokenizer_path):
-  """--jit_compile: XLA compiles the step for each bucket's padded length (pipeline static_shapes)."""
+fit = training.Trainer.fit
+
+def recording_fit(self, make_train_dataset, validation_dataset, **kwargs):
+  def lengths(dataset):
+    return [[int(t.shape[1]) for t in (source, target_in, labels)]
+            for (source, target_in), labels in dataset]
+  shapes = {"train": lengths(make_train_dataset(1)), "validation": lengths(validation_dataset)}
+  with open(os.environ["SHAPES_FILE"], "w") as f:
+    json.dump(shapes, f)
+  return fit(self, make_train_dataset, validation_dataset, **kwargs)
+
+training.Trainer.fit = recording_fit
+sys.argv = sys.argv[1:]
+runpy.run_path("train.py", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("jit_compile", [True, False])
+def test_jit_compile_trains_on_bucket_padded_batches(tmp_path, tutorial_tokenizer_path,
+                                                     jit_compile):
+  """--jit_compile: train.py pads every batch to its bucket's length (pipeline
+  static_shapes), so XLA compiles a step per bucket; without it, to the longest
+  sentence of each side."""
+  from transformer import pipeline
   data_dir = tmp_path / "data"
   data_dir.mkdir()
   words = "um dois três quatro cinco seis sete oito nove dez onze doze".split()
@@ -310,10 +337,28 @@ def test_jit_compile_trains_on_bucket_padded_batches(tmp_path, tutorial_tokenize
     (data_dir / f"pt.{split}").write_text("".join(p + "\n" for p, _ in split_pairs))
     (data_dir / f"en.{split}").write_text("".join(e + "\n" for _, e in split_pairs))
   model_dir = tmp_path / "run"
-  result = _train("--config=configs/tiny.py", "--config.training.train_steps=4",
-                  "--config.data.tokens_per_batch=64", "--jit_compile", "--bleu_examples=0",
-                  "--noexport", f"--data={data_dir}", f"--tokenizer={tutorial_tokenizer_path}",
-                  f"--model_dir={model_dir}", timeout=300)
+  shapes_file = tmp_path / "shapes.json"
+  args = ["--config=configs/tiny.py", "--config.training.train_steps=4",
+          "--config.data.tokens_per_batch=64", f"--jit_compile={jit_compile}",
+          "--bleu_examples=0", "--noexport", f"--data={data_dir}",
+          f"--tokenizer={tutorial_tokenizer_path}", f"--model_dir={model_dir}"]
+  result = subprocess.run([sys.executable, "-c", _BATCH_SHAPES_DRIVER, "train.py", *args],
+                          cwd=REPO_DIR, env={**_env(), "SHAPES_FILE": str(shapes_file)},
+                          capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr[-2000:]
   record = json.loads((model_dir / "metrics.jsonl").read_text().splitlines()[-1])
   assert record["step"] == 4 and record["val_loss"] > 0
+
+  shapes = json.loads(shapes_file.read_text())
+  batches = shapes["train"] + shapes["validation"]
+  assert len(shapes["train"]) > 1 and shapes["validation"]
+  max_tokens = 64  # configs/tiny.py
+  bucket_lengths = set(pipeline.bucket_max_lengths(
+      pipeline.bucket_boundaries(max_tokens) + [max_tokens + 1], max_tokens))
+  if jit_compile:
+    for source, target_in, labels in batches:
+      assert source == target_in == labels and source in bucket_lengths, batches
+  else:
+    # Sources carry [START] and [END], labels only [END]: never the same length here.
+    assert all(source > labels for source, _, labels in batches), batches
+    assert all(target_in == labels for _, target_in, labels in batches), batches
