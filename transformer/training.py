@@ -342,8 +342,12 @@ class Trainer:
     interval = int(training.checkpoint_every_steps)
     history = []
     start_step = self.step
-    logging.info("training from step %d to %s", start_step,
-                 f"step {max_steps}" if max_steps else f"epoch {max_epochs}")
+    if self._budget is not None:
+      end = (f"the end of {training.time_budget_minutes:g} minutes of training "
+             f"(at most epoch {max_epochs})")
+    else:
+      end = f"step {max_steps}" if max_steps else f"epoch {max_epochs}"
+    logging.info("training from step %d to %s", start_step, end)
     try:
       with stop_signals.StopSignals() as stop:
         while True:
