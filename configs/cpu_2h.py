@@ -18,7 +18,11 @@ the target embedding and the output projection are tied.
 from transformer.config import default_config
 
 
-def get_config():
+def get_config(sizing: str = "epochs"):
+  """``--config=configs/cpu_2h.py`` trains 12 epochs; ``configs/cpu_2h.py:clock``
+  as many as fit in 115 minutes of training instead (transformer/budget.py)."""
+  if sizing not in ("epochs", "clock"):
+    raise ValueError(f"configs/cpu_2h.py:{sizing}: choose 'epochs' or 'clock'")
   config = default_config()
   # Two layers each side: at equal training time they led three layers and a
   # wider model (results/cpu_2h/sweeps.md, size and batch sweep on both cores).
@@ -59,4 +63,13 @@ def get_config():
   # one at the end of each epoch: the last 5 are averaged (§6.1).
   config.training.checkpoint_every_steps = 500
   config.training.keep_checkpoints = 5
+  if sizing == "clock":
+    # The same 12 epochs took 106 and 116 minutes on two days on the same kind
+    # of EPYC (results/cpu_2h_lr15, results/cpu_2h_cooldown): sized by the clock,
+    # the run takes the epochs that fit, the last third of them cooling down.
+    config.training.epochs = 100
+    config.training.cooldown_steps = 0
+    config.training.cooldown_end_step = 0
+    config.training.time_budget_minutes = 115.0
+    config.training.cooldown_fraction = 1 / 3
   return config

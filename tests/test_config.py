@@ -9,6 +9,7 @@ import configs.big
 import configs.cpu_2h
 import configs.tiny
 import configs.tutorial
+from transformer import budget
 from transformer.config import ConfigError, resume_differences, validate_config
 from transformer.optimization import cooldown_mismatch
 
@@ -54,6 +55,17 @@ def test_cpu_2h_config_keeps_every_choice_the_paper_fixes():
   # the TED training split (results/cpu_2h_cooldown/metrics.jsonl).
   assert config.training.cooldown_steps > 0
   assert cooldown_mismatch(config.training, steps_per_epoch=656) is None
+
+
+def test_cpu_2h_sized_by_the_clock_is_the_same_run_with_a_time_budget():
+  by_epochs, by_clock = configs.cpu_2h.get_config(), configs.cpu_2h.get_config("clock")
+  validate_config(by_clock)
+  assert by_clock.training.time_budget_minutes == 115.0
+  assert budget.cooldown_epochs(12, by_clock.training.cooldown_fraction) == 4
+  for section in ("model", "data"):
+    assert by_clock[section].to_dict() == by_epochs[section].to_dict()
+  with pytest.raises(ValueError, match="choose 'epochs' or 'clock'"):
+    configs.cpu_2h.get_config("minutes")
 
 
 @pytest.mark.parametrize("section, field, value, message", [

@@ -153,14 +153,28 @@ def batches():
 """
 
 
-@pytest.mark.slow
-def test_two_replicas_match_one_device(tmp_path):
-  script = """
+def _two_replica_run(body: str, cwd: Path) -> str:
+  """Runs ``body`` after ``_COMMON`` with the CPU split into two logical
+  devices, to its end (4 minutes at most); returns its output."""
+  script = textwrap.dedent("""
   import tensorflow as tf
   cpu = tf.config.list_physical_devices("CPU")[0]
   tf.config.set_logical_device_configuration(
       cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-  """ + textwrap.indent(_COMMON, "  ") + """
+  """) + _COMMON + textwrap.dedent(body)
+  proc = _run(script, cwd, timeout=240)
+  try:
+    output, _ = proc.communicate(timeout=240)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    pytest.fail("the 2-replica run hung (killed after 240 s)")
+  assert proc.returncode == 0, output[-3000:]
+  return output
+
+
+@pytest.mark.slow
+def test_two_replicas_match_one_device(tmp_path):
+  body = """
   single = training.Trainer(config(), input_vocab_size=VOCAB, target_vocab_size=VOCAB,
                             progress=False)
   initial = single.model.get_weights()
@@ -179,13 +193,7 @@ def test_two_replicas_match_one_device(tmp_path):
            names=[w.path for w in single.model.weights])
   print("steps", single.step, double.step)
   """
-  proc = _run(textwrap.dedent(script), tmp_path, timeout=240)
-  try:
-    output, _ = proc.communicate(timeout=240)
-  except subprocess.TimeoutExpired:
-    proc.kill()
-    pytest.fail("the 2-replica run hung (killed after 240 s)")
-  assert proc.returncode == 0, output[-3000:]
+  output = _two_replica_run(body, tmp_path)
   assert "steps 3 3" in output
   out = np.load(tmp_path / "out.npz")
   np.testing.assert_allclose(out["tokens1"], [13, 12, 18])
@@ -205,6 +213,34 @@ def test_two_replicas_match_one_device(tmp_path):
                                err_msg=name)
     moved += not np.allclose(out[f"w0_{i}"], out[f"w1_{i}"])
   assert moved > count // 2  # the steps really changed the weights
+
+
+@pytest.mark.slow
+def test_time_budget_plans_alike_under_two_replicas(tmp_path):
+  # The budget's cooldown variables are mirrored and the epoch seconds agreed
+  # over replicas (distribute.mean_over_replicas); each epoch is reported as
+  # 10 s, so 1 minute with a third cooling down is 6 epochs, as on one device
+  # (tests/test_budget.py).
+  body = """
+  from transformer import distribute
+  run_epoch = training.Trainer._run_epoch
+  def timed(self, *args, **kwargs):
+    record = run_epoch(self, *args, **kwargs)
+    record["seconds"] = 10.0
+    return record
+  training.Trainer._run_epoch = timed
+  mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+  assert distribute.mean_over_replicas(mirrored, 2.5) == 2.5
+  c = config()
+  c.training.update(epochs=100, time_budget_minutes=1.0, cooldown_fraction=1 / 3)
+  trainer = training.Trainer(c, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
+                             strategy=mirrored, progress=False)
+  result = trainer.fit(lambda epoch: batches())
+  print("epochs", result.epoch, "steps", result.step, "last rate", trainer.learning_rate,
+        "planned", [r["planned_epochs"] for r in result.history])
+  """
+  output = _two_replica_run(body, tmp_path)
+  assert "epochs 6 steps 18 last rate 0.0 planned [6, 6, 6, 6, 6, 6]" in output, output[-3000:]
 
 
 def _free_ports(n):

@@ -50,17 +50,19 @@ class Checkpoints:
     epoch, step_in_epoch, steps_per_epoch: the position in the data, int64
       scalar ``tf.Variable`` s: completed epochs, batches done in the current
       epoch, and batches per epoch (0 until one epoch has been seen).
+    **run_state: more variables to save and restore by name (a time budget's
+      plan, :class:`transformer.budget.TimeBudget`).
   """
 
   def __init__(self, model_dir: Optional[Path], strategy, *, keep: int, model, optimizer,
                epoch: tf.Variable, step_in_epoch: tf.Variable,
-               steps_per_epoch: tf.Variable):
+               steps_per_epoch: tf.Variable, **run_state: tf.Variable):
     self._optimizer = optimizer
     self._epoch = epoch
     self._step_in_epoch = step_in_epoch
     self._checkpoint = tf.train.Checkpoint(
         model=model, optimizer=optimizer, epoch=epoch, step_in_epoch=step_in_epoch,
-        steps_per_epoch=steps_per_epoch)
+        steps_per_epoch=steps_per_epoch, **run_state)
     self._is_chief = distribute.is_chief(strategy)
     self._directory = None
     self._manager = None

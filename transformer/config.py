@@ -100,6 +100,12 @@ def default_config() -> ml_collections.ConfigDict:
   # not taken from epochs, so a shorter rerun keeps the same schedule.
   config.training.cooldown_steps = 0
   config.training.cooldown_end_step = 0
+  # Not in the paper: if > 0, the run trains as many whole epochs (at most
+  # `epochs`) as fit in this many minutes of training, and the rate falls to
+  # zero over the last cooldown_fraction of them (transformer/budget.py); the
+  # cooldown is then planned during the run, so cooldown_steps stays 0.
+  config.training.time_budget_minutes = 0.0
+  config.training.cooldown_fraction = 0.0
   config.training.adam_beta_1 = 0.9
   config.training.adam_beta_2 = 0.98
   config.training.adam_epsilon = 1e-9
@@ -199,6 +205,15 @@ def validate_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigD
            f"{config.training.cooldown_steps} (the step the rate reaches zero)")
   _positive_int(config, "training", "epochs")
   _positive_int(config, "training", "train_steps", allow_zero=True)
+  _require(config.training.time_budget_minutes >= 0, "training.time_budget_minutes",
+           f"must be >= 0, got {config.training.time_budget_minutes}")
+  _require(0 <= config.training.cooldown_fraction < 1, "training.cooldown_fraction",
+           f"must be in [0, 1), got {config.training.cooldown_fraction}")
+  if config.training.time_budget_minutes:
+    _require(config.training.train_steps == 0 and config.training.cooldown_steps == 0,
+             "training.time_budget_minutes",
+             "plans the run's length and its cooldown itself; set training.train_steps "
+             "and training.cooldown_steps to 0")
   _positive_int(config, "training", "checkpoint_every_steps")
   _positive_int(config, "training", "keep_checkpoints")
   _positive_int(config, "training", "length_groups")
@@ -214,6 +229,8 @@ def validate_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigD
 # other values.
 _MODEL_SECTIONS = ("model",)
 _VOCAB_FIELDS = ("data.vocabulary", "data.vocab_size")
+# Fields whose state is checkpointed (the time budget's plan).
+_RUN_FIELDS = ("training.time_budget_minutes", "training.cooldown_fraction")
 
 
 def _flatten(d, prefix=""):
@@ -239,6 +256,7 @@ def resume_differences(stored: dict, current: dict, built_tokenizer: bool):
   defaults = _flatten(json.loads(default_config().to_json_best_effort()))
   old, new = {**defaults, **_flatten(stored)}, _flatten(current)
   names = [n for n in sorted(set(old) | set(new))
-           if n.split(".")[0] in _MODEL_SECTIONS or (built_tokenizer and n in _VOCAB_FIELDS)]
+           if n.split(".")[0] in _MODEL_SECTIONS or n in _RUN_FIELDS
+           or (built_tokenizer and n in _VOCAB_FIELDS)]
   return [f"field {n} was {old.get(n, '<absent>')!r}, now {new.get(n, '<absent>')!r}"
           for n in names if old.get(n) != new.get(n)]

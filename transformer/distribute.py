@@ -141,6 +141,17 @@ def is_chief(strategy) -> bool:
   return task_type == "worker" and task_id == 0 and "chief" not in cluster
 
 
+def mean_over_replicas(strategy, value: float) -> float:
+  """The mean of each replica's ``value``: one number every worker agrees on
+  (e.g. a time each worker measured for itself)."""
+  if strategy.num_replicas_in_sync == 1:
+    return float(value)
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  local = tf.constant(float(value), tf.float64)
+  per_replica = strategy.run(lambda: tf.identity(local))
+  return float(strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None))
+
+
 def worker_id(strategy) -> int:
   resolver = getattr(strategy, "cluster_resolver", None)
   return int(getattr(resolver, "task_id", 0) or 0) if resolver is not None else 0

@@ -21,7 +21,8 @@ class WarmupInverseSquareRoot(keras.optimizers.schedules.LearningRateSchedule):
   ``cooldown_end_step`` (and zero after it). The paper's schedule has no end;
   a run with a fixed budget ends on a rate still far from zero, and the fall
   lets its last updates settle instead. With 0 (the default) the schedule is
-  the paper's.
+  the paper's. Both may be int64 ``tf.Variable`` s, set during the run by
+  :class:`transformer.budget.TimeBudget` once it knows how many steps fit.
   """
 
   def __init__(self, d_model: int, warmup_steps: int = 4000, scale: float = 1.0,
@@ -37,24 +38,38 @@ class WarmupInverseSquareRoot(keras.optimizers.schedules.LearningRateSchedule):
     step = iteration + 1.0
     rate = (float(self.scale) * tf.math.rsqrt(float(self.d_model)) * tf.minimum(
         tf.math.rsqrt(step), step * float(self.warmup_steps) ** -1.5))
+    if isinstance(self.cooldown_steps, tf.Variable):
+      steps = tf.cast(self.cooldown_steps, tf.float32)
+      remaining = (tf.cast(self.cooldown_end_step, tf.float32) - iteration) / tf.maximum(steps, 1.0)
+      return rate * tf.where(steps > 0.0, tf.clip_by_value(remaining, 0.0, 1.0), 1.0)
     if not self.cooldown_steps:
       return rate
     remaining = (float(self.cooldown_end_step) - iteration) / float(self.cooldown_steps)
     return rate * tf.clip_by_value(remaining, 0.0, 1.0)
 
   def get_config(self):
+    # Variables (a time budget's cooldown) are saved as the values they hold now.
     return {"d_model": self.d_model, "warmup_steps": self.warmup_steps,
-            "scale": self.scale, "cooldown_steps": self.cooldown_steps,
-            "cooldown_end_step": self.cooldown_end_step}
+            "scale": self.scale, "cooldown_steps": _as_int(self.cooldown_steps),
+            "cooldown_end_step": _as_int(self.cooldown_end_step)}
 
 
-def make_optimizer(config) -> keras.optimizers.Adam:
-  """Adam(β1=0.9, β2=0.98, ε=1e-9) with the warm-up schedule, from a full config."""
+def _as_int(value) -> int:
+  return int(value.numpy()) if isinstance(value, tf.Variable) else int(value)
+
+
+def make_schedule(config) -> WarmupInverseSquareRoot:
+  """The §5.3 schedule (with the configured cooldown), from a full config."""
+  return WarmupInverseSquareRoot(config.model.d_model, config.training.warmup_steps,
+                                 config.training.learning_rate_scale,
+                                 config.training.cooldown_steps,
+                                 config.training.cooldown_end_step)
+
+
+def make_optimizer(config, schedule=None) -> keras.optimizers.Adam:
+  """Adam(β1=0.9, β2=0.98, ε=1e-9) with ``schedule`` (default: :func:`make_schedule`)."""
   return keras.optimizers.Adam(
-      WarmupInverseSquareRoot(config.model.d_model, config.training.warmup_steps,
-                              config.training.learning_rate_scale,
-                              config.training.cooldown_steps,
-                              config.training.cooldown_end_step),
+      schedule or make_schedule(config),
       beta_1=config.training.adam_beta_1, beta_2=config.training.adam_beta_2,
       epsilon=config.training.adam_epsilon)
 

@@ -68,6 +68,7 @@ from absl import logging
 import keras
 import tensorflow as tf
 
+from transformer import budget as budget_lib
 from transformer import checkpointing
 from transformer import distribute
 from transformer import losses
@@ -168,7 +169,13 @@ class Trainer:
       self.model = Transformer.from_model_config(config.model, input_vocab_size,
                                                  target_vocab_size)
       self.model.build(((None, None), (None, None)))
-      optimizer = optimization.make_optimizer(config)
+      schedule = optimization.make_schedule(config)
+      self._budget = None
+      if config.training.time_budget_minutes:
+        self._budget = budget_lib.TimeBudget(
+            config.training.time_budget_minutes, config.training.cooldown_fraction,
+            int(config.training.epochs), schedule)
+      optimizer = optimization.make_optimizer(config, schedule)
       if mixed_precision == "mixed_float16":
         optimizer = AllReplicaLossScaleOptimizer(optimizer)
       self.optimizer = optimizer
@@ -185,7 +192,8 @@ class Trainer:
     self._checkpoints = checkpointing.Checkpoints(
         self.model_dir, self.strategy, keep=int(config.training.keep_checkpoints),
         model=self.model, optimizer=self.optimizer, epoch=self.epoch,
-        step_in_epoch=self.step_in_epoch, steps_per_epoch=self.steps_per_epoch)
+        step_in_epoch=self.step_in_epoch, steps_per_epoch=self.steps_per_epoch,
+        **(self._budget.checkpointed() if self._budget else {}))
     self._summaries = summaries.Summaries(self.model_dir, is_chief=is_chief)
     self._progress = progress_lib.EpochProgress(enabled=progress and is_chief)
     self._train_fn = None
@@ -310,7 +318,9 @@ class Trainer:
           epoch_end_callback: Optional[Callable[[int, Dict], Dict]] = None,
           step_callback: Optional[Callable[[int, float], None]] = None) -> TrainResult:
     """Trains until ``config.training.train_steps`` steps (if > 0) or
-    ``config.training.epochs`` epochs, counting those already done.
+    ``config.training.epochs`` epochs, counting those already done, or with
+    ``config.training.time_budget_minutes`` the epochs that fit in it
+    (:mod:`transformer.budget`).
 
     Call :meth:`restore` first to resume.
 
@@ -332,17 +342,26 @@ class Trainer:
     interval = int(training.checkpoint_every_steps)
     history = []
     start_step = self.step
-    logging.info("training from step %d to %s", start_step,
-                 f"step {max_steps}" if max_steps else f"epoch {max_epochs}")
+    if self._budget is not None:
+      end = (f"the end of {training.time_budget_minutes:g} minutes of training "
+             f"(at most epoch {max_epochs})")
+    else:
+      end = f"step {max_steps}" if max_steps else f"epoch {max_epochs}"
+    logging.info("training from step %d to %s", start_step, end)
     try:
       with stop_signals.StopSignals() as stop:
         while True:
           epoch = int(self.epoch.numpy())
           if (max_steps is not None and self.step >= max_steps) or (
-              max_epochs is not None and epoch >= max_epochs):
+              max_epochs is not None and epoch >= max_epochs) or (
+                  self._budget is not None and self._budget.finished(epoch)):
             break
+          first_step = self.step
           record = self._run_epoch(epoch, make_train_dataset, max_steps, interval,
                                    step_callback, stop)
+          if self._budget is not None:
+            self._budget.add_seconds(
+                distribute.mean_over_replicas(self.strategy, record["seconds"]))
           if stop.received is not None:
             self.save_checkpoint()
             logging.warning("stopped by %s at step %d; rerun the same command to resume",
@@ -356,6 +375,8 @@ class Trainer:
             self.epoch.assign_add(1)
             self.steps_per_epoch.assign(record["steps_in_epoch"])
             self.step_in_epoch.assign(0)
+            if self._budget is not None:
+              self._plan_budget(record, steps_run=self.step - first_step)
           self.save_checkpoint()
           if validation_dataset is not None:
             val = self.evaluate(validation_dataset)
@@ -377,6 +398,15 @@ class Trainer:
                  self.step - start_step, start_step, self.step)
     return TrainResult(step=self.step, start_step=start_step, epoch=int(self.epoch.numpy()),
                        interrupted_by=stop.received, history=history)
+
+  def _plan_budget(self, record, steps_run):
+    # A resumed epoch ran only part of its steps here: scale its seconds up.
+    seconds_per_step = record["seconds"] / max(steps_run, 1)
+    epoch_seconds = distribute.mean_over_replicas(
+        self.strategy, seconds_per_step * record["steps_in_epoch"])
+    record["planned_epochs"] = self._budget.epoch_end(
+        epochs_done=int(self.epoch.numpy()), epoch_seconds=epoch_seconds,
+        steps_per_epoch=record["steps_in_epoch"], step=self.step)
 
   def _run_epoch(self, epoch, make_train_dataset, max_steps, interval, step_callback,
                  stop: stop_signals.StopSignals):

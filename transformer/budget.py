@@ -1,0 +1,111 @@
+"""A training-time budget: as many whole epochs as fit, the last ones cooling down.
+
+Not in the paper, whose runs have a step count and whose §5.3 schedule has no
+end. A run given ``training.time_budget_minutes`` trains whole epochs while
+they fit in the budget, and its learning rate falls linearly to zero over the
+last ``training.cooldown_fraction`` of them (the cooldown of
+:class:`transformer.optimization.WarmupInverseSquareRoot`). The same
+configuration then gets more epochs on a faster machine and fewer on a slower
+one, instead of a fixed count that overruns the budget on a slow day.
+
+How many epochs fit is known only from the machine's speed, so after each
+epoch the run's length is estimated again from the last epoch's training
+seconds, until the cooldown has to begin; from then on the plan is fixed.
+The seconds used, the plan and the cooldown's steps are checkpointed with the
+run, so a resumed run keeps its plan and the seconds already spent. Training
+seconds count the training steps only, not validation (the ``seconds`` of
+``metrics.jsonl``).
+
+Under several workers each measures its own seconds; they agree on the mean
+(:func:`transformer.distribute.mean_over_replicas`), so every worker makes the
+same plan.
+"""
+
+import math
+
+from absl import logging
+import tensorflow as tf
+
+
+def planned_epochs(budget_seconds: float, used_seconds: float, epochs_done: int,
+                   seconds_per_epoch: float, max_epochs: int) -> int:
+  """The run's length in epochs: those done plus the whole epochs still fitting, at most max_epochs."""
+  left = max(0.0, budget_seconds - used_seconds)
+  return min(max_epochs, epochs_done + int(left // max(seconds_per_epoch, 1e-9)))
+
+
+def cooldown_epochs(total_epochs: int, fraction: float) -> int:
+  """The last epochs of a run of ``total_epochs`` that cool down: ``fraction`` of them, rounded up."""
+  if fraction <= 0 or total_epochs <= 0:
+    return 0
+  return min(total_epochs, math.ceil(fraction * total_epochs - 1e-9))
+
+
+class TimeBudget:
+  """Plans a run of whole epochs that fits ``minutes`` of training.
+
+  Args:
+    minutes: the training time the run may use.
+    cooldown_fraction: the share of the planned epochs over which the rate
+      falls to zero.
+    max_epochs: the run never plans more epochs than this.
+    schedule: the optimizer's ``WarmupInverseSquareRoot``; its cooldown is set
+      here, so it is given int64 variables for it.
+  """
+
+  def __init__(self, minutes: float, cooldown_fraction: float, max_epochs: int, schedule):
+    self.budget_seconds = 60.0 * float(minutes)
+    self.cooldown_fraction = float(cooldown_fraction)
+    self.max_epochs = int(max_epochs)
+    self.used_seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False,
+                                    name="budget_used_seconds")
+    # 0 until the cooldown begins; then the run's length in epochs.
+    self.planned = tf.Variable(0, dtype=tf.int64, trainable=False, name="budget_planned_epochs")
+    schedule.cooldown_steps = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                          name="budget_cooldown_steps")
+    schedule.cooldown_end_step = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                             name="budget_cooldown_end_step")
+    self._schedule = schedule
+
+  def checkpointed(self) -> dict:
+    """The variables a checkpoint must hold to resume the plan."""
+    return {"budget_used_seconds": self.used_seconds,
+            "budget_planned_epochs": self.planned,
+            "budget_cooldown_steps": self._schedule.cooldown_steps,
+            "budget_cooldown_end_step": self._schedule.cooldown_end_step}
+
+  def add_seconds(self, seconds: float) -> None:
+    self.used_seconds.assign_add(float(seconds))
+
+  def finished(self, epochs_done: int) -> bool:
+    """Whether the planned epochs are done (False while the plan is open)."""
+    planned = int(self.planned.numpy())
+    return 0 < planned <= epochs_done
+
+  def epoch_end(self, *, epochs_done: int, epoch_seconds: float, steps_per_epoch: int,
+                step: int) -> int:
+    """After a complete epoch: estimates the run's length and, once its
+    cooldown has to begin, fixes the plan and starts the cooldown. Returns the
+    run's length in epochs as now planned."""
+    if int(self.planned.numpy()):
+      return int(self.planned.numpy())
+    total = planned_epochs(self.budget_seconds, float(self.used_seconds.numpy()), epochs_done,
+                           epoch_seconds, self.max_epochs)
+    cooling = cooldown_epochs(total, self.cooldown_fraction)
+    if epochs_done < total - cooling:
+      logging.info("time budget: about %d epochs fit (%.1f of %.1f minutes used, %.1f per "
+                   "epoch)", total, float(self.used_seconds.numpy()) / 60,
+                   self.budget_seconds / 60, epoch_seconds / 60)
+      return total
+    total = max(total, epochs_done)
+    steps = (total - epochs_done) * int(steps_per_epoch)
+    self.planned.assign(total)
+    self._schedule.cooldown_steps.assign(steps)
+    self._schedule.cooldown_end_step.assign(step + steps)
+    if steps:
+      logging.info("time budget: %d epochs in all; the learning rate falls to zero over the "
+                   "last %d (steps %d to %d)", total, total - epochs_done, step, step + steps)
+    elif self.cooldown_fraction > 0:
+      logging.warning("time budget: used up after %d epochs, before a cooldown could begin",
+                      total)
+    return total
