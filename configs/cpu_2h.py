@@ -64,8 +64,8 @@ def get_config(sizing: str = "epochs"):
   config.training.checkpoint_every_steps = 500
   config.training.keep_checkpoints = 5
   if sizing == "clock":
-    # The same 12 epochs took 106 and 116 minutes on two days on the same kind
-    # of EPYC (results/cpu_2h_lr15, results/cpu_2h_cooldown): sized by the clock,
+    # The same 12 epochs took 106, 116 and 127 minutes on three days on the same
+    # kind of EPYC (results/cpu_2h_lr15, _cooldown, _cool6): sized by the clock,
     # the run takes the epochs that fit, the last third of them cooling down.
     config.training.epochs = 100
     config.training.cooldown_steps = 0
