@@ -31,13 +31,15 @@ def test_cooldown_epochs_round_up(total, fraction, expected):
   assert budget.cooldown_epochs(total, fraction) == expected
 
 
-def _schedule():
-  return WarmupInverseSquareRoot(d_model=64, warmup_steps=4, scale=1.0)
+def _schedule(plan=None):
+  """The schedule alone, or with ``plan``'s cooldown variables."""
+  cooldown = (plan.cooldown_steps, plan.cooldown_end_step) if plan else (0, 0)
+  return WarmupInverseSquareRoot(64, 4, 1.0, *cooldown)
 
 
 def test_plan_stays_open_until_the_cooldown_must_begin_then_is_fixed():
-  schedule = _schedule()
-  plan = budget.TimeBudget(1, 1 / 3, 100, schedule)  # 60 s; epochs of 10 s, 3 steps
+  plan = budget.TimeBudget(1, 1 / 3, 100)  # 60 s; epochs of 10 s, 3 steps
+  schedule = _schedule(plan)
   for done in range(1, 5):
     plan.add_seconds(10)
     plan.epoch_end(epochs_done=done, epoch_seconds=10, steps_per_epoch=3, step=3 * done)
@@ -61,8 +63,8 @@ def test_plan_stays_open_until_the_cooldown_must_begin_then_is_fixed():
 
 
 def test_a_machine_that_slows_down_ends_without_a_cooldown_and_says_so(caplog):
-  schedule = _schedule()
-  plan = budget.TimeBudget(1, 1 / 3, 100, schedule)
+  plan = budget.TimeBudget(1, 1 / 3, 100)
+  schedule = _schedule(plan)
   plan.add_seconds(10)
   plan.epoch_end(epochs_done=1, epoch_seconds=10, steps_per_epoch=3, step=3)
   assert int(plan.planned.numpy()) == 0

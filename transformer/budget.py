@@ -49,11 +49,12 @@ class TimeBudget:
     cooldown_fraction: the share of the planned epochs over which the rate
       falls to zero.
     max_epochs: the run never plans more epochs than this.
-    schedule: the optimizer's ``WarmupInverseSquareRoot``; its cooldown is set
-      here, so it is given int64 variables for it.
+
+  ``cooldown_steps`` and ``cooldown_end_step`` are int64 variables (0 until
+  the plan is fixed) for the optimizer's ``WarmupInverseSquareRoot``.
   """
 
-  def __init__(self, minutes: float, cooldown_fraction: float, max_epochs: int, schedule):
+  def __init__(self, minutes: float, cooldown_fraction: float, max_epochs: int):
     self.budget_seconds = 60.0 * float(minutes)
     self.cooldown_fraction = float(cooldown_fraction)
     self.max_epochs = int(max_epochs)
@@ -61,18 +62,17 @@ class TimeBudget:
                                     name="budget_used_seconds")
     # 0 until the cooldown begins; then the run's length in epochs.
     self.planned = tf.Variable(0, dtype=tf.int64, trainable=False, name="budget_planned_epochs")
-    schedule.cooldown_steps = tf.Variable(0, dtype=tf.int64, trainable=False,
-                                          name="budget_cooldown_steps")
-    schedule.cooldown_end_step = tf.Variable(0, dtype=tf.int64, trainable=False,
-                                             name="budget_cooldown_end_step")
-    self._schedule = schedule
+    self.cooldown_steps = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                      name="budget_cooldown_steps")
+    self.cooldown_end_step = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                         name="budget_cooldown_end_step")
 
   def checkpointed(self) -> dict:
     """The variables a checkpoint must hold to resume the plan."""
     return {"budget_used_seconds": self.used_seconds,
             "budget_planned_epochs": self.planned,
-            "budget_cooldown_steps": self._schedule.cooldown_steps,
-            "budget_cooldown_end_step": self._schedule.cooldown_end_step}
+            "budget_cooldown_steps": self.cooldown_steps,
+            "budget_cooldown_end_step": self.cooldown_end_step}
 
   def add_seconds(self, seconds: float) -> None:
     self.used_seconds.assign_add(float(seconds))
@@ -100,8 +100,8 @@ class TimeBudget:
     total = max(total, epochs_done)
     steps = (total - epochs_done) * int(steps_per_epoch)
     self.planned.assign(total)
-    self._schedule.cooldown_steps.assign(steps)
-    self._schedule.cooldown_end_step.assign(step + steps)
+    self.cooldown_steps.assign(steps)
+    self.cooldown_end_step.assign(step + steps)
     if steps:
       logging.info("time budget: %d epochs in all; the learning rate falls to zero over the "
                    "last %d (steps %d to %d)", total, total - epochs_done, step, step + steps)

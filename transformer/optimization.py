@@ -38,14 +38,10 @@ class WarmupInverseSquareRoot(keras.optimizers.schedules.LearningRateSchedule):
     step = iteration + 1.0
     rate = (float(self.scale) * tf.math.rsqrt(float(self.d_model)) * tf.minimum(
         tf.math.rsqrt(step), step * float(self.warmup_steps) ** -1.5))
-    if isinstance(self.cooldown_steps, tf.Variable):
-      steps = tf.cast(self.cooldown_steps, tf.float32)
-      remaining = (tf.cast(self.cooldown_end_step, tf.float32) - iteration) / tf.maximum(steps, 1.0)
-      return rate * tf.where(steps > 0.0, tf.clip_by_value(remaining, 0.0, 1.0), 1.0)
-    if not self.cooldown_steps:
-      return rate
-    remaining = (float(self.cooldown_end_step) - iteration) / float(self.cooldown_steps)
-    return rate * tf.clip_by_value(remaining, 0.0, 1.0)
+    # Numbers or variables alike; without a cooldown the factor is exactly 1.
+    steps = tf.cast(self.cooldown_steps, tf.float32)
+    remaining = (tf.cast(self.cooldown_end_step, tf.float32) - iteration) / tf.maximum(steps, 1.0)
+    return rate * tf.where(steps > 0.0, tf.clip_by_value(remaining, 0.0, 1.0), 1.0)
 
   def get_config(self):
     # Variables (a time budget's cooldown) are saved as the values they hold now.
@@ -58,18 +54,18 @@ def _as_int(value) -> int:
   return int(value.numpy()) if isinstance(value, tf.Variable) else int(value)
 
 
-def make_schedule(config) -> WarmupInverseSquareRoot:
-  """The §5.3 schedule (with the configured cooldown), from a full config."""
-  return WarmupInverseSquareRoot(config.model.d_model, config.training.warmup_steps,
-                                 config.training.learning_rate_scale,
-                                 config.training.cooldown_steps,
-                                 config.training.cooldown_end_step)
+def make_optimizer(config, cooldown=None) -> keras.optimizers.Adam:
+  """Adam(β1=0.9, β2=0.98, ε=1e-9) with the warm-up schedule, from a full config.
 
-
-def make_optimizer(config, schedule=None) -> keras.optimizers.Adam:
-  """Adam(β1=0.9, β2=0.98, ε=1e-9) with ``schedule`` (default: :func:`make_schedule`)."""
+  ``cooldown``: ``(cooldown_steps, cooldown_end_step)`` instead of the
+  config's, e.g. a time budget's variables (:class:`transformer.budget.TimeBudget`).
+  """
+  cooldown_steps, cooldown_end_step = cooldown or (config.training.cooldown_steps,
+                                                   config.training.cooldown_end_step)
   return keras.optimizers.Adam(
-      schedule or make_schedule(config),
+      WarmupInverseSquareRoot(config.model.d_model, config.training.warmup_steps,
+                              config.training.learning_rate_scale,
+                              cooldown_steps, cooldown_end_step),
       beta_1=config.training.adam_beta_1, beta_2=config.training.adam_beta_2,
       epsilon=config.training.adam_epsilon)
 

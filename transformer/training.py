@@ -169,13 +169,14 @@ class Trainer:
       self.model = Transformer.from_model_config(config.model, input_vocab_size,
                                                  target_vocab_size)
       self.model.build(((None, None), (None, None)))
-      schedule = optimization.make_schedule(config)
       self._budget = None
+      cooldown = None  # the config's
       if config.training.time_budget_minutes:
         self._budget = budget_lib.TimeBudget(
             config.training.time_budget_minutes, config.training.cooldown_fraction,
-            int(config.training.epochs), schedule)
-      optimizer = optimization.make_optimizer(config, schedule)
+            int(config.training.epochs))
+        cooldown = (self._budget.cooldown_steps, self._budget.cooldown_end_step)
+      optimizer = optimization.make_optimizer(config, cooldown)
       if mixed_precision == "mixed_float16":
         optimizer = AllReplicaLossScaleOptimizer(optimizer)
       self.optimizer = optimizer
@@ -360,8 +361,9 @@ class Trainer:
           record = self._run_epoch(epoch, make_train_dataset, max_steps, interval,
                                    step_callback, stop)
           if self._budget is not None:
-            self._budget.add_seconds(
-                distribute.mean_over_replicas(self.strategy, record["seconds"]))
+            # Each worker timed itself; all must plan alike.
+            seconds = distribute.mean_over_replicas(self.strategy, record["seconds"])
+            self._budget.add_seconds(seconds)
           if stop.received is not None:
             self.save_checkpoint()
             logging.warning("stopped by %s at step %d; rerun the same command to resume",
@@ -376,7 +378,7 @@ class Trainer:
             self.steps_per_epoch.assign(record["steps_in_epoch"])
             self.step_in_epoch.assign(0)
             if self._budget is not None:
-              self._plan_budget(record, steps_run=self.step - first_step)
+              self._plan_budget(record, seconds, steps_run=self.step - first_step)
           self.save_checkpoint()
           if validation_dataset is not None:
             val = self.evaluate(validation_dataset)
@@ -399,11 +401,9 @@ class Trainer:
     return TrainResult(step=self.step, start_step=start_step, epoch=int(self.epoch.numpy()),
                        interrupted_by=stop.received, history=history)
 
-  def _plan_budget(self, record, steps_run):
+  def _plan_budget(self, record, seconds, steps_run):
     # A resumed epoch ran only part of its steps here: scale its seconds up.
-    seconds_per_step = record["seconds"] / max(steps_run, 1)
-    epoch_seconds = distribute.mean_over_replicas(
-        self.strategy, seconds_per_step * record["steps_in_epoch"])
+    epoch_seconds = seconds / max(steps_run, 1) * record["steps_in_epoch"]
     record["planned_epochs"] = self._budget.epoch_end(
         epochs_done=int(self.epoch.numpy()), epoch_seconds=epoch_seconds,
         steps_per_epoch=record["steps_in_epoch"], step=self.step)
