@@ -12,6 +12,12 @@ import resource
 import subprocess
 import time
 
+from transformer import console
+
+# Benchmarks measure TensorFlow as train.py runs it. Set on import because most
+# benchmarks import TensorFlow (through transformer/) right after this module.
+console.use_bfc_allocator()
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 

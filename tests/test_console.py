@@ -120,8 +120,6 @@ def test_an_explicit_thread_count_wins_over_cores_and_environment():
 
 
 ALLOCATOR_PROBE = """
-from transformer import console
-tf = console.import_tensorflow(verbose=False)
 tf.linalg.matmul(tf.ones([64, 64]), tf.ones([64, 64]))
 try:
   tf.config.experimental.get_memory_info("CPU:0")  # only a BFC allocator keeps stats
@@ -129,14 +127,22 @@ try:
 except ValueError:
   print("malloc")
 """
+# How TensorFlow starts: train.py, evaluate.py and translate.py through
+# console.import_tensorflow; a benchmark by importing bench.machine first and
+# then modules of transformer/ that import TensorFlow (bench/sweep.py's order).
+STARTS = {
+    "script": "from transformer import console\ntf = console.import_tensorflow(verbose=False)",
+    "benchmark": "from bench import machine\nfrom transformer import training\nimport tensorflow as tf",
+}
 
 
+@pytest.mark.parametrize("start", sorted(STARTS))
 @pytest.mark.parametrize("setting, expected", [(None, "bfc"), ("0", "malloc")])
-def test_cpu_tensors_use_the_bfc_allocator_unless_the_user_says_no(setting, expected):
+def test_cpu_tensors_use_the_bfc_allocator_unless_the_user_says_no(start, setting, expected):
   env = {k: v for k, v in os.environ.items() if k != "TF_CPU_ALLOCATOR_USE_BFC"}
   if setting is not None:
     env["TF_CPU_ALLOCATOR_USE_BFC"] = setting
-  result = subprocess.run([sys.executable, "-c", ALLOCATOR_PROBE], cwd=ROOT,
+  result = subprocess.run([sys.executable, "-c", STARTS[start] + ALLOCATOR_PROBE], cwd=ROOT,
                           env={**env, "PYTHONPATH": str(ROOT)},
                           capture_output=True, text=True, timeout=300, check=False)
   assert result.returncode == 0, result.stderr[-3000:]

@@ -25,13 +25,7 @@ def import_tensorflow(verbose: bool):
   TensorFlow's own Python modules (SavedModel loading and saving) are dropped;
   the scripts' own lines stay.
   """
-  # TensorFlow's BFC allocator for CPU tensors: it keeps the memory it frees
-  # for the next step's tensors, where malloc hands large blocks back to the
-  # kernel and every step pays page faults for fresh ones (1.5x the training
-  # tokens/s of configs/cpu_2h.py on a 2-core AMD EPYC,
-  # bench/results/cpu_allocator.json). Read when TensorFlow starts; a user's
-  # TF_CPU_ALLOCATOR_USE_BFC=0 keeps malloc.
-  os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "1")
+  use_bfc_allocator()
   if verbose:
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
@@ -53,6 +47,18 @@ def import_tensorflow(verbose: bool):
       lambda record: record.levelno >= python_logging.WARNING
       or not record.pathname.startswith(tensorflow_dir))
   return tf
+
+
+def use_bfc_allocator():
+  """Asks for TensorFlow's BFC allocator for CPU tensors; call before TensorFlow loads.
+
+  It keeps the memory it frees for the next step's tensors, where malloc hands
+  large blocks back to the kernel and every step pays page faults for fresh
+  ones (1.5x the training tokens/s of configs/cpu_2h.py on a 2-core AMD EPYC,
+  bench/results/cpu_allocator.json). TensorFlow reads the variable when it
+  starts; a user's TF_CPU_ALLOCATOR_USE_BFC=0 keeps malloc.
+  """
+  os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "1")
 
 
 def usable_cores() -> int:
