@@ -57,13 +57,16 @@ def test_cpu_2h_config_keeps_every_choice_the_paper_fixes():
   assert cooldown_mismatch(config.training, steps_per_epoch=656) is None
 
 
-def test_cpu_2h_sized_by_the_clock_is_the_same_run_with_a_time_budget():
+def test_cpu_2h_sized_by_the_clock_trains_the_same_model_with_a_time_budget():
   by_epochs, by_clock = configs.cpu_2h.get_config(), configs.cpu_2h.get_config("clock")
   validate_config(by_clock)
   assert by_clock.training.time_budget_minutes == 115.0
   assert budget.cooldown_epochs(12, by_clock.training.cooldown_fraction) == 4
   for section in ("model", "data"):
     assert by_clock[section].to_dict() == by_epochs[section].to_dict()
+  peak = by_clock.training.learning_rate_scale * (
+      by_clock.model.d_model * by_clock.training.warmup_steps) ** -0.5
+  assert peak == pytest.approx(2e-3, rel=0.001)  # results/cpu_2h_clock_lr20
   with pytest.raises(ValueError, match="choose 'epochs' or 'clock'"):
     configs.cpu_2h.get_config("minutes")
 

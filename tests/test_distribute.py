@@ -102,13 +102,25 @@ def test_default_strategy():
 
 # ------------------------------------------------------------ subprocess runs
 
-def _run(script: str, cwd: Path, timeout: float, env=None):
+def _start(script: str, cwd: Path, env=None) -> subprocess.Popen:
+  """Starts ``script`` in its own Python process in ``cwd``; stdout and stderr as one."""
   path = cwd / "script.py"
   path.write_text(textwrap.dedent(script))
   full_env = {**os.environ, "PYTHONPATH": str(REPO_DIR), "TF_CPP_MIN_LOG_LEVEL": "2",
               **(env or {})}
   return subprocess.Popen([sys.executable, str(path)], cwd=cwd, env=full_env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _output(proc: subprocess.Popen, timeout: float, what: str) -> str:
+  """Waits for ``proc`` and returns its output; fails the test if it hangs or fails."""
+  try:
+    output, _ = proc.communicate(timeout=timeout)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    pytest.fail(f"{what} hung (killed after {timeout} s)")
+  assert proc.returncode == 0, output[-3000:]
+  return output
 
 
 _COMMON = """
@@ -162,14 +174,7 @@ def _two_replica_run(body: str, cwd: Path) -> str:
   tf.config.set_logical_device_configuration(
       cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
   """) + _COMMON + textwrap.dedent(body)
-  proc = _run(script, cwd, timeout=240)
-  try:
-    output, _ = proc.communicate(timeout=240)
-  except subprocess.TimeoutExpired:
-    proc.kill()
-    pytest.fail("the 2-replica run hung (killed after 240 s)")
-  assert proc.returncode == 0, output[-3000:]
-  return output
+  return _output(_start(script, cwd), 240, "the 2-replica run")
 
 
 @pytest.mark.slow
@@ -284,8 +289,7 @@ print("done", task, result.step, distribute.is_chief(strategy))
     work = tmp_path / f"w{index}"
     work.mkdir()
     tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
-    procs.append((work, _run(script, work, WORKER_TIMEOUT,
-                             env={"TF_CONFIG": json.dumps(tf_config)})))
+    procs.append((work, _start(script, work, env={"TF_CONFIG": json.dumps(tf_config)})))
   outputs = []
   try:
     for work, proc in procs:
@@ -320,13 +324,7 @@ np.savez("single.npz", *trainer.model.get_weights(),
 """
   work = tmp_path / "single"
   work.mkdir()
-  proc = _run(single, work, WORKER_TIMEOUT)
-  try:
-    output = proc.communicate(timeout=WORKER_TIMEOUT)[0]
-  except subprocess.TimeoutExpired:
-    proc.kill()
-    pytest.fail(f"the single-device run hung (killed after {WORKER_TIMEOUT} s)")
-  assert proc.returncode == 0, output[-3000:]
+  _output(_start(single, work), WORKER_TIMEOUT, "the single-device run")
   one = np.load(work / "single.npz")
   initial = np.load(tmp_path / "w0" / "initial_0.npz")
   names = list(one["names"])
