@@ -118,7 +118,7 @@ def attention_plots(translator_dir, data_dir, results_dir: Path):
   for name, sentence in (("short", by_length[len(by_length) // 4]),
                          ("long", by_length[-len(by_length) // 10])):
     result = translator.translate_with_attention(tf.constant([sentence]))
-    plotting.plot_attention_weights(result["source_tokens"][0].numpy(),
+    plotting.save_attention_plot(result["source_tokens"][0].numpy(),
                                     result["tokens"][0].numpy(),
                                     result["attention"][0].numpy(),
                                     results_dir / f"attention_{name}.png")

@@ -87,10 +87,10 @@ def attention_outputs(layer, x):
 def test_residual_dropout_on_attention_is_the_papers_and_off_is_the_tutorials():
   from transformer.attention import GlobalSelfAttention
   x = np.random.default_rng(4).normal(size=(2, 6, 16)).astype(np.float32)
-  paper = GlobalSelfAttention(4, 4, dropout_rate=0.5, residual_dropout=True)
+  paper = GlobalSelfAttention(4, 4, residual_dropout_rate=0.5)
   inference, training = attention_outputs(paper, x)
   assert not np.allclose(inference, training)
-  tutorial = GlobalSelfAttention(4, 4, dropout_rate=0.5, residual_dropout=False)
+  tutorial = GlobalSelfAttention(4, 4)
   inference, training = attention_outputs(tutorial, x)
   np.testing.assert_allclose(inference, training, rtol=1e-6)
 
@@ -98,7 +98,7 @@ def test_residual_dropout_on_attention_is_the_papers_and_off_is_the_tutorials():
 def test_attention_dropout_drops_weights_but_returns_them_whole():
   from transformer.attention import GlobalSelfAttention
   x = np.random.default_rng(5).normal(size=(2, 6, 16)).astype(np.float32)
-  layer = GlobalSelfAttention(4, 4, attention_dropout_rate=0.5, residual_dropout=False)
+  layer = GlobalSelfAttention(4, 4, dropout=0.5)
   inference, training = attention_outputs(layer, x)
   assert not np.allclose(inference, training)
-  np.testing.assert_allclose(layer.last_attention_scores.numpy().sum(-1), 1.0, rtol=1e-5)
+  np.testing.assert_allclose(layer.last_attn_scores.numpy().sum(-1), 1.0, rtol=1e-5)

@@ -61,7 +61,7 @@ def test_returned_self_attention_scores_are_causal():
   rng = np.random.default_rng(1)
   model((rng.integers(1, VOCAB, (2, 5)), rng.integers(1, VOCAB, (2, 6))), training=True)
   for layer in model.decoder.layers:
-    scores = layer.self_attention.last_attention_scores.numpy()
+    scores = layer.self_attention.last_attn_scores.numpy()
     upper = np.triu(np.ones((6, 6), bool), k=1)
     assert np.all(scores[..., upper] == 0.0)
     np.testing.assert_allclose(scores.sum(-1), 1.0, rtol=1e-5)
@@ -101,11 +101,11 @@ def test_padding_the_source_changes_nothing_at_real_positions(output_weights):
   for training in (False, True):
     model((padded_source, target), training=training)
     for layer in model.decoder.layers:
-      weights = layer.cross_attention.last_attention_scores.numpy()  # (b, h, tgt, src)
+      weights = layer.cross_attention.last_attn_scores.numpy()  # (b, h, tgt, src)
       assert np.all(weights.transpose(0, 3, 1, 2)[padded] == 0.0), training
       np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-5)
     for layer in model.encoder.layers:
-      weights = layer.self_attention.last_attention_scores.numpy()
+      weights = layer.self_attention.last_attn_scores.numpy()
       assert np.all(weights.transpose(0, 3, 1, 2)[padded] == 0.0), training
 
 

@@ -118,12 +118,14 @@ def test_decode_step_equals_the_last_position_of_a_full_pass(head_width):
                                                source_mask)
     np.testing.assert_allclose(logits.numpy(), full[:, index], rtol=1e-4, atol=1e-5)
   np.testing.assert_allclose(weights.numpy(),
-                             model.decoder.last_attention_scores.numpy()[:, :, -1], atol=1e-6)
+                             model.decoder.last_attn_scores.numpy()[:, :, -1], atol=1e-6)
 
 
 def test_get_config_round_trip_gives_identical_outputs():
-  model = tiny_model(head_width="full", positional_layout="concatenated",
-                     output_weights="untied", scale_embeddings=False, layer_norm_epsilon=1e-3)
+  # The paper's choices: every one differs from the (tutorial's) defaults.
+  model = tiny_model(head_width="split", positional_layout="interleaved",
+                     output_weights="tied", scale_embeddings=False, layer_norm_epsilon=1e-6,
+                     residual_dropout_on_attention=True, attention_dropout_rate=0.0)
   batch = random_batch(2)
   expected = model(batch).numpy()
   clone = Transformer.from_config(model.get_config())
@@ -168,22 +170,26 @@ def layer_cases():
   x = rng.normal(size=(2, 5, 8)).astype(np.float32)
   context = rng.normal(size=(2, 7, 8)).astype(np.float32)
   ids = rng.integers(1, 20, (2, 5))
-  stack = dict(key_dim=4, dropout_rate=0.2, attention_dropout_rate=0.1,
-               residual_dropout_on_attention=False, max_position=16,
-               positional_layout="concatenated", scale_embeddings=False,
-               layer_norm_epsilon=1e-3)
+  # Values other than the defaults, so that a setting lost by get_config shows.
+  stack = dict(key_dim=4, dropout_rate=0.2, attention_dropout_rate=0.0,
+               residual_dropout_on_attention=True, max_position=16,
+               positional_layout="interleaved", scale_embeddings=False,
+               layer_norm_epsilon=1e-6)
   return [
-      (PositionalEmbedding(20, 8, max_position=16, layout="concatenated"), (ids,)),
+      (PositionalEmbedding(20, 8, max_position=16, layout="interleaved"), (ids,)),
       (MultiHeadAttention(2, 4, dropout=0.1), (x, context)),
-      (GlobalSelfAttention(2, 4, attention_dropout_rate=0.1, residual_dropout=False), (x,)),
-      (CausalSelfAttention(2, 4, dropout_rate=0.3, layer_norm_epsilon=1e-3), (x,)),
+      (GlobalSelfAttention(2, 4, dropout=0.1), (x,)),
+      (CausalSelfAttention(2, 4, residual_dropout_rate=0.3, layer_norm_epsilon=1e-6), (x,)),
       (CrossAttention(2, 4), (x, context)),
-      (FeedForward(8, 12, 0.3, layer_norm_epsilon=1e-3), (x,)),
-      (EncoderLayer(8, 2, 12, 4, dropout_rate=0.2, layer_norm_epsilon=1e-3), (x,)),
-      (DecoderLayer(8, 2, 12, 4, attention_dropout_rate=0.1, layer_norm_epsilon=1e-3),
-       (x, context)),
-      (Encoder(2, 8, 2, 12, 20, pad_id=0, **stack), (ids,)),
-      (Decoder(2, 8, 2, 12, 20, **stack), (ids, context)),
+      (FeedForward(8, 12, 0.3, layer_norm_epsilon=1e-6), (x,)),
+      (EncoderLayer(d_model=8, num_heads=2, dff=12, key_dim=4, dropout_rate=0.2,
+                    layer_norm_epsilon=1e-6), (x,)),
+      (DecoderLayer(d_model=8, num_heads=2, dff=12, key_dim=4, attention_dropout_rate=0.1,
+                    layer_norm_epsilon=1e-6), (x, context)),
+      (Encoder(num_layers=2, d_model=8, num_heads=2, dff=12, vocab_size=20, pad_id=0, **stack),
+       (ids,)),
+      (Decoder(num_layers=2, d_model=8, num_heads=2, dff=12, vocab_size=20, **stack),
+       (ids, context)),
   ]
 
 

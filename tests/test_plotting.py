@@ -4,7 +4,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 import numpy as np
 import pytest
 
-from transformer.plotting import plot_attention_weights
+from transformer.plotting import save_attention_plot
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -24,7 +24,7 @@ def test_writes_a_png_with_one_panel_per_head(tmp_path, heads):
   target = ["this", "is", "one", "[END]"]
   weights = np.random.default_rng(0).dirichlet(np.ones(len(source)), (heads, len(target)))
   path = tmp_path / "attention.png"
-  figure = plot_attention_weights(source, target, weights, path)
+  figure = save_attention_plot(source, target, weights, path)
   assert path.read_bytes().startswith(PNG_SIGNATURE)
   assert path.stat().st_size > 1000
   assert len(figure.axes) == heads
@@ -39,7 +39,7 @@ def test_draws_only_real_tokens(tmp_path):
   source = ["[START]", "olá", ".", "[END]", "[PAD]", "[PAD]"]
   target = ["hello", ".", "[END]", "[PAD]", "[PAD]", "[PAD]", "[PAD]"]
   weights = np.random.default_rng(1).random((2, len(target), len(source)))
-  figure = plot_attention_weights(source, target, weights, tmp_path / "a.png")
+  figure = save_attention_plot(source, target, weights, tmp_path / "a.png")
   axes = figure.axes[0]
   assert _labels(axes.get_xticklabels()) == source[:4]
   assert _labels(axes.get_yticklabels()) == target[:3]
@@ -51,7 +51,7 @@ def test_labels_do_not_overlap(tmp_path, src_len, out_len):
   source = ["[START]"] + [f"palavra{i}" for i in range(src_len - 2)] + ["[END]"]
   target = [f"word{i}" for i in range(out_len - 1)] + ["[END]"]
   weights = np.full((8, out_len, src_len), 1.0 / src_len)
-  figure = plot_attention_weights(source, target, weights, tmp_path / "a.png")
+  figure = save_attention_plot(source, target, weights, tmp_path / "a.png")
   canvas = FigureCanvasAgg(figure)  # the closed figure, laid out again to be measured
   canvas.draw()
   renderer = canvas.get_renderer()
@@ -68,7 +68,7 @@ def test_labels_do_not_overlap(tmp_path, src_len, out_len):
 
 def test_rejects_tokens_that_do_not_match_the_weights(tmp_path):
   with pytest.raises(ValueError, match="does not match"):
-    plot_attention_weights(["a", "b"], ["x"], np.ones((2, 1, 3)), tmp_path / "a.png")
+    save_attention_plot(["a", "b"], ["x"], np.ones((2, 1, 3)), tmp_path / "a.png")
 
 
 def test_training_curves_plot_every_epoch_record(tmp_path):

@@ -69,7 +69,7 @@ def test_attention_weights_are_softmax_of_qkt_or_qkt_over_root_dk(scaled):
   if scaled:
     logits = logits / np.sqrt(mha.key_dim)
   logits = np.where(source.numpy()[:, None, None, :] != 0, logits, -np.inf)
-  np.testing.assert_allclose(attention.last_attention_scores.numpy(), softmax(logits),
+  np.testing.assert_allclose(attention.last_attn_scores.numpy(), softmax(logits),
                              rtol=1e-5, atol=1e-6)
 
 

@@ -154,29 +154,29 @@ class BaseAttention(keras.layers.Layer):
   """An attention sub-layer with its residual connection and post-LayerNorm (§3.1, §5.4):
   ``LayerNorm(x + Dropout(MultiHeadAttention(x, context)))``.
 
-  ``residual_dropout=False`` leaves out the Dropout, as the tutorial does.
-  ``layer_norm_epsilon`` is the LayerNorm's ε (``model.layer_norm_epsilon``).
-  ``scale_logits`` is :class:`MultiHeadAttention`'s.
-  The attention weights of the last call are kept in ``last_attention_scores``
-  ``(batch, heads, q_len, k_len)``, as the tutorial keeps them for plotting.
+  The defaults are the tutorial's, whose ``BaseAttention(**kwargs)`` hands
+  ``num_heads``, ``key_dim`` and ``dropout`` to Keras' ``MultiHeadAttention``:
+  ``dropout`` drops attention weights; ``residual_dropout_rate`` is the
+  paper's dropout of the sub-layer output (§5.4), which the tutorial leaves out
+  (0); ``layer_norm_epsilon`` 1e-3 is Keras' default. ``scale_logits`` is
+  :class:`MultiHeadAttention`'s. The attention weights of the last call are
+  kept in ``last_attn_scores`` ``(batch, heads, q_len, k_len)``, the tutorial's
+  name, for plotting.
   """
 
-  def __init__(self, num_heads: int, key_dim: int, *, attention_dropout_rate: float = 0.0,
-               dropout_rate: float = 0.1, residual_dropout: bool = True,
-               scale_logits: bool = True, layer_norm_epsilon: float = 1e-6, **kwargs):
+  def __init__(self, num_heads: int, key_dim: int, *, dropout: float = 0.0,
+               residual_dropout_rate: float = 0.0, scale_logits: bool = True,
+               layer_norm_epsilon: float = 1e-3, **kwargs):
     super().__init__(**kwargs)
-    self.num_heads = num_heads
-    self.key_dim = key_dim
-    self.attention_dropout_rate = attention_dropout_rate
-    self.dropout_rate = dropout_rate
-    self.residual_dropout = residual_dropout
-    self.scale_logits = scale_logits
-    self.layer_norm_epsilon = layer_norm_epsilon
-    self.mha = MultiHeadAttention(num_heads, key_dim, dropout=attention_dropout_rate,
+    self.hyperparameters = dict(
+        num_heads=num_heads, key_dim=key_dim, dropout=dropout,
+        residual_dropout_rate=residual_dropout_rate, scale_logits=scale_logits,
+        layer_norm_epsilon=layer_norm_epsilon)
+    self.mha = MultiHeadAttention(num_heads, key_dim, dropout=dropout,
                                   scale_logits=scale_logits, name="multi_head_attention")
-    self.dropout = keras.layers.Dropout(dropout_rate if residual_dropout else 0.0)
+    self.dropout = keras.layers.Dropout(residual_dropout_rate)
     self.layernorm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon)
-    self.last_attention_scores = None
+    self.last_attn_scores = None
 
   def build(self, x_shape):
     self.mha.build(x_shape, x_shape)
@@ -190,10 +190,7 @@ class BaseAttention(keras.layers.Layer):
     return x_shape
 
   def get_config(self):
-    return {**super().get_config(), "num_heads": self.num_heads, "key_dim": self.key_dim,
-            "attention_dropout_rate": self.attention_dropout_rate,
-            "dropout_rate": self.dropout_rate, "residual_dropout": self.residual_dropout,
-            "scale_logits": self.scale_logits, "layer_norm_epsilon": self.layer_norm_epsilon}
+    return {**super().get_config(), **self.hyperparameters}
 
 
 @keras.saving.register_keras_serializable(package="transformer")
@@ -204,7 +201,7 @@ class GlobalSelfAttention(BaseAttention):
   """
 
   def call(self, x, attention_mask=None, training=None):
-    attended, self.last_attention_scores = self.mha(
+    attended, self.last_attn_scores = self.mha(
         x, x, attention_mask=attention_mask, training=training)
     return self.residual(x, attended, training=training)
 
@@ -223,7 +220,7 @@ class CausalSelfAttention(BaseAttention):
   """
 
   def call(self, x, training=None):
-    attended, self.last_attention_scores = self.mha(
+    attended, self.last_attn_scores = self.mha(
         x, x, attention_mask=causal_mask(tf.shape(x)[1]), training=training)
     return self.residual(x, attended, training=training)
 
@@ -256,7 +253,7 @@ class CrossAttention(BaseAttention):
     self.built = True
 
   def call(self, x, context, attention_mask=None, training=None):
-    attended, self.last_attention_scores = self.mha(
+    attended, self.last_attn_scores = self.mha(
         x, context, attention_mask=attention_mask, training=training)
     return self.residual(x, attended, training=training)
 

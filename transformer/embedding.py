@@ -26,7 +26,7 @@ def embedding_initializer(name: str, d_model: int) -> keras.initializers.Initial
   return keras.initializers.RandomNormal(0.0, d_model ** -0.5)
 
 
-def positional_encoding(length: int, depth: int, layout: str = "interleaved") -> tf.Tensor:
+def positional_encoding(length: int, depth: int, layout: str = "concatenated") -> tf.Tensor:
   """The sinusoidal positional encoding of §3.5, shape ``(length, depth)``, float32.
 
   PE(pos, 2i) = sin(pos / 10000^(2i/depth)), PE(pos, 2i+1) = cos(pos / 10000^(2i/depth)).
@@ -34,11 +34,12 @@ def positional_encoding(length: int, depth: int, layout: str = "interleaved") ->
   Args:
     length: number of positions.
     depth: number of channels (d_model); must be even.
-    layout: ``"interleaved"`` puts sin(pos·ω_i) in channel 2i and cos(pos·ω_i)
-      in channel 2i+1, as the paper's formula does. ``"concatenated"`` puts all
-      sines in channels [0, depth/2) and all cosines in [depth/2, depth), as the
-      current tutorial does. Same values, channels permuted: both are correct,
-      but a model trained with one layout does not work with the other.
+    layout: ``"concatenated"`` (the default, the tutorial's) puts all sines in
+      channels [0, depth/2) and all cosines in [depth/2, depth).
+      ``"interleaved"`` puts sin(pos·ω_i) in channel 2i and cos(pos·ω_i) in
+      channel 2i+1, as the paper's formula and the 2021 tutorial do. Same
+      values, channels permuted: both are correct, but a model trained with
+      one layout does not work with the other.
   """
   if layout not in POSITIONAL_LAYOUTS:
     raise ValueError(f"unknown positional layout {layout!r}; "
@@ -70,14 +71,18 @@ class PositionalEmbedding(keras.layers.Layer):
   ``notebooks/scaling.ipynb`` measures both.
 
   Padding is not masked here: masks are built from the token ids and passed to
-  the attention layers explicitly (see ``attention.py``).
+  the attention layers explicitly (see ``attention.py``). The dropout that the
+  tutorial's ``Encoder`` and ``Decoder`` apply after their embedding is this
+  layer's last step. ``vocab_size`` may be a NumPy or TensorFlow integer, as the
+  tutorial's ``tokenizers.pt.get_vocab_size().numpy()`` is.
   """
 
   def __init__(self, vocab_size: int, d_model: int, *, max_position: int = 2048,
-               layout: str = "interleaved", scale_embeddings: bool = True,
+               layout: str = "concatenated", scale_embeddings: bool = True,
                initializer: str = "uniform", dropout_rate: float = 0.1, **kwargs):
     super().__init__(**kwargs)
-    self.vocab_size = vocab_size
+    # Keras' Embedding accepts only Python ints.
+    self.vocab_size = vocab_size = int(vocab_size)
     self.d_model = d_model
     self.max_position = max_position
     self.layout = layout

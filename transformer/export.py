@@ -1,16 +1,24 @@
-"""Exporting a trained model (tutorial: "Export the model").
+"""The translator and its export (tutorial: "Run inference" and "Export the model").
 
-:func:`export_translator` writes a SavedModel that translates text to text and
-needs nothing but TensorFlow and ``tensorflow_text`` to load (the tokenizers
-travel inside it)::
+:class:`Translator` is the tutorial's: ``Translator(tokenizers, transformer)``,
+called on one sentence, returns ``(text, tokens, attention_weights)`` by greedy
+decoding. It also translates batches (``translate``, ``translate_greedy``,
+``translate_with_attention``, below) with the key/value cache of
+:mod:`transformer.decoding`.
+
+:class:`ExportTranslator` is the tutorial's wrapper: called on one string it
+returns the translation, and :func:`export_translator` saves it as a
+SavedModel that needs nothing but TensorFlow and ``tensorflow_text`` to load
+(the tokenizers travel inside it)::
 
   import tensorflow as tf
   import tensorflow_text  # registers the tokenizers' ops
-  translator = tf.saved_model.load(export_dir)
-  translator.translate(tf.constant(["este é um problema ."]))  # beam search
-  translator.signatures["serving_default"](sentences=tf.constant([...]))["output_0"]
+  reloaded = tf.saved_model.load(export_dir)
+  reloaded("este é o primeiro livro que eu fiz.")  # greedy, as in the tutorial
+  reloaded.translate(tf.constant(["este é um problema ."]))  # beam search
+  reloaded.signatures["serving_default"](sentences=tf.constant([...]))["output_0"]
 
-It carries three functions, each over a batch of sentences ``[None]`` tf.string:
+The batch functions each take ``[None]`` tf.string sentences:
 
 * ``translate`` (also the ``serving_default`` signature): beam search with the
   paper's settings from ``config.decoding`` (§6.1: beam 4, α = 0.6, up to input
@@ -40,7 +48,11 @@ from typing import Union
 from absl import logging
 import tensorflow as tf
 
-from transformer import decoding
+from transformer import decoding, plotting
+from transformer.config import default_config
+
+# The tutorial's MAX_TOKENS: the longest output its translator produces.
+MAX_TOKENS = 128
 
 PathLike = Union[str, os.PathLike]
 SENTENCES = tf.TensorSpec(shape=[None], dtype=tf.string, name="sentences")
@@ -52,18 +64,59 @@ class Translator(tf.Module):
   Args:
     tokenizers: a module with ``.pt`` and ``.en`` tokenizers (the tutorial's
       converter or :func:`transformer.tokenizers.load_tokenizers`).
-    model: a built :class:`transformer.model.Transformer`.
-    decoding_config: ``config.decoding`` (beam_size, length_penalty, extra_length).
+    transformer: a :class:`transformer.model.Transformer` (built here if it
+      has not been called yet: decoding needs every weight).
+    decoding_config: ``config.decoding`` (beam_size, length_penalty,
+      extra_length) for the batch functions; None: the paper's (§6.1).
   """
 
-  def __init__(self, tokenizers, model, decoding_config):
+  def __init__(self, tokenizers, transformer, decoding_config=None):
     super().__init__()
     self.tokenizers = tokenizers
-    self.transformer = model
+    if not transformer.built:
+      transformer.build(((None, None), (None, None)))
+    self.transformer = transformer
+    decoding_config = decoding_config or default_config().decoding
     # Plain Python values: they become constants of the exported graphs.
     self.beam_size = int(decoding_config.beam_size)
     self.length_penalty = float(decoding_config.length_penalty)
     self.extra_length = int(decoding_config.extra_length)
+    plotting.remember_tokenizers(tokenizers)
+
+  def __call__(self, sentence, max_length=MAX_TOKENS):
+    """The tutorial's call: one sentence, greedy decoding of at most
+    ``max_length`` tokens.
+
+    Args:
+      sentence: a str or a scalar (or ``[1]``) tf.string tensor.
+    Returns:
+      ``(text, tokens, attention_weights)``: the translation, a scalar string;
+      its ``out_len + 1`` token strings from [START] through [END]; and the
+      last decoder layer's cross-attention ``(1, heads, out_len, src_len)``,
+      row t being the attention while predicting ``tokens[t + 1]``.
+    """
+    sentence = tf.reshape(tf.convert_to_tensor(sentence, tf.string), [1])
+    return self._translate_one(sentence, tf.constant(max_length, tf.int32))
+
+  @tf.function(input_signature=[SENTENCES, tf.TensorSpec([], tf.int32)],
+               autograph=False)
+  def _translate_one(self, sentence, max_length):
+    source_ids = self._source_ids(sentence)
+    max_position = self.transformer.hyperparameters["max_position"]
+    max_lengths = tf.fill(tf.shape(source_ids)[:1], tf.minimum(max_length, max_position))
+    tokens = decoding.greedy_decode(self.transformer, source_ids, max_lengths)
+    with_start = tf.concat([tf.fill([1, 1], decoding.START_ID), tokens], axis=1)
+    attention = self._attention(source_ids, tokens)
+    return (self._text(tokens)[0], self.tokenizers.en.lookup(tf.cast(with_start, tf.int64))[0],
+            attention)
+
+  def _attention(self, source_ids, tokens):
+    """The last decoder layer's cross-attention over ``tokens`` ``(batch, out_len)``:
+    one full pass over the chosen output, as the tutorial does, gives the
+    attention of every output position at once."""
+    starts = tf.fill([tf.shape(tokens)[0], 1], decoding.START_ID)
+    self.transformer((source_ids, tf.concat([starts, tokens[:, :-1]], axis=1)), training=False)
+    return self.transformer.decoder.last_attn_scores
 
   def _source_ids(self, sentences):
     """Token ids ``(batch, src_len)`` int32, cut to what the model can encode
@@ -92,25 +145,54 @@ class Translator(tf.Module):
   def translate_with_attention(self, sentences):
     source_ids = self._source_ids(sentences)
     tokens = self._decode(source_ids, "beam")
-    # One full pass over the chosen output, as the tutorial does, gives the
-    # attention of every output position at once.
-    starts = tf.fill([tf.shape(tokens)[0], 1], decoding.START_ID)
-    decoder_input = tf.concat([starts, tokens[:, :-1]], axis=1)
-    self.transformer((source_ids, decoder_input), training=False)
+    attention = self._attention(source_ids, tokens)
     token_ids = tf.cast(tokens, tf.int64)
     return {
         "translation": self._text(tokens),
         "source_tokens": self.tokenizers.pt.lookup(tf.cast(source_ids, tf.int64)),
         "tokens": self.tokenizers.en.lookup(token_ids),
         "token_ids": token_ids,
-        "attention": self.transformer.decoder.last_attention_scores,
+        "attention": attention,
     }
 
 
-def export_translator(model, tokenizers, export_dir: PathLike, decoding_config) -> Translator:
-  """Saves a :class:`Translator` as a SavedModel in ``export_dir`` (see the module
-  docstring for what it serves). Returns the in-memory Translator."""
-  translator = Translator(tokenizers, model, decoding_config)
+def print_translation(sentence, tokens, ground_truth):
+  """The tutorial's printout: the input, the prediction (a str, bytes or scalar
+  string tensor) and the reference, one per line."""
+  prediction = tokens.numpy() if hasattr(tokens, "numpy") else tokens
+  if isinstance(prediction, bytes):
+    prediction = prediction.decode("utf-8")
+  print(f'{"Input:":15s}: {sentence}')
+  print(f'{"Prediction":15s}: {prediction}')
+  print(f'{"Ground truth":15s}: {ground_truth}')
+
+
+class ExportTranslator(tf.Module):
+  """The tutorial's wrapper for export: ``ExportTranslator(translator)`` called
+  on one string returns its translation (the :class:`Translator`'s greedy
+  text), and stays callable after ``tf.saved_model.save`` and ``load``. It
+  carries the translator's batch functions too."""
+
+  def __init__(self, translator: Translator):
+    super().__init__()
+    self.translator = translator
+    self.translate = translator.translate
+    self.translate_greedy = translator.translate_greedy
+    self.translate_with_attention = translator.translate_with_attention
+    # The tokenizers at the top, where the SavedModel's users look for them.
+    self.tokenizers = translator.tokenizers
+
+  @tf.function(input_signature=[tf.TensorSpec([], tf.string)], autograph=False)
+  def __call__(self, sentence):
+    text, _, _ = self.translator(sentence, max_length=MAX_TOKENS)
+    return text
+
+
+def export_translator(model, tokenizers, export_dir: PathLike,
+                      decoding_config=None) -> ExportTranslator:
+  """Saves an :class:`ExportTranslator` as a SavedModel in ``export_dir`` (see
+  the module docstring for what it serves). Returns it, in memory."""
+  translator = ExportTranslator(Translator(tokenizers, model, decoding_config))
   # The save logs (through absl), per function, every captured input it
   # renames: several kilobytes each, nothing to act on. Dropped here, other
   # records kept.

@@ -5,6 +5,7 @@ that a distributed training step can divide by the number of real tokens of the
 whole global batch rather than average per replica.
 """
 
+import keras
 import tensorflow as tf
 
 
@@ -29,6 +30,9 @@ def masked_cross_entropy_sum(labels, logits, label_smoothing: float = 0.0, pad_i
   return tf.reduce_sum(nll * mask), tf.reduce_sum(mask)
 
 
+# Registered, so that a model compiled with them, as the tutorial compiles its
+# model, loads again from a .keras file.
+@keras.saving.register_keras_serializable(package="transformer")
 def masked_loss(labels, logits, label_smoothing: float = 0.0, pad_id: int = 0):
   """Mean token cross-entropy over real tokens (the tutorial's ``masked_loss``)."""
   loss_sum, count = masked_cross_entropy_sum(labels, logits, label_smoothing, pad_id)
@@ -44,6 +48,7 @@ def masked_correct_sum(labels, logits, pad_id: int = 0):
   return tf.reduce_sum(tf.cast(correct, tf.float32)), tf.reduce_sum(tf.cast(mask, tf.float32))
 
 
+@keras.saving.register_keras_serializable(package="transformer")
 def masked_accuracy(labels, logits, pad_id: int = 0):
   """Token accuracy over real tokens (the tutorial's ``masked_accuracy``)."""
   correct, count = masked_correct_sum(labels, logits, pad_id)

@@ -1,5 +1,7 @@
 """The Transformer model (tutorial: "The Transformer"; paper §3, Figure 1)."""
 
+from typing import Optional
+
 import keras
 import tensorflow as tf
 
@@ -7,7 +9,7 @@ from transformer.attention import padding_mask
 from transformer.config import HEAD_WIDTHS, OUTPUT_WEIGHTS
 from transformer.decoder import Decoder
 from transformer.embedding import PositionalEmbedding
-from transformer.encoder import Encoder
+from transformer.encoder import Encoder, LayerSettings
 
 
 @keras.saving.register_keras_serializable(package="transformer")
@@ -18,27 +20,40 @@ class Transformer(keras.Model):
   ``(batch, src_len)`` and ``(batch, tgt_len)`` (0 is padding) returns float32
   logits ``(batch, tgt_len, target_vocab_size)``.
 
+  The defaults are the tutorial's: its line ``Transformer(num_layers=4,
+  d_model=128, num_heads=8, dff=512, input_vocab_size=7765,
+  target_vocab_size=7010, dropout_rate=0.1)`` builds its 10,184,162-parameter
+  model. The paper's choices are one argument each (all of them:
+  ``configs/base.py`` and :meth:`from_model_config`):
+
   Args:
-    head_width: ``"split"``: each of the ``num_heads`` heads is
-      ``d_model / num_heads`` wide (paper §3.2.2); ``"full"``: each head is
-      ``d_model`` wide (the tutorial's ``key_dim=d_model``), h times the attention
-      parameters.
-    output_weights: ``"tied"``: logits = decoder output × (target embedding)ᵀ,
-      one matrix for both (§3.4); ``"shared"``: additionally the source embedding
-      is that same matrix (three-way sharing over a joint vocabulary, §3.4);
-      ``"untied"``: a separate output Dense layer with bias (current tutorial).
+    head_width: ``"full"``: each of the ``num_heads`` heads is ``d_model`` wide
+      (the tutorial's ``key_dim=d_model``), h times the attention parameters;
+      ``"split"``: each head is ``d_model / num_heads`` wide (paper §3.2.2).
+    output_weights: ``"untied"``: a separate output Dense layer with bias (the
+      tutorial); ``"tied"``: logits = decoder output × (target embedding)ᵀ, one
+      matrix for both (§3.4); ``"shared"``: additionally the source embedding is
+      that same matrix (three-way sharing over a joint vocabulary, §3.4).
+    attention_dropout_rate: None: ``dropout_rate``, as the tutorial's
+      ``MultiHeadAttention(dropout=dropout_rate)``; the paper's is 0.
+    residual_dropout_on_attention: False (tutorial) or True (paper §5.4).
+    positional_layout: ``"concatenated"`` (tutorial) or ``"interleaved"`` (§3.5).
+    layer_norm_epsilon: 1e-3 (Keras' default, the tutorial's) or 1e-6 (the
+      paper's lineage).
     The other arguments are described in :mod:`transformer.config`.
   """
 
   def __init__(self, *, num_layers: int, d_model: int, num_heads: int, dff: int,
                input_vocab_size: int, target_vocab_size: int, dropout_rate: float = 0.1,
-               attention_dropout_rate: float = 0.0, residual_dropout_on_attention: bool = True,
-               head_width: str = "split", positional_layout: str = "interleaved",
-               scale_embeddings: bool = True, scale_attention_logits: bool = True,
-               embedding_initializer: str = "uniform", output_weights: str = "tied",
-               layer_norm_epsilon: float = 1e-6, max_position: int = 2048, pad_id: int = 0,
-               **kwargs):
+               attention_dropout_rate: Optional[float] = None,
+               residual_dropout_on_attention: bool = False, head_width: str = "full",
+               positional_layout: str = "concatenated", scale_embeddings: bool = True,
+               scale_attention_logits: bool = True, embedding_initializer: str = "uniform",
+               output_weights: str = "untied", layer_norm_epsilon: float = 1e-3,
+               max_position: int = 2048, pad_id: int = 0, **kwargs):
     super().__init__(**kwargs)
+    # The tutorial passes its tokenizers' vocabulary sizes as NumPy int32.
+    input_vocab_size, target_vocab_size = int(input_vocab_size), int(target_vocab_size)
     if head_width not in HEAD_WIDTHS:
       raise ValueError(f"head_width: unknown value {head_width!r}; choose one of {HEAD_WIDTHS}")
     if output_weights not in OUTPUT_WEIGHTS:
@@ -50,37 +65,37 @@ class Transformer(keras.Model):
       raise ValueError("output_weights='shared' needs one joint vocabulary, got "
                        f"input_vocab_size={input_vocab_size} and "
                        f"target_vocab_size={target_vocab_size}")
+    settings = LayerSettings(
+        d_model=d_model, num_heads=num_heads, dff=dff, dropout_rate=dropout_rate,
+        key_dim=d_model // num_heads if head_width == "split" else d_model,
+        attention_dropout_rate=attention_dropout_rate,
+        residual_dropout_on_attention=residual_dropout_on_attention,
+        scale_attention_logits=scale_attention_logits, layer_norm_epsilon=layer_norm_epsilon)
+    embedding_options = dict(max_position=max_position, positional_layout=positional_layout,
+                             scale_embeddings=scale_embeddings,
+                             embedding_initializer=embedding_initializer)
     self.hyperparameters = dict(
         num_layers=num_layers, d_model=d_model, num_heads=num_heads, dff=dff,
         input_vocab_size=input_vocab_size, target_vocab_size=target_vocab_size,
-        dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
+        dropout_rate=dropout_rate, attention_dropout_rate=settings.attention_dropout_rate,
         residual_dropout_on_attention=residual_dropout_on_attention, head_width=head_width,
-        positional_layout=positional_layout, scale_embeddings=scale_embeddings,
-        scale_attention_logits=scale_attention_logits,
-        embedding_initializer=embedding_initializer, output_weights=output_weights,
-        layer_norm_epsilon=layer_norm_epsilon, max_position=max_position, pad_id=pad_id)
+        scale_attention_logits=scale_attention_logits, output_weights=output_weights,
+        layer_norm_epsilon=layer_norm_epsilon, pad_id=pad_id, **embedding_options)
     self.output_weights = output_weights
     self.pad_id = pad_id
     self.target_vocab_size = target_vocab_size
 
-    stack_args = dict(
-        key_dim=d_model // num_heads if head_width == "split" else d_model,
-        dropout_rate=dropout_rate, attention_dropout_rate=attention_dropout_rate,
-        residual_dropout_on_attention=residual_dropout_on_attention,
-        scale_attention_logits=scale_attention_logits, layer_norm_epsilon=layer_norm_epsilon,
-        max_position=max_position, positional_layout=positional_layout,
-        scale_embeddings=scale_embeddings, embedding_initializer=embedding_initializer)
     shared_embedding = None
     if output_weights == "shared":
       shared_embedding = PositionalEmbedding(
           input_vocab_size, d_model, max_position=max_position, layout=positional_layout,
           scale_embeddings=scale_embeddings, initializer=embedding_initializer,
           dropout_rate=dropout_rate, name="shared_embedding")
-    self.encoder = Encoder(num_layers, d_model, num_heads, dff, input_vocab_size,
-                           pad_id=pad_id, embedding=shared_embedding, name="encoder",
+    stack_args = dict(num_layers=num_layers, embedding=shared_embedding,
+                      **settings.as_dict(), **embedding_options)
+    self.encoder = Encoder(vocab_size=input_vocab_size, pad_id=pad_id, name="encoder",
                            **stack_args)
-    self.decoder = Decoder(num_layers, d_model, num_heads, dff, target_vocab_size,
-                           embedding=shared_embedding, name="decoder", **stack_args)
+    self.decoder = Decoder(vocab_size=target_vocab_size, name="decoder", **stack_args)
     self.final_layer = (keras.layers.Dense(target_vocab_size, name="final_layer")
                         if output_weights == "untied" else None)
 
@@ -110,8 +125,8 @@ class Transformer(keras.Model):
 
   def encode(self, source_ids, training=None):
     """Returns the encoder output ``(batch, src_len, d_model)`` and the source padding mask."""
-    return (self.encoder(source_ids, training=training),
-            padding_mask(source_ids, self.pad_id))
+    mask = padding_mask(source_ids, self.pad_id)
+    return self.encoder(source_ids, training=training, attention_mask=mask), mask
 
   def logits(self, x):
     """Pre-softmax projection of decoder outputs ``(..., d_model)`` → float32 ``(..., vocab)``."""

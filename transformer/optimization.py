@@ -50,6 +50,11 @@ class WarmupInverseSquareRoot(keras.optimizers.schedules.LearningRateSchedule):
             "cooldown_end_step": _as_int(self.cooldown_end_step)}
 
 
+# The tutorial's name. Its schedule counts steps from 0, so that its first
+# update has a rate of 0; this one counts from 1 (see above).
+CustomSchedule = WarmupInverseSquareRoot
+
+
 def _as_int(value) -> int:
   return int(value.numpy()) if isinstance(value, tf.Variable) else int(value)
 

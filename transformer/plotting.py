@@ -1,11 +1,19 @@
 """Attention plots (tutorial: "Create attention plots").
 
 One panel per head of the last decoder layer's cross-attention: which source
-tokens each output token looked at while it was predicted. The inputs come
-from the exported translator's ``translate_with_attention`` (see
-:mod:`transformer.export`).
+tokens each output token looked at while it was predicted.
+
+* The tutorial's functions, on the current figure (``plt.show()`` shows it):
+  ``plot_attention_head(in_tokens, translated_tokens, attention)`` and
+  ``plot_attention_weights(sentence, translated_tokens, attention_heads)``,
+  with what ``Translator(tokenizers, transformer)(sentence)`` returns.
+* :func:`save_attention_plot`: every head of one sentence of the exported
+  translator's ``translate_with_attention`` (see :mod:`transformer.export`),
+  sized so that every label reads, written to a PNG file.
 
 Also the training curves of a ``train.py`` run, from its ``metrics.jsonl``.
+Importing this module leaves matplotlib's backend alone, so plots still show in
+a notebook; without a display matplotlib picks a file-only one by itself.
 """
 
 import json
@@ -14,11 +22,9 @@ import os
 from pathlib import Path
 from typing import Sequence, Union
 
-import matplotlib
-
-matplotlib.use("Agg")  # Files only: no display on servers.
-import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
-import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
+import matplotlib.pyplot as plt
+import numpy as np
+import tensorflow as tf
 
 PathLike = Union[str, os.PathLike]
 PANELS_PER_ROW = 4
@@ -41,8 +47,66 @@ def _real_length(labels, through_end: bool) -> int:
   return labels.index(PAD) if PAD in labels else len(labels)
 
 
-def plot_attention_weights(sentence_tokens: Sequence, translation_tokens: Sequence,
-                           attention_heads, path: PathLike):
+def _labels(tokens) -> list:
+  """Token strings from a tensor, an array or a list of str or bytes."""
+  tokens = tokens.numpy() if hasattr(tokens, "numpy") else tokens
+  return [_text(t) for t in tokens]
+
+
+# The tokenizers of the last Translator built: the tutorial's
+# plot_attention_weights(sentence, ...) reads its notebook's global `tokenizers`.
+_last_tokenizers = None
+
+
+def remember_tokenizers(tokenizers) -> None:
+  """Makes ``tokenizers`` the default of :func:`plot_attention_weights`
+  (:class:`transformer.export.Translator` calls this)."""
+  global _last_tokenizers
+  _last_tokenizers = tokenizers
+
+
+def plot_attention_head(in_tokens, translated_tokens, attention):
+  """The tutorial's: one head's attention on the current axes.
+
+  Args:
+    in_tokens: the ``src_len`` source token strings (x axis).
+    translated_tokens: the ``out_len + 1`` output token strings from [START],
+      as the translator returns them; [START] is not predicted, so it is left off
+      the y axis.
+    attention: ``(out_len, src_len)`` weights.
+  """
+  axes = plt.gca()
+  axes.matshow(np.asarray(attention))
+  source_labels = _labels(in_tokens)
+  target_labels = _labels(translated_tokens)[1:]
+  axes.set_xticks(range(len(source_labels)), source_labels, rotation=90)
+  axes.set_yticks(range(len(target_labels)), target_labels)
+
+
+def plot_attention_weights(sentence, translated_tokens, attention_heads, tokenizers=None):
+  """The tutorial's: every head of ``attention_heads`` ``(heads, out_len, src_len)``
+  (``attention_weights[0]`` of a translator call) in a figure of 2 × 4 panels,
+  shown with ``plt.show()``.
+
+  ``sentence`` is tokenized with ``tokenizers.pt``; by default the tokenizers
+  of the last :class:`transformer.export.Translator` built.
+  """
+  tokenizers = tokenizers or _last_tokenizers
+  if tokenizers is None:
+    raise ValueError("plot_attention_weights needs tokenizers: build a Translator first "
+                     "or pass tokenizers=")
+  in_tokens = tokenizers.pt.lookup(tokenizers.pt.tokenize(tf.constant([sentence])).to_tensor())[0]
+  figure = plt.figure(figsize=(16, 8))
+  for head, attention in enumerate(np.asarray(attention_heads)):
+    axes = figure.add_subplot(2, math.ceil(len(attention_heads) / 2), head + 1)
+    plot_attention_head(in_tokens, translated_tokens, attention)
+    axes.set_xlabel(f"Head {head + 1}")
+  plt.tight_layout()
+  plt.show()
+
+
+def save_attention_plot(sentence_tokens: Sequence, translation_tokens: Sequence,
+                        attention_heads, path: PathLike):
   """Draws every head's attention and saves the figure as a PNG at ``path``.
 
   Only real tokens are drawn: source tokens up to the first [PAD], output
