@@ -11,6 +11,7 @@ import keras
 import configs.base
 import configs.big
 import configs.tutorial
+import configs.tutorial_2021
 from transformer.model import Transformer
 
 
@@ -24,6 +25,15 @@ def built(config_module, input_vocab, target_vocab):
 def test_tutorial_config_has_the_tutorials_parameter_count():
   # The tutorial's transformer.summary() with its converter's vocabularies.
   assert built(configs.tutorial, 7765, 7010).count_params() == 10_184_162
+
+
+def test_tutorial_2021_config_has_that_versions_parameter_count():
+  # The pre-Keras tutorial's model with the same converter: its heads of width
+  # d_model/h give each attention sub-layer 8 times fewer projection weights
+  # than the current tutorial's key_dim=d_model.
+  model_config = configs.tutorial_2021.get_config().model
+  assert parameter_count(model_config, 7765, 7010) == 4_646_882
+  assert built(configs.tutorial_2021, 7765, 7010).count_params() == 4_646_882
 
 
 def parameter_count(model_config, input_vocab, target_vocab):
