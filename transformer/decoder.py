@@ -101,6 +101,9 @@ class Decoder(Stack):
       x = layer(x, context, source_mask=source_mask, training=training)
     return x
 
+  def compute_output_shape(self, x_shape, context_shape=None):
+    return (*x_shape, self.settings.d_model)
+
   def initial_cache(self, context, max_length):
     """Per-layer decoding state: the context's keys/values (projected once) and
     empty self-attention keys/values for ``max_length`` positions."""

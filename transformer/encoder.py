@@ -165,9 +165,6 @@ class Stack(keras.layers.Layer):
       return self.layers
     raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-  def compute_output_shape(self, ids_shape, *args, **kwargs):
-    return (*ids_shape, self.settings.d_model)
-
   def get_config(self):
     return {**super().get_config(), "num_layers": self.num_layers,
             "vocab_size": self.vocab_size, **self.settings.as_dict(),
@@ -207,6 +204,9 @@ class Encoder(Stack):
     for layer in self.layers:
       x = layer(x, attention_mask=attention_mask, training=training)
     return x
+
+  def compute_output_shape(self, source_ids_shape):
+    return (*source_ids_shape, self.settings.d_model)
 
   def get_config(self):
     return {**super().get_config(), "pad_id": self.pad_id}
