@@ -1,6 +1,6 @@
 """BLEU of a trained model on the validation or test split (paper §6.1).
 
-  python evaluate.py --model_dir runs/tutorial --split test --method beam --average_last 5
+  python evaluate.py --model_dir runs/cpu_2h --split test --method beam --average_last 5
 
 Reads ``config.json``, ``tokenizer_path.txt`` and ``checkpoints/`` from the
 ``train.py`` output folder, optionally averages the last N checkpoints (the
@@ -10,7 +10,11 @@ With ``--export_dir`` the evaluated (e.g. averaged) model is also exported there
 as a translator SavedModel. ``--translator`` scores an exported translator
 SavedModel instead of a ``train.py`` folder:
 
-  python evaluate.py --translator runs/tutorial/export/translator --method greedy
+  python evaluate.py --translator runs/cpu_2h/export/translator --method greedy
+
+``--max_sentences=N`` scores only the split's first N sentences. What it is
+doing and how long each part took goes to stderr (a live count of the
+sentences translated on a terminal); stdout holds only the JSON record.
 
 Prints the JSON record; TensorFlow's own logs are hidden unless ``--verbose``
 (or ``TF_CPP_MIN_LOG_LEVEL`` is set). Exit status: 0 on success, 1 with one
@@ -22,12 +26,14 @@ See :mod:`transformer.evaluation` for what the score does and does not compare w
 import json
 from pathlib import Path
 import sys
+import time
 
 from absl import app
 from absl import flags
 from absl import logging
 
 from transformer import console
+from transformer import progress
 
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent / "shared" / "data" / "ted_hrlr_pt_to_en"
 # File suffix of each split in the TED HRLR folder (as transformer.data reads it).
@@ -42,8 +48,11 @@ _METHOD = flags.DEFINE_enum("method", "beam", ["beam", "greedy"],
                             "beam: config.decoding's beam search (§6.1); greedy: faster.")
 _AVERAGE_LAST = flags.DEFINE_integer(
     "average_last", 0, "Average the last N checkpoints (§6.1 uses 5); 0 uses the latest.")
-_DATA_DIR = flags.DEFINE_string("data_dir", str(DEFAULT_DATA_DIR),
-                                "Folder with pt.dev en.dev pt.test en.test.")
+_DATA = flags.DEFINE_string("data", str(DEFAULT_DATA_DIR),
+                            "Folder with pt.dev en.dev pt.test en.test (as train.py's --data).")
+_DATA_DIR = flags.DEFINE_string("data_dir", None, "Deprecated: the old name of --data.")
+_MAX_SENTENCES = flags.DEFINE_integer(
+    "max_sentences", 0, "Score only the split's first N sentences (a quick look); 0: all.")
 _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Default: <model_dir>/bleu.")
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "Sentences translated together.")
 _EXPORT_DIR = flags.DEFINE_string(
@@ -55,18 +64,18 @@ class UsageError(ValueError):
   """Bad input found by evaluate.py itself, most of it before TensorFlow loads."""
 
 
-def check_flags() -> None:
+def check_flags(data_dir: str) -> None:
   """Every check that needs no TensorFlow; raises UsageError."""
   if bool(_MODEL_DIR.value) == bool(_TRANSLATOR.value):
     raise UsageError("give exactly one of --model_dir and --translator")
-  if _AVERAGE_LAST.value < 0 or _BATCH_SIZE.value < 1:
-    raise UsageError("--average_last must be >= 0 and --batch_size >= 1")
-  data_dir = Path(_DATA_DIR.value)
+  if _AVERAGE_LAST.value < 0 or _BATCH_SIZE.value < 1 or _MAX_SENTENCES.value < 0:
+    raise UsageError("--average_last and --max_sentences must be >= 0 and --batch_size >= 1")
+  data_dir = Path(data_dir)
   suffix = SPLIT_FILE_SUFFIX[_SPLIT.value]
   missing = [f"{language}.{suffix}" for language in ("pt", "en")
              if not (data_dir / f"{language}.{suffix}").is_file()]
   if missing:
-    raise UsageError(f"--data_dir={data_dir}: not a folder with the TED HRLR files of the "
+    raise UsageError(f"--data={data_dir}: not a folder with the TED HRLR files of the "
                      f"{_SPLIT.value} split (missing {', '.join(missing)})")
   if _TRANSLATOR.value:
     if _AVERAGE_LAST.value or _EXPORT_DIR.value:
@@ -84,26 +93,80 @@ def check_flags() -> None:
                      f"{', '.join(missing)})")
 
 
-def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
-             output_dir=None, batch_size: int = 64, export_dir=None) -> dict:
-  """Restores the model of ``model_dir`` and scores it; returns the BLEU record."""
+def data_flag() -> str:
+  """--data, or the deprecated --data_dir with a warning that says so."""
+  if _DATA_DIR.value is None:
+    return _DATA.value
+  if _DATA.present:
+    raise UsageError("--data_dir is the deprecated name of --data; give only --data")
+  say("evaluate.py: warning: --data_dir is deprecated; use --data")
+  return _DATA_DIR.value
+
+
+def say(line: str) -> None:
+  """A progress line on stderr: stdout holds only the JSON record."""
+  print(line, file=sys.stderr, flush=True)
+
+
+def load_pairs(data_dir, split: str, max_sentences: int = 0):
+  """The split's (pt, en) pairs, the first ``max_sentences`` of them when > 0."""
   from transformer import data  # pylint: disable=g-import-not-at-top
+  pairs = data.local_split_pairs(data_dir, split)
+  return pairs[:max_sentences] if max_sentences else pairs
+
+
+def counted(translate_batch, total: int):
+  """``translate_batch`` that reports the sentences translated so far: a line
+  redrawn in place on a terminal, nothing between the start and end lines
+  elsewhere."""
+  done = 0
+  live = sys.stderr.isatty()
+
+  def translate_and_count(sentences):
+    nonlocal done
+    outputs = translate_batch(sentences)
+    done += len(sentences)
+    if live:
+      end = "\n" if done >= total else ""
+      print(f"\rtranslated {done}/{total} sentences", end=end, file=sys.stderr, flush=True)
+    return outputs
+  return translate_and_count
+
+
+def score(translate_batch, pairs, output_dir, split, method, batch_size, reference_tokenizer):
+  """evaluation.evaluate_bleu, saying what it does, how far it is and how long it took."""
+  from transformer import evaluation  # pylint: disable=g-import-not-at-top
+  with progress.announced(f"translating {len(pairs)} {split} sentences ({method})", say):
+    return evaluation.evaluate_bleu(counted(translate_batch, len(pairs)), pairs, output_dir,
+                                    split, method, batch_size,
+                                    reference_tokenizer=reference_tokenizer)
+
+
+def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
+             output_dir=None, batch_size: int = 64, export_dir=None,
+             max_sentences: int = 0) -> dict:
+  """Restores the model of ``model_dir`` and scores it; returns the BLEU record."""
   from transformer import evaluation  # pylint: disable=g-import-not-at-top
   from transformer.export import Translator, export_translator  # pylint: disable=g-import-not-at-top
-  pairs = data.local_split_pairs(data_dir, split)  # before the model: bad data fails at once
-  config, tokenizers, model, checkpoints = evaluation.restore_model_dir(model_dir,
-                                                                        average_last)
+  pairs = load_pairs(data_dir, split, max_sentences)  # before the model: bad data fails at once
+  start = time.monotonic()
+  config, tokenizers, model, checkpoints = evaluation.restore_model_dir(model_dir, average_last)
+  # Said after the fact: a checkpoint that cannot be read is one error line alone.
+  restored = f"averaged the last {average_last} checkpoints" if average_last else (
+      "restored the latest checkpoint")
+  say(f"{restored} of {model_dir}: took {time.monotonic() - start:.1f} s")
   if export_dir:
-    translator = export_translator(model, tokenizers, export_dir, config.decoding)
+    with progress.announced(f"exporting the translator to {export_dir}", say):
+      translator = export_translator(model, tokenizers, export_dir, config.decoding)
   else:
     translator = Translator(tokenizers, model, config.decoding)
   output_dir = Path(output_dir or Path(model_dir) / "bleu")
-  result = evaluation.evaluate_bleu(
-      evaluation.translator_batch_fn(translator, method), pairs, output_dir, split, method,
-      batch_size, reference_tokenizer=tokenizers.en)
+  result = score(evaluation.translator_batch_fn(translator, method), pairs, output_dir, split,
+                 method, batch_size, tokenizers.en)
+  with progress.announced(f"teacher-forced loss and accuracy on {len(pairs)} sentences", say):
+    teacher_forced = evaluation.teacher_forced_metrics(model, tokenizers, pairs, config)
   result = {**result, "checkpoints": checkpoints, "export_dir": export_dir,
-            "teacher_forced": evaluation.teacher_forced_metrics(model, tokenizers, pairs,
-                                                                config)}
+            "teacher_forced": teacher_forced}
   # The JSON beside the hypotheses also says which checkpoints were scored.
   (output_dir / f"{split}.{method}.json").write_text(json.dumps(result, indent=2) + "\n",
                                                      encoding="utf-8")
@@ -111,13 +174,12 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
 
 
 def evaluate_translator(translator_dir, split: str, method: str, data_dir, output_dir=None,
-                        batch_size: int = 64) -> dict:
+                        batch_size: int = 64, max_sentences: int = 0) -> dict:
   """Scores an exported translator SavedModel; returns the BLEU record."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import  (tokenizer ops)
-  from transformer import data  # pylint: disable=g-import-not-at-top
   from transformer import evaluation  # pylint: disable=g-import-not-at-top
-  pairs = data.local_split_pairs(data_dir, split)
+  pairs = load_pairs(data_dir, split, max_sentences)
   try:
     translator = tf.saved_model.load(str(translator_dir))
   except Exception as e:  # pylint: disable=broad-except  (OSError, DecodeError, OpError...)
@@ -127,26 +189,28 @@ def evaluate_translator(translator_dir, split: str, method: str, data_dir, outpu
                                                     "tokenizers")):
     raise UsageError(f"{translator_dir} is a SavedModel but not an exported translator (it "
                      "lacks translate, translate_greedy or tokenizers)")
-  result = evaluation.evaluate_bleu(
-      evaluation.translator_batch_fn(translator, method), pairs,
-      output_dir or Path(translator_dir).parent / "bleu", split, method, batch_size,
-      reference_tokenizer=translator.tokenizers.en)
+  result = score(evaluation.translator_batch_fn(translator, method), pairs,
+                 output_dir or Path(translator_dir).parent / "bleu", split, method,
+                 batch_size, translator.tokenizers.en)
   return {**result, "translator": str(translator_dir)}
 
 
 def main(argv):
   if len(argv) > 1:
     raise UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  check_flags()
+  data_dir = data_flag()
+  check_flags(data_dir)
   if not _VERBOSE.value:
     logging.set_verbosity(logging.ERROR)
   console.import_tensorflow(_VERBOSE.value)
   if _TRANSLATOR.value:
     result = evaluate_translator(_TRANSLATOR.value, _SPLIT.value, _METHOD.value,
-                                 _DATA_DIR.value, _OUTPUT_DIR.value, _BATCH_SIZE.value)
+                                 data_dir, _OUTPUT_DIR.value, _BATCH_SIZE.value,
+                                 _MAX_SENTENCES.value)
   else:
     result = evaluate(_MODEL_DIR.value, _SPLIT.value, _METHOD.value, _AVERAGE_LAST.value,
-                      _DATA_DIR.value, _OUTPUT_DIR.value, _BATCH_SIZE.value, _EXPORT_DIR.value)
+                      data_dir, _OUTPUT_DIR.value, _BATCH_SIZE.value, _EXPORT_DIR.value,
+                      _MAX_SENTENCES.value)
   print(json.dumps(result, indent=2))
 
 

@@ -39,6 +39,7 @@ from ml_collections import config_flags
 from transformer import config as config_lib
 from transformer import console
 from transformer import distribute
+from transformer import progress
 
 REPO_DIR = Path(__file__).resolve().parent
 DEFAULT_DATA = REPO_DIR.parent / "shared" / "data" / "ted_hrlr_pt_to_en"
@@ -293,7 +294,7 @@ def train(config, model_dir: Path, tf):
   def epoch_end(epoch, record):
     every = _EVAL_BLEU_EVERY_EPOCHS.value
     if every and bleu.available and record["complete"] and epoch % every == 0:
-      return {"bleu": bleu(f"validation_epoch{epoch}")}
+      return {"bleu": bleu(f"validation_epoch{epoch}", record["step"])}
     return {}
 
   result = trainer.fit(make_train_dataset, validation_dataset, epoch_end_callback=epoch_end)
@@ -304,14 +305,14 @@ def train(config, model_dir: Path, tf):
           f"{model_dir / 'checkpoints'}; rerun the same command to resume", file=sys.stderr)
     sys.exit(128 + result.interrupted_by)
 
-  logging.info("training done at step %d (%d epochs)", result.step, result.epoch)
+  logging.info(progress.run_summary(result.step, result.start_step, result.history))
   final = {"final": True, "step": result.step}
   translator = None
   if _EXPORT.value and chief:
     translator, paths = export(trainer.model, tokenizers, config, model_dir)
     final.update(paths)
   if bleu.available:
-    final["bleu"] = bleu("validation", translator)
+    final["bleu"] = bleu("validation", result.step, translator)
   if chief and len(final) > 2:
     with open(model_dir / training.METRICS_FILE, "a", encoding="utf-8") as f:
       f.write(json.dumps(final, sort_keys=True) + "\n")
@@ -321,23 +322,29 @@ class Bleu:
   """Validation BLEU through the translator, when there are pairs to score."""
 
   def __init__(self, model, tokenizers, config, model_dir, pairs, chief):
+    from transformer import summaries  # pylint: disable=g-import-not-at-top
     self.model, self.tokenizers, self.config = model, tokenizers, config
     self.model_dir, self.pairs = model_dir, pairs
     self.available = bool(pairs) and chief
+    self.summaries = summaries.Summaries(model_dir, is_chief=chief)
 
-  def __call__(self, split_name, translator=None):
+  def __call__(self, split_name, step, translator=None):
     """BLEU of `translator` (default: an in-memory one over the current model) on
-    the validation pairs; writes <model_dir>/bleu/<split_name>.<method>.{txt,json}."""
+    the validation pairs; writes <model_dir>/bleu/<split_name>.<method>.{txt,json}
+    and the score at `step` to TensorBoard's logs/validation, beside the losses."""
     from transformer import evaluation  # pylint: disable=g-import-not-at-top
     from transformer import export as export_lib  # pylint: disable=g-import-not-at-top
     if translator is None:
       translator = export_lib.Translator(self.tokenizers, self.model, self.config.decoding)
     method = _BLEU_METHOD.value
-    result = evaluation.evaluate_bleu(evaluation.translator_batch_fn(translator, method),
-                                      self.pairs, self.model_dir / "bleu", split_name, method,
-                                      reference_tokenizer=self.tokenizers.en)
+    with progress.announced(f"translating {len(self.pairs)} validation sentences "
+                            f"({method}) for BLEU"):
+      result = evaluation.evaluate_bleu(evaluation.translator_batch_fn(translator, method),
+                                        self.pairs, self.model_dir / "bleu", split_name,
+                                        method, reference_tokenizer=self.tokenizers.en)
     logging.info("%s BLEU (%s, %d sentences): %.2f", split_name, method,
                  result["num_sentences"], result["bleu"])
+    self.summaries.write_scalars("validation", step, {"bleu": result["bleu"]})
     return result["bleu"]
 
 
@@ -347,10 +354,11 @@ def export(model, tokenizers, config, model_dir):
   export_dir = model_dir / "export"
   export_dir.mkdir(parents=True, exist_ok=True)
   keras_path = export_dir / "transformer.keras"
-  export_lib.save_keras_model(model, keras_path)
   translator_dir = export_dir / "translator"
-  translator = export_lib.export_translator(model, tokenizers, translator_dir,
-                                            config.decoding)
+  with progress.announced(f"exporting {keras_path} and the translator {translator_dir}"):
+    export_lib.save_keras_model(model, keras_path)
+    translator = export_lib.export_translator(model, tokenizers, translator_dir,
+                                              config.decoding)
   logging.info("exported %s and %s", translator_dir, keras_path)
   return translator, {"export": str(translator_dir), "keras_model": str(keras_path)}
 

@@ -318,7 +318,7 @@ def test_bad_input_fails_in_one_line_before_tensorflow(tmp_path, case, message):
   (tmp_path / "checkpoints" / "checkpoint").write_text('model_checkpoint_path: "ckpt-1"\n')
   args = {
       "no_source": [],
-      "missing_data": [f"--model_dir={tmp_path}", f"--data_dir={tmp_path / 'nowhere'}"],
+      "missing_data": [f"--model_dir={tmp_path}", f"--data={tmp_path / 'nowhere'}"],
       "empty_model_dir": [f"--model_dir={tmp_path / 'empty'}"],
       "translator_missing": [f"--translator={tmp_path / 'nowhere'}"],
       "translator_keras_file": [f"--translator={keras_file}"],
@@ -327,7 +327,7 @@ def test_bad_input_fails_in_one_line_before_tensorflow(tmp_path, case, message):
       "positional": [f"--model_dir={tmp_path}", "extra"],
   }[case]
   if case != "missing_data":
-    args.append(f"--data_dir={data_dir}")
+    args.append(f"--data={data_dir}")
   result = run_evaluate(*args)
   assert_one_line_error(result, message)
   assert "tensorflow" not in result.stderr.lower()
@@ -335,12 +335,12 @@ def test_bad_input_fails_in_one_line_before_tensorflow(tmp_path, case, message):
 
 def test_averaging_more_checkpoints_than_there_are_fails_in_one_line(cli_dirs):
   model_dir, data_dir = cli_dirs
-  result = run_evaluate(f"--model_dir={model_dir}", f"--data_dir={data_dir}",
+  result = run_evaluate(f"--model_dir={model_dir}", f"--data={data_dir}",
                         "--average_last=3")
   assert_one_line_error(result, "asked for the last 3 checkpoints but")
   assert "has 2" in result.stderr
   # TensorFlow's own logs (its start-up lines at least) only with --verbose.
-  verbose = run_evaluate(f"--model_dir={model_dir}", f"--data_dir={data_dir}",
+  verbose = run_evaluate(f"--model_dir={model_dir}", f"--data={data_dir}",
                          "--average_last=3", verbose=True)
   assert verbose.returncode == 1 and "Traceback" not in verbose.stderr
   assert len(verbose.stderr.strip().splitlines()) > 1
@@ -353,14 +353,14 @@ def test_corrupt_checkpoint_fails_in_one_line(tmp_path, cli_dirs):
   shutil.copytree(model_dir, corrupt)
   latest = tf.train.latest_checkpoint(str(corrupt / "checkpoints"))
   Path(latest + ".index").write_bytes(b"garbage")
-  result = run_evaluate(f"--model_dir={corrupt}", f"--data_dir={data_dir}", "--method=greedy")
+  result = run_evaluate(f"--model_dir={corrupt}", f"--data={data_dir}", "--method=greedy")
   assert_one_line_error(result, f"cannot read the checkpoint {latest}")
 
 
 def test_a_savedmodel_that_is_no_translator_fails_in_one_line(cli_dirs,
                                                               tutorial_tokenizer_path):
   _, data_dir = cli_dirs
-  result = run_evaluate(f"--translator={tutorial_tokenizer_path}", f"--data_dir={data_dir}")
+  result = run_evaluate(f"--translator={tutorial_tokenizer_path}", f"--data={data_dir}")
   assert_one_line_error(result, "is a SavedModel but not an exported translator")
 
 
@@ -368,7 +368,7 @@ def test_unreadable_data_fails_in_one_line(tmp_path, cli_dirs):
   model_dir, _ = cli_dirs
   data_dir = write_data_dir(tmp_path / "data", PAIRS)
   (data_dir / "en.dev").write_bytes(b"one\n\xff two\n")
-  result = run_evaluate(f"--model_dir={model_dir}", f"--data_dir={data_dir}")
+  result = run_evaluate(f"--model_dir={model_dir}", f"--data={data_dir}")
   assert_one_line_error(result, "is not valid UTF-8")
 
 

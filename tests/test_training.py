@@ -7,6 +7,7 @@ with an untied output layer (fastest on CPU).
 import math
 from pathlib import Path
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -196,10 +197,10 @@ def test_epoch_summary_line():
             "train_loss": 4.12346, "train_accuracy": 0.31204, "learning_rate": 1e-3,
             "tokens_per_second": 12345.6, "seconds": 95.24}
   assert training.epoch_summary(record) == (
-      "epoch 3 (step 1200): train loss 4.1235 acc 0.3120 | 12346 tok/s | 95.2 s")
+      "Epoch 3 (step 1200): train loss 4.1235 acc 0.3120 | 12346 tok/s | 95.2 s")
   record.update(val_loss=3.9, val_accuracy=0.34)
-  assert training.epoch_summary(record) == (
-      "epoch 3 (step 1200): train loss 4.1235 acc 0.3120 | val loss 3.9000 acc 0.3400"
+  assert training.epoch_summary(record, 20) == (
+      "Epoch 3/20 (step 1200): train loss 4.1235 acc 0.3120 | val loss 3.9000 acc 0.3400"
       " | 12346 tok/s | 95.2 s")
 
 
@@ -212,8 +213,10 @@ def test_a_cooldown_that_ends_before_the_run_is_warned(batches, tutorial_tokeniz
   assert "cooldown_end_step is 8 but this run ends at step 12 (12 steps per epoch)" in caplog.text
 
 
-def test_first_epochs_progress_bar_knows_its_length(batches, tutorial_tokenizers, capsys):
+def test_first_epochs_progress_bar_knows_its_length(batches, tutorial_tokenizers, capsys,
+                                                    monkeypatch):
   from transformer import tokenizers as tokenizers_lib, training  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(sys.stdout, "isatty", lambda: True)  # the bar is drawn on terminals
   pt_size, en_size = tokenizers_lib.vocab_sizes(tutorial_tokenizers)
   trainer = training.Trainer(_tiny_config(epochs=1), input_vocab_size=pt_size,
                              target_vocab_size=en_size, progress=True)

@@ -6,6 +6,7 @@ results folder. Each step reads the previous one's real output."""
 import json
 import os
 from pathlib import Path
+import re
 import subprocess
 import sys
 
@@ -48,9 +49,11 @@ def test_train_then_evaluate_averaged_then_translate(tmp_path, ted_data_dir,
   # Batches of one sentence: no padding, so the export and the in-memory model
   # compute exactly the same thing below.
   evaluated = run("evaluate.py", f"--model_dir={model_dir}", "--split=test", "--method=greedy",
-                  "--average_last=3", f"--export_dir={averaged}", f"--data_dir={data_dir}",
+                  "--average_last=3", f"--export_dir={averaged}", f"--data={data_dir}",
                   "--batch_size=1")
-  assert evaluated.stderr == ""  # TensorFlow's logs stay hidden without --verbose
+  # TensorFlow's logs stay hidden without --verbose: stderr is evaluate.py's progress.
+  assert all(line.endswith(" ...") or re.search(r": took \d+\.\d s$", line)
+             for line in evaluated.stderr.splitlines()), evaluated.stderr
   record = json.loads(evaluated.stdout)
   assert [Path(p).name for p in record["checkpoints"]] == ["ckpt-10", "ckpt-20", "ckpt-30"]
   assert record["num_sentences"] == TEST_PAIRS and record["split"] == "test"

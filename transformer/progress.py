@@ -1,81 +1,204 @@
-"""What a training run shows on the terminal: a progress bar per epoch and one
-summary line per epoch (the tutorial's ``fit`` shows Keras' progress bar too).
+"""What a training run shows on the console: a live line per epoch on a
+terminal and one summary line per epoch everywhere.
+
+On a terminal the live line counts the steps this epoch will really run (a
+``train_steps`` limit shortens it), says "Epoch 3/20" and gives an ETA from the
+steps after the first, whose time is mostly tracing. When stdout is not a
+terminal (a file, a pipe) nothing is drawn: one plain line per epoch, no
+escape codes, no carriage returns.
 
 Only the chief shows anything under multi-worker; the Trainer decides.
 """
 
+import contextlib
+import math
 import sys
-from typing import Dict, Optional
+import time
+from typing import Callable, Dict, List, Optional, TextIO
 
-import keras
-import tensorflow as tf
+from absl import logging
+
+BAR_WIDTH = 24
+# The live line is redrawn at most this often (seconds), and on the last step.
+REDRAW_SECONDS = 0.1
 
 
-def epoch_summary(record: Dict) -> str:
-  """One line for an epoch's metrics record (the terminal's per-epoch summary).
+def epoch_label(epoch: int, planned: Optional[int]) -> str:
+  """"Epoch 3/20" for epoch 3 of 20 planned; "Epoch 3" when the count is unknown."""
+  return f"Epoch {epoch}/{planned}" if planned else f"Epoch {epoch}"
 
-  E.g. ``epoch 3 (step 1200): train loss 4.1230 acc 0.3120 | val loss 3.9000
+
+def epoch_summary(record: Dict, planned: Optional[int] = None) -> str:
+  """One line for an epoch's metrics record (the console's per-epoch summary).
+
+  E.g. ``Epoch 3/20 (step 1200): train loss 4.1230 acc 0.3120 | val loss 3.9000
   acc 0.3400 | 12345 tok/s | 95.2 s``; the validation part only when the record
-  has one.
+  has one, BLEU when it has it.
   """
-  parts = [f"epoch {record['epoch']} (step {record['step']}): train loss "
+  parts = [f"{epoch_label(record['epoch'], planned)} (step {record['step']}): train loss "
            f"{record['train_loss']:.4f} acc {record['train_accuracy']:.4f}"]
   if "val_loss" in record:
     parts.append(f"val loss {record['val_loss']:.4f} acc {record['val_accuracy']:.4f}")
+  if "bleu" in record:
+    parts.append(f"BLEU {record['bleu']:.2f}")
   parts.append(f"{record['tokens_per_second']:.0f} tok/s")
   parts.append(f"{record['seconds']:.1f} s")
   return " | ".join(parts)
 
 
+def planned_epochs(epoch: int, epoch_steps: int, skip: int,
+                   steps_left: Optional[int], epochs: Optional[int]) -> Optional[int]:
+  """How many epochs the run will have touched when it ends.
+
+  Args:
+    epoch: completed epochs.
+    epoch_steps: batches in the current epoch.
+    skip: of them, those done before this run (a resumed epoch).
+    steps_left: optimizer steps the run may still take (``train_steps``), or None.
+    epochs: the configured (or time-budgeted) count, used without a step limit.
+  """
+  if steps_left is None:
+    return epochs
+  after_this = max(0, steps_left - (epoch_steps - skip))
+  return epoch + 1 + math.ceil(after_this / max(epoch_steps, 1))
+
+
+def run_summary(step: int, start_step: int, history: List[Dict]) -> str:
+  """The last line of a run: what this run trained, never "0 epochs" for a short one.
+
+  E.g. ``training done at step 630: 630 steps in this run (epochs 1-2 whole,
+  epoch 3 up to its step 30)``.
+  """
+  whole = [r["epoch"] for r in history if r["complete"]]
+  parts = []
+  if whole:
+    span = f"{whole[0]}-{whole[-1]}" if len(whole) > 1 else f"{whole[0]}"
+    parts.append(f"epoch{'s' if len(whole) > 1 else ''} {span} whole")
+  for record in history:
+    if not record["complete"]:
+      parts.append(f"epoch {record['epoch']} up to its step {record['steps_in_epoch']}")
+  what = f" ({', '.join(parts)})" if parts else ""
+  return f"training done at step {step}: {step - start_step} steps in this run{what}"
+
+
+def clock_text(seconds: float) -> str:
+  """``m:ss`` or ``h:mm:ss``."""
+  minutes, secs = divmod(int(round(seconds)), 60)
+  hours, minutes = divmod(minutes, 60)
+  return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+class LiveLine:
+  """One epoch's line on a terminal, redrawn in place with a carriage return.
+
+  Args:
+    label: e.g. "Epoch 3/20".
+    start: steps of the epoch already done when it opens (a resumed epoch).
+    total: steps of the epoch done when it closes.
+    clock: seconds, monotonic.
+  """
+
+  def __init__(self, label: str, start: int, total: int, clock: Callable[[], float]):
+    self.label, self.start, self.total, self.clock = label, start, total, clock
+    self.opened = clock()
+    self._first_done = None  # (steps, time) after the first step of this run
+
+  def text(self, done: int, values: Dict[str, float]) -> str:
+    """The line at ``done`` steps: bar, counts, elapsed time, ETA and ``values``."""
+    now = self.clock()
+    if self._first_done is None:
+      self._first_done = (done, now)
+    filled = BAR_WIDTH * min(done, self.total) // max(self.total, 1)
+    bar = "=" * filled + (">" if filled < BAR_WIDTH else "") + "." * (BAR_WIDTH - filled - 1)
+    shown = " ".join(f"{key} {_number(value)}" for key, value in values.items())
+    return (f"{self.label} {done}/{self.total} [{bar}] "
+            f"{clock_text(now - self.opened)} {self._eta(done, now)} | {shown}")
+
+  def _eta(self, done: int, now: float) -> str:
+    # The first step traces the graph: its time says nothing about the others.
+    first_steps, first_time = self._first_done
+    if done >= self.total:
+      return "ETA 0:00"
+    if done <= first_steps:
+      return "ETA ?"
+    per_step = (now - first_time) / (done - first_steps)
+    return f"ETA {clock_text(per_step * (self.total - done))}"
+
+
+def _number(value: float) -> str:
+  if value and abs(value) < 1e-2:
+    return f"{value:.1e}"
+  return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4f}"
+
+
 class EpochProgress:
-  """A ``keras.utils.Progbar`` per epoch and :func:`epoch_summary` after it.
+  """The live line per epoch (terminals only) and :func:`epoch_summary` after it.
 
   Args:
     enabled: show anything at all; when False every method does nothing.
+    stream: where to write (stdout by default).
+    clock: seconds, monotonic (tests pass a fake one).
   """
 
-  def __init__(self, enabled: bool):
+  def __init__(self, enabled: bool, stream: Optional[TextIO] = None,
+               clock: Callable[[], float] = time.monotonic):
     self.enabled = enabled
-    self._bar = None
+    self._stream = stream
+    self._clock = clock
+    self._line = None
+    self._width = 0
+    self._drawn_at = None
 
-  def start(self, epoch: int, skip: int, steps_per_epoch: Optional[int],
-            dataset: tf.data.Dataset) -> None:
-    """Prints the epoch's header and opens its bar.
+  @property
+  def stream(self) -> TextIO:
+    return self._stream or sys.stdout
 
-    Args:
-      epoch: completed epochs (0 for the first).
-      skip: batches of this epoch already done (a resumed epoch).
-      steps_per_epoch: batches per epoch, or None until one epoch has ended.
-      dataset: the epoch's remaining batches, counted when ``steps_per_epoch``
-        is None.
-    """
-    if not self.enabled:
+  @property
+  def live(self) -> bool:
+    """Whether the live line is drawn: a terminal, not a file or a pipe."""
+    return self.enabled and self.stream.isatty()
+
+  def start(self, label: str, skip: int, total: int) -> None:
+    """Opens the epoch's live line at ``skip`` of ``total`` steps."""
+    if self.live:
+      self._line = LiveLine(label + (f" (resumed at step {skip})" if skip else ""), skip,
+                            total, self._clock)
+      self._width = 0
+      self._drawn_at = None
+
+  def update(self, done: int, **values: float) -> None:
+    """Redraws the live line at ``done`` steps of the epoch (at most every
+    REDRAW_SECONDS, and always on the first and the last step)."""
+    if self._line is None:
       return
-    print(f"Epoch {epoch + 1}" + (f" (resumed at batch {skip})" if skip else ""),
-          flush=True)
-    # Until an epoch has ended its length is unknown: one pass over this
-    # epoch's batches (the same on every pass) counts them, for the ETA.
-    target = steps_per_epoch or skip + int(dataset.reduce(
-        tf.constant(0, tf.int64), lambda count, _: count + 1))
-    self._bar = keras.utils.Progbar(target,
-                                    stateful_metrics=["loss", "accuracy", "lr", "tok/s"],
-                                    unit_name="step",
-                                    interval=0.05 if sys.stdout.isatty() else 30.0)
-
-  def update(self, done: int, *, loss: float, accuracy: float, learning_rate: float,
-             tokens_per_second: float) -> None:
-    """Moves the bar to batch ``done`` of the epoch; the values are the epoch's so far."""
-    if self._bar is not None:
-      self._bar.update(done, [("loss", loss), ("accuracy", accuracy), ("lr", learning_rate),
-                              ("tok/s", tokens_per_second)])
+    now = self._clock()
+    if (self._drawn_at is not None and done < self._line.total
+        and now - self._drawn_at < REDRAW_SECONDS):
+      return
+    self._drawn_at = now
+    text = self._line.text(done, values)
+    # Spaces, not an escape code, clear what a longer line left behind.
+    self.stream.write("\r" + text.ljust(self._width))
+    self.stream.flush()
+    self._width = len(text)
 
   def end(self) -> None:
-    """Closes the epoch's bar (ends its line)."""
-    if self._bar is not None:
-      print(flush=True)
-      self._bar = None
+    """Ends the epoch's live line (the cursor goes to the next line)."""
+    if self._line is not None:
+      self.stream.write("\n")
+      self.stream.flush()
+      self._line = None
 
-  def summary(self, record: Dict) -> None:
+  def summary(self, record: Dict, planned: Optional[int]) -> None:
     """Prints :func:`epoch_summary` of the epoch's metrics record."""
     if self.enabled:
-      print(epoch_summary(record), flush=True)
+      print(epoch_summary(record, planned), file=self.stream, flush=True)
+
+
+@contextlib.contextmanager
+def announced(doing: str, say: Callable[[str], None] = logging.info):
+  """Says ``doing`` before a long silent task and how long it took after it."""
+  say(f"{doing} ...")
+  start = time.monotonic()
+  yield
+  say(f"{doing}: took {time.monotonic() - start:.1f} s")

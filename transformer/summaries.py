@@ -3,7 +3,8 @@
 Under ``model_dir``, written by the chief only under multi-worker: TensorBoard
 scalars in ``logs/<name>`` (the loop in :mod:`transformer.training` writes
 ``logs/train`` every ``log_every_steps`` steps and ``logs/validation`` every
-epoch), and one JSON line per epoch in :data:`METRICS_FILE`.
+epoch; train.py adds the validation BLEU there, a ``bleu`` scalar beside the
+loss and accuracy), and one JSON line per epoch in :data:`METRICS_FILE`.
 """
 
 import json

@@ -197,6 +197,9 @@ class Trainer:
         **(self._budget.checkpointed() if self._budget else {}))
     self._summaries = summaries.Summaries(self.model_dir, is_chief=is_chief)
     self._progress = progress_lib.EpochProgress(enabled=progress and is_chief)
+    # The run's length in epochs for "Epoch 3/20": shown and updated by the loop.
+    self._planned = None
+    self._budget_estimate = int(config.training.epochs)
     self._train_fn = None
     self._train_spec = None
     self._eval_fn = None
@@ -390,7 +393,7 @@ class Trainer:
           logging.info("epoch %d (step %d): %s", record["epoch"], record["step"],
                        json.dumps({k: v for k, v in record.items()
                                    if k not in ("epoch", "step")}, sort_keys=True))
-          self._progress.summary(record)
+          self._progress.summary(record, record.get("planned_epochs", self._planned))
           self._summaries.append_metrics(record)
           history.append(record)
     finally:
@@ -407,6 +410,25 @@ class Trainer:
     record["planned_epochs"] = self._budget.epoch_end(
         epochs_done=int(self.epoch.numpy()), epoch_seconds=epoch_seconds,
         steps_per_epoch=record["steps_in_epoch"], step=self.step)
+    self._budget_estimate = record["planned_epochs"]
+
+  def _epoch_count(self) -> int:
+    """The run's length in epochs as known now: the time budget's plan or
+    latest estimate, else the configured count."""
+    if self._budget is not None:
+      return int(self._budget.planned.numpy()) or self._budget_estimate
+    return int(self.config.training.epochs)
+
+  def _open_progress(self, epoch, skip, target, dataset, max_steps):
+    # Until an epoch has ended its length is unknown: one pass over this
+    # epoch's batches (the same on every pass) counts them.
+    epoch_steps = target or skip + int(dataset.reduce(
+        tf.constant(0, tf.int64), lambda count, _: count + 1))
+    steps_left = max_steps - self.step if max_steps else None
+    self._planned = progress_lib.planned_epochs(epoch, epoch_steps, skip, steps_left,
+                                                self._epoch_count())
+    total = epoch_steps if steps_left is None else min(epoch_steps, skip + steps_left)
+    self._progress.start(progress_lib.epoch_label(epoch + 1, self._planned), skip, total)
 
   def _run_epoch(self, epoch, make_train_dataset, max_steps, interval, step_callback,
                  stop: stop_signals.StopSignals):
@@ -418,7 +440,8 @@ class Trainer:
     dist = distribute.distribute_dataset(self.strategy, dataset)
     train_fn = self._get_train_fn(dist.element_spec)
     target = int(self.steps_per_epoch.numpy()) or None
-    self._progress.start(epoch, skip, target, dataset)
+    if self._progress.enabled:
+      self._open_progress(epoch, skip, target, dataset, max_steps)
     epoch_loss = epoch_count = epoch_correct = 0.0
     log_loss = log_count = log_correct = 0.0
     log_start = epoch_start = time.time()
@@ -446,9 +469,9 @@ class Trainer:
       elapsed = max(time.time() - epoch_start, 1e-9)
       tokens_per_second = epoch_count / elapsed
       lr = self.learning_rate
-      self._progress.update(done, loss=epoch_loss / max(epoch_count, 1.0),
-                            accuracy=epoch_correct / max(epoch_count, 1.0),
-                            learning_rate=lr, tokens_per_second=tokens_per_second)
+      self._progress.update(done, **{"loss": epoch_loss / max(epoch_count, 1.0),
+                                     "acc": epoch_correct / max(epoch_count, 1.0),
+                                     "lr": lr, "tok/s": tokens_per_second})
       if step % self.log_every_steps == 0:
         now = time.time()
         self._summaries.write_scalars("train", step, {
