@@ -6,7 +6,7 @@ import keras
 import tensorflow as tf
 
 from transformer.attention import padding_mask
-from transformer.config import HEAD_WIDTHS, OUTPUT_WEIGHTS
+from transformer.config import HEAD_WIDTHS, OUTPUT_WEIGHTS, default_config
 from transformer.decoder import Decoder
 from transformer.embedding import PositionalEmbedding
 from transformer.encoder import Encoder, LayerSettings
@@ -101,9 +101,15 @@ class Transformer(keras.Model):
 
   @classmethod
   def from_model_config(cls, model_config, input_vocab_size: int, target_vocab_size: int):
-    """Builds the model from ``config.model`` (see :mod:`transformer.config`)."""
+    """Builds the model from ``config.model`` (see :mod:`transformer.config`).
+
+    A field missing from ``model_config`` (a ``config.json`` written before the
+    field existed) takes :func:`default_config`'s value, which is what such runs
+    were trained with, not the constructor's (the tutorial's) default.
+    """
+    fields = {**default_config().model.to_dict(), **model_config.to_dict()}
     return cls(input_vocab_size=input_vocab_size, target_vocab_size=target_vocab_size,
-               **model_config.to_dict())
+               **fields)
 
   def build(self, inputs_shape=None):
     # Called with the shapes of (source_ids, target_ids); builds every weight so
