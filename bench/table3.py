@@ -17,7 +17,11 @@ paper's choices: residual dropout 0.1, label smoothing 0.1, tied target
 embedding and output, Keras' uniform embedding initializer (the project's
 default), the §5.3 schedule (``--warmup_steps``), here with the rate falling
 linearly to zero over the last ``--cooldown_fraction`` of the steps (a fixed
-budget, as ``configs/cpu_2h.py``). ``model.max_position`` is 256: the learned
+budget, as ``configs/cpu_2h.py``). Batches of 2,048 tokens a side (about 650
+steps an epoch) as ``configs/cpu_2h.py``'s; the default 2,000 steps (3 epochs) and
+500 warm-up steps are ``bench/scaling_ablation.py``'s budget for this model
+(about 0.5-0.8 s a step on one core, results/scaling/README.md) stretched to
+about half an hour an arm. ``model.max_position`` is 256: the learned
 table of row E then holds every position a 128-token sentence and its output
 (+50) can reach, not 2,048 mostly untrained rows.
 
@@ -101,10 +105,12 @@ def _arms():
     arms[f"A_h{heads}"] = ("A", "h", paper, {"model.num_heads": heads})
   for d_k in (16, 32):
     arms[f"B_dk{d_k}"] = ("B", "d_k", d_k, {"model.key_dim": d_k})
+  # In this order --shard=0/2 and 1/2 get one of the three slow arms each
+  # (C_n3 and C_ff2048, C_d512) with a fast one (C_d128, C_n1 and C_ff512).
   arms["C_n1"] = ("C", "N", 2, {"model.num_layers": 1})
   arms["C_n3"] = ("C", "N", 8, {"model.num_layers": 3})
-  arms["C_d128"] = ("C", "d_model", 256, {"model.d_model": 128})
   arms["C_d512"] = ("C", "d_model", 1024, {"model.d_model": 512})
+  arms["C_d128"] = ("C", "d_model", 256, {"model.d_model": 128})
   arms["C_ff512"] = ("C", "d_ff", 1024, {"model.dff": 512})
   arms["C_ff2048"] = ("C", "d_ff", 4096, {"model.dff": 2048})
   for name, value in (("0", 0.0), ("02", 0.2)):
@@ -131,13 +137,13 @@ _WORK_DIR = flags.DEFINE_string("work_dir", "runs/table3",
                                 "Checkpoints and partial curves of unfinished arms.")
 _ARMS = flags.DEFINE_list("arms", list(ARMS), "Arms to run, in this order.")
 _SHARD = flags.DEFINE_string("shard", "0/1", "k/n: run every n-th of --arms from the k-th.")
-_STEPS = flags.DEFINE_integer("steps", 2400, "Optimizer steps per arm.")
-_WARMUP = flags.DEFINE_integer("warmup_steps", 600, "§5.3 warm-up steps.")
+_STEPS = flags.DEFINE_integer("steps", 2000, "Optimizer steps per arm.")
+_WARMUP = flags.DEFINE_integer("warmup_steps", 500, "§5.3 warm-up steps.")
 _COOLDOWN = flags.DEFINE_float("cooldown_fraction", 1 / 3,
                                "Share of the steps over which the rate falls to zero.")
 _TOKENS_PER_BATCH = flags.DEFINE_integer("tokens_per_batch", 2048,
                                          "Token budget per batch and side (§5.1).")
-_EVAL_EVERY = flags.DEFINE_integer("eval_every", 300, "Steps between curve points and "
+_EVAL_EVERY = flags.DEFINE_integer("eval_every", 250, "Steps between curve points and "
                                    "checkpoints.")
 _BLEU_SENTENCES = flags.DEFINE_integer("bleu_sentences", 0,
                                        "Validation pairs translated for BLEU; 0: all.")
