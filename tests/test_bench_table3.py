@@ -5,6 +5,8 @@ import json
 
 from absl import flags
 from absl.testing import flagsaver
+import keras
+import numpy as np
 import pytest
 
 from bench import table3
@@ -154,3 +156,40 @@ def test_report_marks_arms_not_run(tmp_path, paper_csv):
   assert "25.00 (+5.00)" in a_h1 and "8.00 (-2.00)" in a_h1
   assert a_h1.count("same direction") == 2
   assert "not yet run" in next(line for line in text.splitlines() if "`A_h2`" in line)
+
+
+def test_every_arm_changes_only_its_fields_of_the_base():
+  base = table3.base_config(100, 10, 1 / 3, 2048)
+  flat_base = flatten(base.to_dict())
+  for name, (_, _, _, overrides) in table3.ARMS.items():
+    changed = {field for field, value in flatten(table3.arm_config(name, base).to_dict()).items()
+               if value != flat_base[field]}
+    assert changed <= set(overrides), name
+    assert changed or overrides == {"training.seed": 0}, name  # base_s0 is the base
+
+
+def flatten(config_dict):
+  return {f"{section}.{field}": value for section, fields in config_dict.items()
+          for field, value in fields.items()}
+
+
+def test_sqrt_ratio_keeps_the_scaled_bases_ratio_of_token_to_position():
+  """RMS of the token part over RMS of the position part, at initialisation:
+  the same in the base (× √d_model) and in sqrt_ratio (positions × d_model^-0.5),
+  16 times smaller in the plain unscaled arm."""
+  from transformer.embedding import PositionalEmbedding  # pylint: disable=g-import-not-at-top
+  base = table3.base_config(100, 10, 1 / 3, 2048)
+
+  def ratio(name):
+    model = table3.arm_config(name, base).model
+    keras.utils.set_random_seed(0)  # the same token embeddings in every arm
+    layer = PositionalEmbedding(1000, model.d_model, max_position=model.max_position,
+                                scale_embeddings=model.scale_embeddings,
+                                position_scale=model.positional_scale, dropout_rate=0.0)
+    ids = np.arange(1, 129)[np.newaxis]
+    total = layer(ids).numpy()[0]
+    positions = layer.encode_positions(0, 128).numpy()
+    return np.sqrt(np.mean((total - positions) ** 2) / np.mean(positions ** 2))
+
+  assert ratio("sqrt_ratio") == pytest.approx(ratio("base_s0"), rel=1e-5)
+  assert ratio("sqrt_uniform_unscaled_tied") == pytest.approx(ratio("base_s0") / 16, rel=1e-5)
