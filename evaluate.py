@@ -20,7 +20,9 @@ Prints the JSON record; TensorFlow's own logs are hidden unless ``--verbose``
 (or ``TF_CPP_MIN_LOG_LEVEL`` is set). Exit status: 0 on success, 1 with one
 ``evaluate.py: error: ...`` line on bad input (flags, data, a folder that is
 not a train.py output or translator, a missing or corrupt checkpoint).
-See :mod:`transformer.evaluation` for what the score does and does not compare with.
+Two scores: ``bleu``, this project's (see :mod:`transformer.evaluation` for what
+it does and does not compare with), and ``whole_word.bleu``, the scoring of
+published results on this split (:mod:`transformer.bleu`).
 """
 
 import json

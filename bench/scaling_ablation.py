@@ -1,16 +1,14 @@
 """Ablation of the two scalings on the real data (issue #10; notebooks/scaling.ipynb).
 
-  taskset -c 0 python bench/scaling_ablation.py --out_dir results/scaling --steps 1500 --seeds 0,1
+  PYTHONPATH=. taskset -c 0 python bench/scaling_ablation.py --out_dir results/scaling --steps 1500 --seeds 0,1
 
 Four arms: ``baseline`` (both scalings), ``no_embedding_scale``
 (``model.scale_embeddings=False``, §3.4), ``no_logit_scale``
 (``model.scale_attention_logits=False``, §3.2.1) and ``both_off``, each trained
 for ``--steps`` optimizer steps from ``--seeds`` (model initialisation and
-dropout). Every arm and seed sees the SAME batches in the same order: the
-training pairs are shuffled once with a fixed NumPy seed (passes after the
-first repeat that order), tokenized with the tutorial's tokenizer and cut into
-token-budget batches (§5.1) before any model exists; their SHA-256 is recorded
-with each result.
+dropout). Every arm and seed sees the SAME batches in the same order
+(:mod:`bench.fixed_batches`, with the tutorial's tokenizer); their SHA-256 is
+recorded with each result.
 
 The model is a small paper-style one (``--num_layers``, ``--d_model``,
 ``--num_heads``; by default d_k = 64 as in the paper): paper choices
@@ -28,7 +26,6 @@ at a time). ``ablation_summary.json`` and ``ablation_curves.png`` are remade
 from whatever results exist (``--plot_only`` does only that).
 """
 
-import hashlib
 import json
 import math
 from pathlib import Path
@@ -40,9 +37,8 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-from transformer import data
+from bench.fixed_batches import fingerprint, make_batches
 from transformer import evaluation
-from transformer import pipeline
 from transformer.config import default_config, validate_config
 from transformer.export import Translator
 from transformer.tokenizers import load_tokenizers, vocab_sizes
@@ -56,7 +52,6 @@ ARMS = {
     "both_off": {"scale_embeddings": False, "scale_attention_logits": False},
 }
 ABLATION_SUBDIR = "ablation"
-DATA_SHUFFLE_SEED = 1234
 
 _OUT_DIR = flags.DEFINE_string("out_dir", "results/scaling", "Results folder.")
 _STEPS = flags.DEFINE_integer("steps", 1500, "Optimizer steps per arm and seed.")
@@ -89,36 +84,6 @@ def ablation_config(arm: str, seed: int):
   config.training.warmup_steps = _WARMUP.value
   config.training.seed = seed
   return validate_config(config)
-
-
-def fingerprint(batches) -> str:
-  """SHA-256 of every batch's ids and shapes, in order."""
-  digest = hashlib.sha256()
-  for (source, target), labels in batches:
-    for array in (source.numpy(), target.numpy(), labels.numpy()):
-      digest.update(np.ascontiguousarray(array).tobytes())
-      digest.update(str(array.shape).encode())
-  return digest.hexdigest()
-
-
-def make_batches(tokenizers, steps: int, tokens_per_batch: int, max_tokens: int):
-  """The training batches every arm sees and the validation batches and pairs,
-  as in-memory cached datasets (filled here, read by every arm)."""
-  pairs = data.local_split_pairs(_DATA_DIR.value, "train")
-  order = np.random.default_rng(DATA_SHUFFLE_SEED).permutation(len(pairs))
-  shuffled = data.pairs_to_dataset([pairs[i] for i in order])
-  tokenized = pipeline.tokenize_pairs(shuffled, tokenizers, max_tokens)
-  # Passes over the data repeat that one order: no randomness after it.
-  train = pipeline.batch_tokenized(tokenized.repeat(), max_tokens=max_tokens,
-                                   tokens_per_batch=tokens_per_batch,
-                                   shuffle=False).take(steps).cache()
-  sum(1 for _ in train)  # fills the cache
-  validation_pairs = data.local_split_pairs(_DATA_DIR.value, "validation")
-  validation = pipeline.batch_tokenized(
-      pipeline.tokenize_pairs(data.pairs_to_dataset(validation_pairs), tokenizers, max_tokens),
-      max_tokens=max_tokens, batch_size=64, shuffle=False).cache()
-  sum(1 for _ in validation)  # fills the cache
-  return train, validation, validation_pairs
 
 
 def result_path(out_dir: Path, arm: str, seed: int) -> Path:
@@ -272,7 +237,7 @@ def main(argv):
       tokenizers = load_tokenizers(_TOKENIZER.value)
       max_tokens = default_config().data.max_tokens
       train, validation, validation_pairs = make_batches(
-          tokenizers, _STEPS.value, _TOKENS_PER_BATCH.value, max_tokens)
+          _DATA_DIR.value, tokenizers, _STEPS.value, _TOKENS_PER_BATCH.value, max_tokens)
       print(f"{_STEPS.value} training batches, sha256 {fingerprint(train)}", flush=True)
       for arm, seed in todo:
         run_arm(arm, seed, tokenizers, train, validation, validation_pairs, out_dir)

@@ -249,7 +249,9 @@ CONFIG_CASES = {
     "ablations": lambda: small(configs.base, output_weights="tied", scale_embeddings=False,
                                scale_attention_logits=False, embedding_initializer="normal",
                                attention_dropout_rate=0.05, positional_layout="concatenated",
-                               layer_norm_epsilon=1e-4),
+                               layer_norm_epsilon=1e-4, positional_scale=0.25, key_dim=2),
+    "learned_positions": lambda: small(configs.base, positional_encoding="learned",
+                                       positional_scale=0.5),
 }
 
 
@@ -293,7 +295,7 @@ def check_attention(attention, c, key_dim, rng):
 
 
 def check_embedding(embedding, c, rng):
-  """Dropout rate, initializer, √d_model scaling and the positional layout."""
+  """Dropout rate, initializer, √d_model scaling, the positional layout, kind and scale."""
   assert embedding.dropout.rate == c.dropout_rate
   table = embedding.embeddings.numpy()
   if c.embedding_initializer == "uniform":
@@ -303,8 +305,10 @@ def check_embedding(embedding, c, rng):
   ids = rng.integers(1, table.shape[0], (1, c.max_position))
   scale = np.sqrt(c.d_model) if c.scale_embeddings else 1.0
   positions = embedding(ids, training=False).numpy()[0] - table[ids[0]] * scale
-  np.testing.assert_allclose(positions, sinusoids(c.max_position, c.d_model,
-                                                  c.positional_layout), atol=1e-4)
+  expected = (embedding.position_table.embeddings.numpy()
+              if c.positional_encoding == "learned"
+              else sinusoids(c.max_position, c.d_model, c.positional_layout))
+  np.testing.assert_allclose(positions, c.positional_scale * expected, atol=1e-4)
 
 
 @pytest.mark.parametrize("case", CONFIG_CASES)
@@ -318,7 +322,7 @@ def test_every_model_setting_takes_effect_in_every_layer(case):
   model = Transformer.from_model_config(c, input_vocab, target_vocab)
   model.build(((None, None), (None, None)))
   rng = np.random.default_rng(0)
-  key_dim = c.d_model // c.num_heads if c.head_width == "split" else c.d_model
+  key_dim = c.key_dim or (c.d_model // c.num_heads if c.head_width == "split" else c.d_model)
   assert len(model.encoder.layers) == len(model.decoder.layers) == c.num_layers
   for layer in model.encoder.layers:
     check_attention(layer.self_attention, c, key_dim, rng)

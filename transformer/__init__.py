@@ -18,7 +18,7 @@ Training set-up             ``optimization``, ``losses``, ``training`` (the loop
 Run inference               ``decoding``
 Attention plots             ``plotting``
 Export the model            ``export``
-(BLEU, checkpoint averaging) ``evaluation``
+(BLEU, checkpoint averaging) ``evaluation``, ``bleu``
 ==========================  ============================================
 
 Configuration lives in ``config`` (defaults and validation) and ``configs/``.

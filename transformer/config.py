@@ -15,6 +15,7 @@ import json
 import ml_collections
 
 POSITIONAL_LAYOUTS = ("interleaved", "concatenated")
+POSITIONAL_ENCODINGS = ("sinusoid", "learned")
 HEAD_WIDTHS = ("split", "full")
 OUTPUT_WEIGHTS = ("tied", "shared", "untied")
 EMBEDDING_INITIALIZERS = ("uniform", "normal")
@@ -41,9 +42,20 @@ def default_config() -> ml_collections.ConfigDict:
   # "split": each head is d_model / num_heads wide (paper §3.2.2, d_k = d_v = 64).
   # "full": each head is d_model wide (the tutorial's key_dim=d_model).
   config.model.head_width = "split"
+  # If > 0, every head's query, key and value width (d_k = d_v), whatever
+  # head_width says (Table 3, row B varies d_k alone); 0 takes it from head_width.
+  config.model.key_dim = 0
   # "interleaved": sin on even channels, cos on odd (paper §3.5, old tutorial).
   # "concatenated": all sines then all cosines (current tutorial).
   config.model.positional_layout = "interleaved"
+  # "sinusoid": the fixed encoding of §3.5. "learned": a trainable
+  # (max_position, d_model) table added in its place (Table 3, row E; the paper
+  # cites Gehring et al. 2017), initialized like the token embeddings.
+  config.model.positional_encoding = "sinusoid"
+  # Multiplies the positional encoding before it is added (1.0 in the paper).
+  # With scale_embeddings=False, d_model^-0.5 keeps the scaled model's ratio of
+  # token embedding to position at the unscaled magnitude (bench/table3.py).
+  config.model.positional_scale = 1.0
   # §3.4: embeddings are multiplied by sqrt(d_model) before the positional
   # encoding is added. False is the ablation.
   config.model.scale_embeddings = True
@@ -177,6 +189,10 @@ def validate_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigD
            f"must be > 0, got {config.model.layer_norm_epsilon}")
   _choice(config, "model", "head_width", HEAD_WIDTHS)
   _choice(config, "model", "positional_layout", POSITIONAL_LAYOUTS)
+  _choice(config, "model", "positional_encoding", POSITIONAL_ENCODINGS)
+  _require(config.model.positional_scale > 0, "model.positional_scale",
+           f"must be > 0, got {config.model.positional_scale}")
+  _positive_int(config, "model", "key_dim", allow_zero=True)
   _choice(config, "model", "output_weights", OUTPUT_WEIGHTS)
   _choice(config, "model", "embedding_initializer", EMBEDDING_INITIALIZERS)
   _choice(config, "data", "vocabulary", ("separate", "joint"))

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from transformer.config import EMBEDDING_INITIALIZERS, POSITIONAL_LAYOUTS
+from transformer.config import EMBEDDING_INITIALIZERS, POSITIONAL_ENCODINGS, POSITIONAL_LAYOUTS
 
 
 def embedding_initializer(name: str, d_model: int) -> keras.initializers.Initializer:
@@ -70,6 +70,14 @@ class PositionalEmbedding(keras.layers.Layer):
   encoding's up to d_model ≈ 600. ``scale_embeddings=False`` is the ablation;
   ``notebooks/scaling.ipynb`` measures both.
 
+  ``positions="learned"`` (``config.model.positional_encoding``) adds a
+  trainable ``(max_position, d_model)`` table instead of the sinusoids (Table 3,
+  row E), initialized like the token embeddings (``initializer``); ``layout``
+  then does not apply. ``position_scale`` (``config.model.positional_scale``)
+  multiplies the positions (sinusoids or table) before they are added: with
+  ``scale_embeddings=False`` and d_model^-0.5 it keeps the scaled model's ratio
+  of token to position at the unscaled magnitude.
+
   Padding is not masked here: masks are built from the token ids and passed to
   the attention layers explicitly (see ``attention.py``). The dropout that the
   tutorial's ``Encoder`` and ``Decoder`` apply after their embedding is this
@@ -79,8 +87,12 @@ class PositionalEmbedding(keras.layers.Layer):
 
   def __init__(self, vocab_size: int, d_model: int, *, max_position: int = 2048,
                layout: str = "concatenated", scale_embeddings: bool = True,
-               initializer: str = "uniform", dropout_rate: float = 0.1, **kwargs):
+               initializer: str = "uniform", dropout_rate: float = 0.1,
+               positions: str = "sinusoid", position_scale: float = 1.0, **kwargs):
     super().__init__(**kwargs)
+    if positions not in POSITIONAL_ENCODINGS:
+      raise ValueError(f"unknown positional encoding {positions!r}; "
+                       f"choose one of {', '.join(POSITIONAL_ENCODINGS)}")
     # Keras' Embedding accepts only Python ints.
     self.vocab_size = vocab_size = int(vocab_size)
     self.d_model = d_model
@@ -89,15 +101,34 @@ class PositionalEmbedding(keras.layers.Layer):
     self.scale_embeddings = scale_embeddings
     self.initializer = initializer
     self.dropout_rate = dropout_rate
+    self.positions = positions
+    self.position_scale = position_scale
     self.token_embedding = keras.layers.Embedding(
         vocab_size, d_model, embeddings_initializer=embedding_initializer(initializer, d_model),
         name="token_embedding")
     self.dropout = keras.layers.Dropout(dropout_rate)
-    self.encoding = positional_encoding(max_position, d_model, layout)
+    self.position_table = None
+    if positions == "learned":
+      self.position_table = keras.layers.Embedding(
+          max_position, d_model,
+          embeddings_initializer=embedding_initializer(initializer, d_model),
+          name="position_embedding")
+    else:
+      # × 1.0 is exact: the default is the sinusoid table bit for bit.
+      self.encoding = positional_encoding(max_position, d_model, layout) * position_scale
 
   def build(self, ids_shape):
     self.token_embedding.build(ids_shape)
+    if self.position_table is not None:
+      self.position_table.build((self.max_position,))
     self.built = True
+
+  def encode_positions(self, offset, length):
+    """The encodings of positions ``offset .. offset + length - 1``: ``(length, d_model)``."""
+    if self.position_table is None:
+      return self.encoding[offset:offset + length]
+    rows = self.position_table.embeddings[offset:offset + length]
+    return rows * tf.cast(self.position_scale, rows.dtype)
 
   @property
   def embeddings(self):
@@ -112,8 +143,7 @@ class PositionalEmbedding(keras.layers.Layer):
     x = self.token_embedding(ids)
     if self.scale_embeddings:
       x = x * tf.cast(tf.math.sqrt(float(self.d_model)), x.dtype)
-    length = tf.shape(ids)[1]
-    positions = self.encoding[offset:offset + length]
+    positions = self.encode_positions(offset, tf.shape(ids)[1])
     x = x + tf.cast(positions, x.dtype)[tf.newaxis]
     return self.dropout(x, training=training)
 
@@ -124,4 +154,5 @@ class PositionalEmbedding(keras.layers.Layer):
     return {**super().get_config(), "vocab_size": self.vocab_size, "d_model": self.d_model,
             "max_position": self.max_position, "layout": self.layout,
             "scale_embeddings": self.scale_embeddings, "initializer": self.initializer,
-            "dropout_rate": self.dropout_rate}
+            "dropout_rate": self.dropout_rate, "positions": self.positions,
+            "position_scale": self.position_scale}

@@ -20,7 +20,8 @@ from transformer.feed_forward import FeedForward
 # The positional embedding's settings as a stack names them, with their defaults
 # (the tutorial's; see transformer.embedding.PositionalEmbedding).
 EMBEDDING_OPTIONS = dict(max_position=2048, positional_layout="concatenated",
-                         scale_embeddings=True, embedding_initializer="uniform")
+                         scale_embeddings=True, embedding_initializer="uniform",
+                         positional_encoding="sinusoid", positional_scale=1.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +146,7 @@ class Stack(keras.layers.Layer):
         vocab_size, d_model, max_position=options["max_position"],
         layout=options["positional_layout"], scale_embeddings=options["scale_embeddings"],
         initializer=options["embedding_initializer"], dropout_rate=dropout_rate,
+        positions=options["positional_encoding"], position_scale=options["positional_scale"],
         name="embedding")
     # A tuple, not a list: TF checkpoints do not follow the TrackedList that
     # Keras 3 makes of a list attribute, and would silently skip these layers.

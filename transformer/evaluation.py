@@ -6,7 +6,8 @@ references are the data set's English side, which is already lower-cased and
 Moses-tokenized (``did n't``, ``` `` ```), and the hypotheses are our
 tokenizer's detokenized output, also lower-cased. The score is therefore
 tokenized, lower-cased BLEU: comparable between runs of this project, not with
-published detokenized (cased) BLEU scores.
+published detokenized (cased) BLEU scores. Beside it, ``whole_word`` is the
+scoring published results on this split use (:mod:`transformer.bleu`).
 
 The WordPiece round trip is not the identity on the references either: it
 strips accents and splits Moses' contractions (``did n't`` → ``did n ' t``), so a
@@ -30,6 +31,7 @@ import sacrebleu
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
+from transformer import bleu as bleu_lib
 from transformer.checkpointing import CHECKPOINT_SUBDIR, CheckpointError
 
 PathLike = Union[str, os.PathLike]
@@ -83,13 +85,15 @@ def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output
       are scored after its round trip (see the module docstring).
   Returns:
     The JSON's content: bleu, signature, method, split, num_sentences,
-    references, hypotheses_file, sacreBLEU's full result line and a note
-    that the text is tokenized on purpose.
+    references, hypotheses_file, sacreBLEU's full result line, a note
+    that the text is tokenized on purpose, and ``whole_word``: the BLEU of
+    :func:`transformer.bleu.whole_word_bleu` on the references as in the data.
   """
   if not pairs:
     raise ValueError(f"no sentence pairs to evaluate on the {split_name} split")
   sources, references = zip(*pairs)
   hypotheses = translate_all(translate_batch, sources, batch_size)
+  whole_word = bleu_lib.whole_word_bleu(hypotheses, references)
   if reference_tokenizer is not None:
     references = round_trip(reference_tokenizer, references)
   # force: the text is tokenized on purpose (module docstring), so sacreBLEU's
@@ -106,7 +110,7 @@ def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output
             "references": ("tokenizer round trip" if reference_tokenizer is not None
                            else "as in the data"),
             "hypotheses_file": str(hypotheses_file), "details": str(score),
-            "note": TOKENIZED_BLEU_NOTE}
+            "note": TOKENIZED_BLEU_NOTE, "whole_word": whole_word}
   (output_dir / f"{split_name}.{method}.json").write_text(
       json.dumps(result, indent=2) + "\n", encoding="utf-8")
   return result

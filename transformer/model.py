@@ -40,6 +40,7 @@ class Transformer(keras.Model):
     positional_layout: ``"concatenated"`` (tutorial) or ``"interleaved"`` (§3.5).
     layer_norm_epsilon: 1e-3 (Keras' default, the tutorial's) or 1e-6 (the
       paper's lineage).
+    key_dim: if > 0, every head's width (d_k = d_v), overriding ``head_width``.
     The other arguments are described in :mod:`transformer.config`.
   """
 
@@ -50,7 +51,9 @@ class Transformer(keras.Model):
                positional_layout: str = "concatenated", scale_embeddings: bool = True,
                scale_attention_logits: bool = True, embedding_initializer: str = "uniform",
                output_weights: str = "untied", layer_norm_epsilon: float = 1e-3,
-               max_position: int = 2048, pad_id: int = 0, **kwargs):
+               max_position: int = 2048, pad_id: int = 0,
+               positional_encoding: str = "sinusoid", positional_scale: float = 1.0,
+               key_dim: int = 0, **kwargs):
     super().__init__(**kwargs)
     # The tutorial passes its tokenizers' vocabulary sizes as NumPy int32.
     input_vocab_size, target_vocab_size = int(input_vocab_size), int(target_vocab_size)
@@ -67,20 +70,23 @@ class Transformer(keras.Model):
                        f"target_vocab_size={target_vocab_size}")
     settings = LayerSettings(
         d_model=d_model, num_heads=num_heads, dff=dff, dropout_rate=dropout_rate,
-        key_dim=d_model // num_heads if head_width == "split" else d_model,
+        key_dim=key_dim or (d_model // num_heads if head_width == "split" else d_model),
         attention_dropout_rate=attention_dropout_rate,
         residual_dropout_on_attention=residual_dropout_on_attention,
         scale_attention_logits=scale_attention_logits, layer_norm_epsilon=layer_norm_epsilon)
     embedding_options = dict(max_position=max_position, positional_layout=positional_layout,
                              scale_embeddings=scale_embeddings,
-                             embedding_initializer=embedding_initializer)
+                             embedding_initializer=embedding_initializer,
+                             positional_encoding=positional_encoding,
+                             positional_scale=positional_scale)
     self.hyperparameters = dict(
         num_layers=num_layers, d_model=d_model, num_heads=num_heads, dff=dff,
         input_vocab_size=input_vocab_size, target_vocab_size=target_vocab_size,
         dropout_rate=dropout_rate, attention_dropout_rate=settings.attention_dropout_rate,
         residual_dropout_on_attention=residual_dropout_on_attention, head_width=head_width,
         scale_attention_logits=scale_attention_logits, output_weights=output_weights,
-        layer_norm_epsilon=layer_norm_epsilon, pad_id=pad_id, **embedding_options)
+        layer_norm_epsilon=layer_norm_epsilon, pad_id=pad_id, key_dim=key_dim,
+        **embedding_options)
     self.output_weights = output_weights
     self.pad_id = pad_id
     self.target_vocab_size = target_vocab_size
@@ -90,7 +96,8 @@ class Transformer(keras.Model):
       shared_embedding = PositionalEmbedding(
           input_vocab_size, d_model, max_position=max_position, layout=positional_layout,
           scale_embeddings=scale_embeddings, initializer=embedding_initializer,
-          dropout_rate=dropout_rate, name="shared_embedding")
+          dropout_rate=dropout_rate, positions=positional_encoding,
+          position_scale=positional_scale, name="shared_embedding")
     stack_args = dict(num_layers=num_layers, embedding=shared_embedding,
                       **settings.as_dict(), **embedding_options)
     self.encoder = Encoder(vocab_size=input_vocab_size, pad_id=pad_id, name="encoder",

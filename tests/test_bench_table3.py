@@ -1,0 +1,195 @@
+"""bench/table3.py on a tiny base: per-arm JSON, skipping finished arms, resuming
+an interrupted one, and the side-by-side table (bench/table3_report.py)."""
+
+import json
+
+from absl import flags
+from absl.testing import flagsaver
+import keras
+import numpy as np
+import pytest
+
+from bench import table3
+from bench import table3_report
+from configs import tiny
+from transformer.training import Trainer
+
+STEPS, EVAL_EVERY = 4, 2
+FIELDS = ("val_perplexity", "val_accuracy", "bleu", "bleu_whole_word", "train_accuracy",
+          "parameters", "steps", "train_seconds", "seed", "curve", "batches_sha256")
+
+
+PAPER_SMALL_BASE = table3.base_config
+
+
+def tiny_base(steps, warmup_steps, cooldown_fraction, tokens_per_batch):
+  """The bench's base with configs/tiny.py's sizes, 1 + 1 layers."""
+  config = PAPER_SMALL_BASE(steps, warmup_steps, cooldown_fraction, tokens_per_batch)
+  sizes = tiny.get_config().model
+  config.model.update(num_layers=1, d_model=sizes.d_model, dff=sizes.dff)
+  return config
+
+
+def small_data_dir(ted_data_dir, folder):
+  """The first pairs of the TED files: the bench's steps need few, and the
+  validation and BLEU passes read every validation pair."""
+  folder.mkdir()
+  for split, count in (("train", 400), ("dev", 24)):
+    for language in ("pt", "en"):
+      lines = (ted_data_dir / f"{language}.{split}").read_text(encoding="utf-8").splitlines()
+      (folder / f"{language}.{split}").write_text("\n".join(lines[:count]) + "\n",
+                                                 encoding="utf-8")
+  return folder
+
+
+@pytest.fixture
+def bench(tmp_path, monkeypatch, ted_data_dir, tutorial_tokenizer_path):
+  """Runs table3.main with tiny settings; returns (run(**flags), out_dir, steps run)."""
+  monkeypatch.setattr(table3, "base_config", tiny_base)
+  steps_run = []
+  train_steps = Trainer.train_steps
+
+  def counting(self, dataset, max_steps=None):
+    records = train_steps(self, dataset, max_steps)
+    steps_run.append(len(records))
+    return records
+
+  monkeypatch.setattr(Trainer, "train_steps", counting)
+  if not flags.FLAGS.is_parsed():
+    flags.FLAGS.mark_as_parsed()
+  out_dir = tmp_path / "results"
+  common = dict(out_dir=str(out_dir), work_dir=str(tmp_path / "work"), steps=STEPS,
+                eval_every=EVAL_EVERY, warmup_steps=2, bleu_sentences=6, train_eval_pairs=20,
+                tokens_per_batch=512, threads=0,
+                data_dir=str(small_data_dir(ted_data_dir, tmp_path / "data")),
+                tokenizer=str(tutorial_tokenizer_path))
+
+  def run(**overrides):
+    with flagsaver.flagsaver(**{**common, **overrides}):
+      table3.main([])
+
+  return run, out_dir, steps_run
+
+
+def interrupt_after_first_checkpoint(monkeypatch):
+  """Trainer.evaluate raises as a killed process would stop, after step EVAL_EVERY's
+  checkpoint; returns the function that undoes it."""
+  real_evaluate = Trainer.evaluate
+
+  def evaluate_then_stop(self, dataset):
+    if self.step > EVAL_EVERY:
+      raise KeyboardInterrupt
+    return real_evaluate(self, dataset)
+
+  monkeypatch.setattr(Trainer, "evaluate", evaluate_then_stop)
+  return lambda: monkeypatch.setattr(Trainer, "evaluate", real_evaluate)
+
+
+def test_arms_write_their_json_resume_and_are_skipped_once_done(bench, monkeypatch):
+  """E_learned is interrupted after its first checkpoint; the next run trains
+  base_s0 and only the remaining steps of E_learned; a third run trains nothing."""
+  run, out_dir, steps_run = bench
+  undo = interrupt_after_first_checkpoint(monkeypatch)
+  with pytest.raises(KeyboardInterrupt):
+    run(arms=["E_learned"])
+  undo()
+  assert not table3.result_path(out_dir, "E_learned").exists()
+  first_point = json.loads((out_dir.parent / "work" / "E_learned" / "curve.jsonl")
+                           .read_text().splitlines()[0])
+  steps_run.clear()
+  run(arms=["base_s0", "E_learned"])
+  assert steps_run == [EVAL_EVERY, EVAL_EVERY, EVAL_EVERY]  # base 2 chunks, E_learned 1
+  records = {name: json.loads(table3.result_path(out_dir, name).read_text())
+             for name in ("base_s0", "E_learned")}
+  for record in records.values():
+    assert all(field in record for field in FIELDS)
+    assert record["steps"] == STEPS and [p["step"] for p in record["curve"]] == [2, 4]
+    assert 1 < record["val_perplexity"] < 10_000 and 0 <= record["bleu"] <= 100
+    assert record["bleu_sentences"] == 6
+  assert records["E_learned"]["curve"][0] == first_point  # kept from before the interruption
+  assert records["E_learned"]["config"]["model"]["positional_encoding"] == "learned"
+  assert records["E_learned"]["parameters"] > records["base_s0"]["parameters"]
+  # Identical batches for every arm.
+  assert records["E_learned"]["batches_sha256"] == records["base_s0"]["batches_sha256"]
+  mtime = table3.result_path(out_dir, "base_s0").stat().st_mtime_ns
+  run(arms=["base_s0", "E_learned"])
+  assert len(steps_run) == 3  # nothing trained again
+  assert table3.result_path(out_dir, "base_s0").stat().st_mtime_ns == mtime
+
+
+def test_shards_split_the_arms_without_overlap():
+  names = list(table3.ARMS)
+  shards = [table3.select_arms(names, f"{k}/2") for k in range(2)]
+  assert sorted(shards[0] + shards[1]) == sorted(names) and not set(shards[0]) & set(shards[1])
+  with pytest.raises(SystemExit, match="unknown arm"):
+    table3.select_arms(["Z_nothing"], "0/1")
+
+
+@pytest.fixture
+def paper_csv():
+  if not table3.PAPER_CSV.exists():
+    pytest.skip(f"the paper's table is not at {table3.PAPER_CSV}")
+  return table3.PAPER_CSV
+
+
+def test_every_paper_row_is_found_and_the_verdict_reads_the_spread(paper_csv):
+  paper = table3_report.read_paper(paper_csv)
+  found = {table3_report.paper_row(paper, row, column, value)["BLEU_dev"]
+           for row, column, value, _ in table3.ARMS.values() if row != "sqrt"}
+  assert len(found) > 5  # distinct rows, not the base every time
+  assert table3_report.paper_row(paper, "A", "h", 1)["BLEU_dev"] == "24.9"
+  assert table3_report.verdict(-0.9, -0.5, 0.2) == "same direction"
+  assert table3_report.verdict(-0.9, -0.1, 0.2) == "differs"  # within the seeds' spread
+  assert table3_report.verdict(0.0, 0.1, 0.2) == "same direction"
+
+
+def test_report_marks_arms_not_run(tmp_path, paper_csv):
+  record = {"val_perplexity": 20.0, "bleu": 10.0, "val_accuracy": 0.5, "bleu_whole_word": 9.0,
+            "train_accuracy": 0.6, "parameters": 1000}
+  table3.write_json(table3.result_path(tmp_path, "base_s0"), record)
+  table3.write_json(table3.result_path(tmp_path, "A_h1"),
+                    {**record, "bleu": 8.0, "val_perplexity": 25.0})
+  path = table3_report.write_table(tmp_path, paper_csv, table3.ARMS)
+  text = path.read_text()
+  a_h1 = next(line for line in text.splitlines() if "`A_h1`" in line)
+  # Paper: PPL 5.29 vs 4.92, BLEU 24.9 vs 25.8; ours: up 5 and down 2 (spread 0, one seed).
+  assert "25.00 (+5.00)" in a_h1 and "8.00 (-2.00)" in a_h1
+  assert a_h1.count("same direction") == 2
+  assert "not yet run" in next(line for line in text.splitlines() if "`A_h2`" in line)
+
+
+def test_every_arm_changes_only_its_fields_of_the_base():
+  base = table3.base_config(100, 10, 1 / 3, 2048)
+  flat_base = flatten(base.to_dict())
+  for name, (_, _, _, overrides) in table3.ARMS.items():
+    changed = {field for field, value in flatten(table3.arm_config(name, base).to_dict()).items()
+               if value != flat_base[field]}
+    assert changed <= set(overrides), name
+    assert changed or overrides == {"training.seed": 0}, name  # base_s0 is the base
+
+
+def flatten(config_dict):
+  return {f"{section}.{field}": value for section, fields in config_dict.items()
+          for field, value in fields.items()}
+
+
+def test_sqrt_ratio_keeps_the_scaled_bases_ratio_of_token_to_position():
+  """RMS of the token part over RMS of the position part, at initialisation:
+  the same in the base (× √d_model) and in sqrt_ratio (positions × d_model^-0.5),
+  16 times smaller in the plain unscaled arm."""
+  from transformer.embedding import PositionalEmbedding  # pylint: disable=g-import-not-at-top
+  base = table3.base_config(100, 10, 1 / 3, 2048)
+
+  def ratio(name):
+    model = table3.arm_config(name, base).model
+    keras.utils.set_random_seed(0)  # the same token embeddings in every arm
+    layer = PositionalEmbedding(1000, model.d_model, max_position=model.max_position,
+                                scale_embeddings=model.scale_embeddings,
+                                position_scale=model.positional_scale, dropout_rate=0.0)
+    ids = np.arange(1, 129)[np.newaxis]
+    total = layer(ids).numpy()[0]
+    positions = layer.encode_positions(0, 128).numpy()
+    return np.sqrt(np.mean((total - positions) ** 2) / np.mean(positions ** 2))
+
+  assert ratio("sqrt_ratio") == pytest.approx(ratio("base_s0"), rel=1e-5)
+  assert ratio("sqrt_uniform_unscaled_tied") == pytest.approx(ratio("base_s0") / 16, rel=1e-5)
