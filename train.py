@@ -45,13 +45,32 @@ from transformer import distribute
 REPO_DIR = Path(__file__).resolve().parent
 DEFAULT_DATA = REPO_DIR.parent / "shared" / "data" / "ted_hrlr_pt_to_en"
 
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", str(REPO_DIR / "configs" / "tutorial.py"),
-    "Configuration file (configs/tiny.py, tutorial.py, base.py, big.py). Override any "
-    "field with --config.<section>.<field>=value, e.g. --config.model.d_model=256, "
-    "--config.training.epochs=5, --config.training.train_steps=1000 (> 0 overrides "
-    "epochs), --config.data.batch_size=32, --config.training.seed=1.",
-    lock_config=True)
+
+def describe(error: BaseException) -> str:
+  """``Type: first line of the message``."""
+  lines = str(error).strip().splitlines()
+  return f"{type(error).__name__}: {lines[0] if lines else ''}"
+
+
+def config_error(argv, error: Exception) -> str:
+  """The one line for a config override or file that failed while the flags
+  were defined or parsed: a typo'd field with the closest ones, else the error."""
+  overrides = [arg.split("=", 1)[0][len("--config."):] for arg in argv
+               if arg.startswith("--config.")]
+  unknown = [message for message in map(config_lib.unknown_field, overrides) if message]
+  return unknown[0] if unknown else f"--config: cannot load the configuration ({describe(error)})"
+
+
+try:  # The default file is loaded, and the overrides applied, right here.
+  _CONFIG = config_flags.DEFINE_config_file(
+      "config", str(REPO_DIR / "configs" / "tutorial.py"),
+      "Configuration file (configs/tiny.py, tutorial.py, base.py, big.py). Override any "
+      "field with --config.<section>.<field>=value, e.g. --config.model.d_model=256, "
+      "--config.training.epochs=5, --config.training.train_steps=1000 (> 0 overrides "
+      "epochs), --config.data.batch_size=32, --config.training.seed=1.",
+      lock_config=True)
+except Exception as e:  # pylint: disable=broad-except  (whatever the override raised)
+  sys.exit(f"train.py: error: {config_error(sys.argv, e)}")
 _DATA = flags.DEFINE_string(
     "data", str(DEFAULT_DATA),
     "Where the data comes from: a folder with pt.train en.train pt.dev en.dev (the "
@@ -199,12 +218,6 @@ def load_config():
     raise UsageError(f"--config: get_config() returned a {type(config).__name__}, not an "
                      "ml_collections.ConfigDict") from e
   return config
-
-
-def describe(error: BaseException) -> str:
-  """``Type: first line of the message``."""
-  lines = str(error).strip().splitlines()
-  return f"{type(error).__name__}: {lines[0] if lines else ''}"
 
 
 def _take(pairs, n):
@@ -436,11 +449,7 @@ def parse_flags(argv):
   try:
     return app.parse_flags_with_usage(argv)
   except Exception as e:  # pylint: disable=broad-except  (whatever the config file raised)
-    overrides = [arg.split("=", 1)[0][len("--config."):] for arg in argv
-                 if arg.startswith("--config.")]
-    unknown = [message for message in map(config_lib.unknown_field, overrides) if message]
-    message = unknown[0] if unknown else f"--config: cannot load the configuration ({describe(e)})"
-    sys.exit(f"train.py: error: {message}")
+    sys.exit(f"train.py: error: {config_error(argv, e)}")
 
 
 def run(argv):

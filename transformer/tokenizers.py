@@ -284,7 +284,8 @@ def vocabulary_hash(tokenizers) -> str:
   digest = hashlib.sha256()
   for language in (data.SOURCE_LANGUAGE, data.TARGET_LANGUAGE):
     tokenizer = getattr(tokenizers, language)
-    tokens = tokenizer.lookup(tf.range(tokenizer.get_vocab_size(), dtype=tf.int64)).numpy()
+    ids = tf.range(tokenizer.get_vocab_size(), dtype=tf.int64)[tf.newaxis]  # one "sentence"
+    tokens = tokenizer.lookup(ids)[0].numpy()
     digest.update(json.dumps([language, [t.decode("utf-8", "replace") for t in tokens]],
                              ensure_ascii=False).encode("utf-8"))
   return digest.hexdigest()
