@@ -21,6 +21,8 @@ import numpy as np
 import pytest
 
 from configs import tiny
+# The Checkpoints of a small Dense model, as the checkpointing tests make it.
+from test_checkpointing import _checkpoints as small_checkpoints
 
 REPO_DIR = Path(__file__).resolve().parents[1]
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1",
@@ -173,23 +175,8 @@ def test_1_a_kill_inside_the_first_checkpoint_write_resumes(tmp_path, small_data
 
 # ------------------------------------------------------------ 2. truncated newest checkpoint
 
-def _small_checkpoints(model_dir):
-  """A Checkpoints of a Dense model; returns (checkpoints, model, optimizer)."""
-  import keras  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from transformer import checkpointing  # pylint: disable=g-import-not-at-top
-  model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
-  optimizer = keras.optimizers.Adam()
-  optimizer.build(model.trainable_variables)
-  position = [tf.Variable(0, dtype=tf.int64) for _ in range(3)]
-  checkpoints = checkpointing.Checkpoints(
-      model_dir, tf.distribute.get_strategy(), keep=5, model=model, optimizer=optimizer,
-      epoch=position[0], step_in_epoch=position[1], steps_per_epoch=position[2])
-  return checkpoints, model, optimizer
-
-
 def _save_at(model_dir, *steps):
-  checkpoints, _, optimizer = _small_checkpoints(model_dir)
+  checkpoints, _, optimizer, _ = small_checkpoints(model_dir)
   for step in steps:
     optimizer.iterations.assign(step)
     checkpoints.save()
@@ -203,7 +190,7 @@ def _truncate(model_dir, step):
 def test_2_a_truncated_newest_checkpoint_falls_back_to_the_one_before(tmp_path, caplog):
   _save_at(tmp_path, 5, 10)
   _truncate(tmp_path, 10)
-  assert _small_checkpoints(tmp_path)[0].restore() == 5
+  assert small_checkpoints(tmp_path)[0].restore() == 5
   assert re.search(r"skipping the checkpoint \S+ckpt-10: it cannot be read \(\w+", caplog.text)
   assert (tmp_path / "checkpoints" / "unreadable" / "ckpt-10.index").is_file()
   assert _checkpoint_steps(tmp_path) == [5]  # the index lists what is intact
@@ -213,7 +200,7 @@ def test_2_a_truncated_newest_checkpoint_falls_back_to_the_one_before(tmp_path, 
   from transformer import checkpointing  # pylint: disable=g-import-not-at-top
   with pytest.raises(checkpointing.CheckpointError,
                      match=r"no intact checkpoint left in .*ckpt-5 \("):
-    _small_checkpoints(tmp_path)[0].restore()
+    small_checkpoints(tmp_path)[0].restore()
 
 
 def test_2_evaluation_skips_a_truncated_newest_checkpoint(tmp_path, finished_run):
@@ -408,10 +395,12 @@ def test_9_a_full_disk_at_a_checkpoint_names_it_and_the_last_good_one(
                       "full_disk_after_step", 7)
   assert code == 1, output[-3000:]
   checkpoints = model_dir / "checkpoints"
-  assert _error_lines(output) and re.match(
-      rf"train.py: error: cannot write the checkpoint {checkpoints / 'ckpt-10'}: .*The last "
-      rf"good checkpoint is {checkpoints / 'ckpt-6'}; free space and rerun",
-      _error_lines(output)[0]), output[-3000:]
+  lines = _error_lines(output)
+  # ckpt-6 ends the first epoch; the next one is due 5 steps later, at 11.
+  assert len(lines) == 1 and re.match(
+      rf"train.py: error: cannot write the checkpoint {checkpoints / 'ckpt-11'}: .*File too "
+      rf"large.*The last good checkpoint is {checkpoints / 'ckpt-6'}; free space and rerun",
+      lines[0]), output[-3000:]
   assert not list(checkpoints.glob("*_temp"))
 
 

@@ -274,7 +274,9 @@ class Checkpoints:
     """
     if self._directory is None or not self._directory.is_dir():
       return 0
-    intact = intact_checkpoints(self._directory)
+    # Only the chief repairs the folder; the other workers read it as it is.
+    intact = (intact_checkpoints(self._directory) if self._is_chief
+              else drop_unreadable_newest(written_checkpoints(self._directory))[0])
     if not intact:
       return 0
     path = intact[-1]
