@@ -29,7 +29,10 @@ The loop:
   hold different numbers of real tokens (per-replica averaging would not);
 * checkpoints at the end of each epoch and ``config.training.checkpoint_every_steps``
   steps after the last checkpoint, and resumes an epoch after the batches
-  already trained on;
+  already trained on; the checkpoint also holds dropout's random state
+  (:func:`dropout_random_state`), so that a resumed run repeats the
+  uninterrupted one bitwise, and the epoch's running sums (:class:`EpochSums`),
+  so that a resumed epoch's record covers all of its batches;
 * stops cleanly on SIGTERM/SIGINT: checkpoint, then return with
   ``TrainResult.interrupted_by`` set;
 * stops on a NaN/Inf loss with :class:`NonFiniteLossError` without saving: the
