@@ -11,9 +11,11 @@ Any configuration field can be overridden, e.g. ``--config.model.d_model=256``,
 defaults: transformer/config.py).
 
 Everything goes under --model_dir: ``config.json`` (the resolved config),
-``tokenizer_path.txt``, ``checkpoints/``, TensorBoard logs ``logs/train`` and
+``tokenizer_path.txt`` and ``tokenizer_vocabulary_sha256.txt`` (the tokenizer
+and its identity), ``checkpoints/``, TensorBoard logs ``logs/train`` and
 ``logs/validation``, ``metrics.jsonl`` (one line per epoch), BLEU outputs under
-``bleu/`` and the exported translator under ``export/``.
+``bleu/``, the exported translator under ``export/`` (``export_info.json``: its
+step) and ``train.lock`` (held by the running train.py, with its PID).
 
 Rerunning the same command resumes from the newest intact checkpoint (same
 step, optimizer state, learning rate and dropout random state); see
