@@ -235,11 +235,12 @@ def _losses(model_dir):
 
 def _checkpoint_values(model_dir, step):
   """Every variable of the checkpoint at `step` (model, optimizer moments, data
-  position) but the save counter."""
+  position, dropout's random state) but the save counter and the epoch's
+  seconds (wall-clock time)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   reader = tf.train.load_checkpoint(str(model_dir / "checkpoints" / f"ckpt-{step}"))
   return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-          if not name.startswith("save_counter")}
+          if not name.startswith(("save_counter", "epoch_sums/seconds"))}
 
 
 @pytest.mark.slow
