@@ -79,6 +79,9 @@ def check_flags(data_dir: str) -> None:
   if missing:
     raise UsageError(f"--data={data_dir}: not a folder with the TED HRLR files of the "
                      f"{_SPLIT.value} split (missing {', '.join(missing)})")
+  for flag in (_OUTPUT_DIR, _EXPORT_DIR):
+    if flag.value and Path(flag.value).exists() and not Path(flag.value).is_dir():
+      raise UsageError(f"--{flag.name}={flag.value} exists and is not a folder")
   if _TRANSLATOR.value:
     if _AVERAGE_LAST.value or _EXPORT_DIR.value:
       raise UsageError("--average_last and --export_dir need --model_dir")

@@ -11,12 +11,16 @@ Any configuration field can be overridden, e.g. ``--config.model.d_model=256``,
 defaults: transformer/config.py).
 
 Everything goes under --model_dir: ``config.json`` (the resolved config),
-``tokenizer_path.txt``, ``checkpoints/``, TensorBoard logs ``logs/train`` and
+``tokenizer_path.txt`` and ``tokenizer_vocabulary_sha256.txt`` (the tokenizer
+and its identity), ``checkpoints/``, TensorBoard logs ``logs/train`` and
 ``logs/validation``, ``metrics.jsonl`` (one line per epoch), BLEU outputs under
-``bleu/`` and the exported translator under ``export/``.
+``bleu/``, the exported translator under ``export/`` (``export_info.json``: its
+step) and ``train.lock`` (held by the running train.py, with its PID).
 
-Rerunning the same command resumes from the latest checkpoint (same step,
-optimizer state and learning rate). Exit status: 0 when training finished;
+Rerunning the same command resumes from the newest intact checkpoint (same
+step, optimizer state, learning rate and dropout random state); see
+docs/reliability.md for what faults (kills, a full disk, a second run on the
+same folder) leave behind. Exit status: 0 when training finished;
 1 on an error (bad flags, a corrupt or mismatched checkpoint, a NaN/Inf loss);
 128 + N when stopped by signal N after writing a checkpoint (143 for SIGTERM,
 130 for Ctrl-C) so that schedulers see an unfinished run. Errors are one
@@ -44,13 +48,32 @@ from transformer import progress
 REPO_DIR = Path(__file__).resolve().parent
 DEFAULT_DATA = REPO_DIR.parent / "shared" / "data" / "ted_hrlr_pt_to_en"
 
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", str(REPO_DIR / "configs" / "tutorial.py"),
-    "Configuration file (configs/tiny.py, tutorial.py, base.py, big.py). Override any "
-    "field with --config.<section>.<field>=value, e.g. --config.model.d_model=256, "
-    "--config.training.epochs=5, --config.training.train_steps=1000 (> 0 overrides "
-    "epochs), --config.data.batch_size=32, --config.training.seed=1.",
-    lock_config=True)
+
+def describe(error: BaseException) -> str:
+  """``Type: first line of the message``."""
+  lines = str(error).strip().splitlines()
+  return f"{type(error).__name__}: {lines[0] if lines else ''}"
+
+
+def config_error(argv, error: Exception) -> str:
+  """The one line for a config override or file that failed while the flags
+  were defined or parsed: a typo'd field with the closest ones, else the error."""
+  overrides = [arg.split("=", 1)[0][len("--config."):] for arg in argv
+               if arg.startswith("--config.")]
+  unknown = [message for message in map(config_lib.unknown_field, overrides) if message]
+  return unknown[0] if unknown else f"--config: cannot load the configuration ({describe(error)})"
+
+
+try:  # The default file is loaded, and the overrides applied, right here.
+  _CONFIG = config_flags.DEFINE_config_file(
+      "config", str(REPO_DIR / "configs" / "tutorial.py"),
+      "Configuration file (configs/tiny.py, tutorial.py, base.py, big.py). Override any "
+      "field with --config.<section>.<field>=value, e.g. --config.model.d_model=256, "
+      "--config.training.epochs=5, --config.training.train_steps=1000 (> 0 overrides "
+      "epochs), --config.data.batch_size=32, --config.training.seed=1.",
+      lock_config=True)
+except Exception as e:  # pylint: disable=broad-except  (whatever the override raised)
+  sys.exit(f"train.py: error: {config_error(sys.argv, e)}")
 _DATA = flags.DEFINE_string(
     "data", str(DEFAULT_DATA),
     "Where the data comes from: a folder with pt.train en.train pt.dev en.dev (the "
@@ -161,8 +184,10 @@ def check_flags(config, model_dir: Path) -> None:
     raise UsageError(f"--model_dir={model_dir} exists and is not a folder")
   # Resuming with a different model would fail at restore; say why up front.
   config_file = model_dir / "config.json"
-  if config_file.is_file() and (model_dir / "checkpoints" / "checkpoint").is_file():
-    stored = json.loads(config_file.read_text(encoding="utf-8"))
+  checkpoint_dir = model_dir / "checkpoints"
+  if config_file.is_file() and ((checkpoint_dir / "checkpoint").is_file()
+                                or any(checkpoint_dir.glob("ckpt-*.index"))):
+    stored = read_stored_config(config_file)
     current = json.loads(config.to_json_best_effort())
     differences = config_lib.resume_differences(stored, current, _TOKENIZER.value == "build")
     if differences:
@@ -174,6 +199,28 @@ def check_flags(config, model_dir: Path) -> None:
       if old != str(Path(_TOKENIZER.value).resolve()):
         raise UsageError(f"checkpoint in {model_dir} was trained with the tokenizer {old}, "
                          f"now {Path(_TOKENIZER.value).resolve()}; use a new --model_dir")
+
+
+def read_stored_config(config_file: Path) -> dict:
+  """A run's ``config.json``; UsageError if it holds no configuration."""
+  try:
+    return config_lib.read_run_config(config_file)
+  except config_lib.ConfigError as e:
+    raise UsageError(f"{e}; restore it, or delete it to resume with this command's "
+                     "configuration") from e
+
+
+def load_config():
+  """The --config configuration; UsageError if its file did not give one."""
+  config = _CONFIG.value
+  try:
+    config.get("model")
+  except OSError as e:  # ml_collections reports a config file it could not load on first use.
+    raise UsageError(f"--config: {str(e).strip().splitlines()[-1].strip()}") from e
+  except AttributeError as e:  # get_config() returned something else than a ConfigDict
+    raise UsageError(f"--config: get_config() returned a {type(config).__name__}, not an "
+                     "ml_collections.ConfigDict") from e
+  return config
 
 
 def _take(pairs, n):
@@ -197,11 +244,7 @@ def main(argv):
     raise UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   if not _MODEL_DIR.value:
     raise UsageError("--model_dir is required")
-  config = _CONFIG.value
-  try:
-    config.get("model")
-  except OSError as e:  # ml_collections reports a config file it could not load on first use.
-    raise UsageError(f"--config: {str(e).strip().splitlines()[-1].strip()}") from e
+  config = load_config()
   model_dir = Path(_MODEL_DIR.value).resolve()
   check_flags(config, model_dir)
 
@@ -212,14 +255,19 @@ def main(argv):
   try:
     train(config, model_dir, tf)
   except (data.DataError, training.TrainingError, OSError) as e:
-    # Malformed or unreadable files, a corrupt or mismatched checkpoint, a NaN loss.
+    # Malformed or unreadable files, a corrupt or mismatched checkpoint, a NaN
+    # loss, a full disk, a folder in use by another run.
     raise RunError(str(e)) from e
+  except (tf.errors.OpError, MemoryError) as e:  # e.g. out of memory
+    raise RunError(describe(e)) from e
 
 
 def train(config, model_dir: Path, tf):
   """Everything after the flag checks: data, tokenizers, training, export, BLEU."""
+  from transformer import checkpointing  # pylint: disable=g-import-not-at-top
   from transformer import data  # pylint: disable=g-import-not-at-top
   from transformer import pipeline  # pylint: disable=g-import-not-at-top
+  from transformer import stop_signals  # pylint: disable=g-import-not-at-top
   from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
   from transformer import training  # pylint: disable=g-import-not-at-top
 
@@ -229,6 +277,9 @@ def train(config, model_dir: Path, tf):
   validation_pairs = load_pairs("validation", 0)
   logging.info("%d training pairs, %d validation pairs", len(train_pairs),
                len(validation_pairs))
+  for split, pairs in (("training", train_pairs), ("validation", validation_pairs)):
+    if not pairs:
+      raise UsageError(f"--data={_DATA.value}: the {split} split is empty")
 
   if _TOKENIZER.value == "build":
     cache_dir = Path(_TOKENIZER_CACHE_DIR.value or model_dir / "tokenizers")
@@ -249,16 +300,23 @@ def train(config, model_dir: Path, tf):
 
   if chief:
     model_dir.mkdir(parents=True, exist_ok=True)
-    (model_dir / "config.json").write_text(config.to_json_best_effort(indent=2) + "\n",
-                                           encoding="utf-8")
-    (model_dir / "tokenizer_path.txt").write_text(str(tokenizer_path) + "\n",
-                                                  encoding="utf-8")
+    # Held until the process ends, however it ends.
+    checkpointing.RunLock(model_dir).acquire()
+  mismatch = tokenizers_lib.vocabulary_mismatch(model_dir, tokenizers)
+  if mismatch and any((model_dir / checkpointing.CHECKPOINT_SUBDIR).glob("ckpt-*.index")):
+    raise UsageError(f"--tokenizer={_TOKENIZER.value}: {mismatch}, or a new --model_dir")
 
-  trainer = training.Trainer(
-      config, input_vocab_size=input_vocab_size, target_vocab_size=target_vocab_size,
-      model_dir=model_dir, strategy=strategy, mixed_precision=_MIXED_PRECISION.value,
-      jit_compile=_JIT_COMPILE.value, log_every_steps=_LOG_EVERY_STEPS.value)
+  try:
+    trainer = training.Trainer(
+        config, input_vocab_size=input_vocab_size, target_vocab_size=target_vocab_size,
+        model_dir=model_dir, strategy=strategy, mixed_precision=_MIXED_PRECISION.value,
+        jit_compile=_JIT_COMPILE.value, log_every_steps=_LOG_EVERY_STEPS.value)
+  except (tf.errors.ResourceExhaustedError, MemoryError) as e:
+    raise RunError(f"out of memory while building the model ({describe(e)}); try a smaller "
+                   "configuration (config.model) or free memory") from e
   trainer.restore()
+  if chief:  # only now: a refused run leaves the folder's files as they were
+    record_run_files(model_dir, config, tokenizer_path, tokenizers)
 
   train_dataset = data.pairs_to_dataset(train_pairs)
   # XLA compiles a step per batch shape: under --jit_compile and on TPUs the
@@ -309,8 +367,11 @@ def train(config, model_dir: Path, tf):
   final = {"final": True, "step": result.step}
   translator = None
   if _EXPORT.value and chief:
-    translator, paths = export(trainer.model, tokenizers, config, model_dir)
+    with stop_signals.StopSignals(finishing="the export") as stop:
+      translator, paths = export(trainer, tokenizers, config, model_dir)
     final.update(paths)
+    if stop.received is not None:
+      stopped_during_export(stop.received, result.step, model_dir)
   if bleu.available:
     final["bleu"] = bleu("validation", result.step, translator)
   if chief and len(final) > 2:
@@ -348,19 +409,57 @@ class Bleu:
     return result["bleu"]
 
 
-def export(model, tokenizers, config, model_dir):
-  """Exports the translator SavedModel and the .keras model; returns their paths."""
+def record_run_files(model_dir: Path, config, tokenizer_path: Path, tokenizers) -> None:
+  """Writes config.json, tokenizer_path.txt and the vocabularies' hash, each atomically."""
+  from transformer import checkpointing  # pylint: disable=g-import-not-at-top
+  from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
+  for name, text in (("config.json", config.to_json_best_effort(indent=2)),
+                     ("tokenizer_path.txt", str(tokenizer_path)),
+                     (tokenizers_lib.VOCABULARY_HASH_FILE,
+                      tokenizers_lib.vocabulary_hash(tokenizers))):
+    checkpointing.write_text_atomically(model_dir / name, text + "\n")
+
+
+def stopped_during_export(signum: int, step: int, model_dir: Path) -> None:
+  """Exits 128 + ``signum`` after a signal that came during a finished export."""
+  import signal  # pylint: disable=g-import-not-at-top
+  print(f"train.py: stopped by {signal.Signals(signum).name} during the export, which was "
+        f"finished first: {model_dir / 'export'} holds step {step}; BLEU was not computed",
+        file=sys.stderr)
+  sys.exit(128 + signum)
+
+
+def export(trainer, tokenizers, config, model_dir):
+  """Exports the translator SavedModel and the .keras model into export/, swapped
+  in whole (:func:`transformer.export.begin_swap`); returns the in-memory
+  translator and the paths. A failed write (a full disk) keeps the old export."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from transformer import export as export_lib  # pylint: disable=g-import-not-at-top
   export_dir = model_dir / "export"
-  export_dir.mkdir(parents=True, exist_ok=True)
-  keras_path = export_dir / "transformer.keras"
-  translator_dir = export_dir / "translator"
-  with progress.announced(f"exporting {keras_path} and the translator {translator_dir}"):
-    export_lib.save_keras_model(model, keras_path)
-    translator = export_lib.export_translator(model, tokenizers, translator_dir,
-                                              config.decoding)
-  logging.info("exported %s and %s", translator_dir, keras_path)
+  staging = export_lib.begin_swap(export_dir)
+  try:
+    with progress.announced(f"exporting the .keras model and the translator to {export_dir}"):
+      export_lib.save_keras_model(trainer.model, staging / "transformer.keras")
+      translator = export_lib.export_translator(trainer.model, tokenizers,
+                                                staging / "translator", config.decoding)
+      export_lib.finish_swap(staging, export_dir, trainer.step)
+  except (OSError, tf.errors.OpError) as e:
+    raise RunError(f"cannot write the export to {staging}: {describe(e)}; "
+                   f"{export_dir} is left as it was, and the trained model is in "
+                   f"{trainer.latest_checkpoint()}. Free space and rerun the same command "
+                   "to export") from e
+  translator_dir, keras_path = export_dir / "translator", export_dir / "transformer.keras"
+  logging.info("exported %s and %s (step %d)", translator_dir, keras_path, trainer.step)
   return translator, {"export": str(translator_dir), "keras_model": str(keras_path)}
+
+
+def parse_flags(argv):
+  """absl's flag parsing, with a typo'd config field or a config file that
+  cannot be loaded (both fail while the flags are parsed) in one line."""
+  try:
+    return app.parse_flags_with_usage(argv)
+  except Exception as e:  # pylint: disable=broad-except  (whatever the config file raised)
+    sys.exit(f"train.py: error: {config_error(argv, e)}")
 
 
 def run(argv):
@@ -368,8 +467,12 @@ def run(argv):
     main(argv)
   except (UsageError, RunError) as e:
     sys.exit(f"train.py: error: {e}")
+  except KeyboardInterrupt:
+    print("train.py: error: interrupted by Ctrl-C; rerun the same command to resume from the "
+          "last checkpoint", file=sys.stderr)
+    sys.exit(128 + 2)  # SIGINT, as a shell reports it
 
 
 if __name__ == "__main__":
   flags.mark_flags_as_required(["model_dir"])
-  app.run(run)
+  app.run(run, flags_parser=parse_flags)

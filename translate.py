@@ -17,7 +17,9 @@ Needs only TensorFlow and tensorflow_text: the SavedModel from
 ``transformer.export.export_translator`` holds the tokenizers and the model.
 """
 
+import os
 from pathlib import Path
+import signal
 import sys
 
 from absl import app
@@ -156,6 +158,11 @@ def main(argv):
 def run(argv):
   try:
     main(argv)
+  except BrokenPipeError:
+    # The reader left (``| head -1``): end quietly, as Unix filters do. stdout
+    # points at the null device so that Python's flush at exit fails no more.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(128 + signal.SIGPIPE)
   except UsageError as e:
     app.usage(shorthelp=True, detailed_error=f"translate.py: error: {e}", exitcode=2)
   except InputError as e:

@@ -70,9 +70,11 @@ def test_without_a_model_dir_nothing_is_kept(tmp_path):
   assert checkpoints.restore() == 0
 
 
-def test_checkpoint_files_without_an_index_are_refused(tmp_path):
-  checkpoints = _checkpoints(tmp_path)[0]
+def test_checkpoint_files_without_an_index_are_resumed_from(tmp_path):
+  """A lost 'checkpoint' index file loses nothing: the files are listed again (#32)."""
+  checkpoints, _, optimizer, _ = _checkpoints(tmp_path)
+  optimizer.iterations.assign(7)
   checkpoints.save()
   (tmp_path / "checkpoints" / "checkpoint").unlink()
-  with pytest.raises(checkpointing.CheckpointError, match="no readable 'checkpoint' index"):
-    _checkpoints(tmp_path)[0].restore()
+  assert _restored(tmp_path)[0] == 7
+  assert (tmp_path / "checkpoints" / "checkpoint").is_file()

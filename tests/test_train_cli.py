@@ -215,12 +215,12 @@ runpy.run_path("train.py", run_name="__main__")
 
 
 def _recorded_run(model_dir, tokenizer, data_dir, steps, log_path, stop_at=0):
-  """Starts train.py (tiny model, no dropout, checkpoints every 10 steps, epochs
+  """Starts train.py (tiny model, dropout on, checkpoints every 10 steps, epochs
   of 20 batches) through the driver; losses go to <model_dir>.losses."""
   args = [a for a in _run_args(model_dir, tokenizer, data_dir, steps)
           if not a.startswith("--config.training.checkpoint_every_steps")]
-  args += ["--config.training.checkpoint_every_steps=10", "--config.model.dropout_rate=0",
-           "--config.model.attention_dropout_rate=0"]
+  args += ["--config.training.checkpoint_every_steps=10",
+           "--config.model.attention_dropout_rate=0.1"]
   env = {**_env(), "STOP_AT_STEP": str(stop_at), "LOSSES_FILE": f"{model_dir}.losses"}
   log = open(log_path, "w")
   return subprocess.Popen([sys.executable, "-c", _DRIVER, *args[1:]], cwd=REPO_DIR, env=env,
@@ -235,11 +235,12 @@ def _losses(model_dir):
 
 def _checkpoint_values(model_dir, step):
   """Every variable of the checkpoint at `step` (model, optimizer moments, data
-  position) but the save counter."""
+  position, dropout's random state) but the save counter and the epoch's
+  seconds (wall-clock time)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   reader = tf.train.load_checkpoint(str(model_dir / "checkpoints" / f"ckpt-{step}"))
   return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-          if not name.startswith("save_counter")}
+          if not name.startswith(("save_counter", "epoch_sums/seconds"))}
 
 
 @pytest.mark.slow
@@ -247,10 +248,10 @@ def test_resumed_runs_repeat_the_uninterrupted_run_exactly(tmp_path, tutorial_to
                                                            ted_data_dir):
   """30 steps in one process, against the same 30 steps in three: stopped by
   train_steps at step 12, by SIGTERM after step 23 (no checkpoint step: those
-  are every 10 steps and each epoch's end at 20), then resumed to 30. Without
-  dropout the per-step losses and the final weights and optimizer state are
-  bitwise equal, which they are not if a resume restarts its epoch at batch 0,
-  reshuffles it, or loses the Adam moments."""
+  are every 10 steps and each epoch's end at 20), then resumed to 30. With
+  dropout on, the per-step losses and the final weights and optimizer state
+  are bitwise equal, which they are not if a resume restarts its epoch at batch
+  0, reshuffles it, or loses the Adam moments or dropout's random state."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   straight_dir, resumed_dir = tmp_path / "straight", tmp_path / "resumed"
   straight = _recorded_run(straight_dir, tutorial_tokenizer_path, ted_data_dir, 30,

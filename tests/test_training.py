@@ -110,19 +110,19 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(trained_dir, batches,
       assert np.all(np.isfinite(reader.get_tensor(name))), name
 
 
-def test_corrupt_checkpoint_fails_clearly(trained_dir, tutorial_tokenizers, tmp_path):
+def test_corrupt_checkpoint_falls_back_then_fails_clearly(trained_dir, tutorial_tokenizers,
+                                                          tmp_path):
+  """Garbage in the newest checkpoint: the one before it is used; garbage in
+  every one: refused, naming them (issue #32)."""
   from transformer import training  # pylint: disable=g-import-not-at-top
   model_dir = tmp_path / "run"
   shutil.copytree(trained_dir, model_dir)
-  data_file = model_dir / "checkpoints" / "ckpt-10.data-00000-of-00001"
-  size = data_file.stat().st_size
-  data_file.write_bytes(b"\x5a" * size)  # same size, garbage content
-  trainer = _trainer(_tiny_config(train_steps=20), tutorial_tokenizers, model_dir)
-  with pytest.raises(training.CheckpointError, match=r"cannot restore the checkpoint "
-                     r".*ckpt-10.*corrupt"):
-    trainer.restore()
-  data_file.write_bytes(b"")  # truncated
-  with pytest.raises(training.CheckpointError, match=r"ckpt-10"):
+  for step in (10, 5):
+    data_file = model_dir / "checkpoints" / f"ckpt-{step}.data-00000-of-00001"
+    data_file.write_bytes(b"\x5a" * data_file.stat().st_size)  # same size, garbage content
+  (model_dir / "checkpoints" / "ckpt-10.data-00000-of-00001").write_bytes(b"")  # truncated
+  with pytest.raises(training.CheckpointError, match=r"no intact checkpoint left in .*"
+                     r"ckpt-10 \(.*; ckpt-5 \("):
     _trainer(_tiny_config(train_steps=20), tutorial_tokenizers, model_dir).restore()
 
 

@@ -12,8 +12,17 @@ batches already consumed in it are checkpointed too, and the epoch's batches
 come from a dataset seeded by the epoch, so a resumed run skips exactly the
 batches already trained on.
 
-Corrupt or mismatched checkpoints are refused with :class:`CheckpointError`
-instead of silently starting over.
+Faults lose nothing (issue #32). A resume starts from the newest INTACT
+checkpoint: partial writes (``ckpt-N_temp``, left by a kill or a full disk
+during a save) are removed, and a newest checkpoint that cannot be read in full
+(truncated, unreadable) is moved to ``checkpoints/unreadable/`` with a warning
+saying why, and the one before it is used. Only when checkpoint files exist
+but none is intact, or an intact one does not fit this model (another
+d_model...), is the run refused with :class:`CheckpointError`; it never starts
+over silently. A save that fails (a full disk) raises :class:`CheckpointError`
+naming the path and the last good checkpoint.
+
+:class:`RunLock` keeps a second ``train.py`` off a ``--model_dir`` in use.
 
 Under a multi-worker strategy every worker must take part in saving; only the
 chief writes to ``<model_dir>/checkpoints``, the others to a throw-away folder
@@ -21,9 +30,12 @@ chief writes to ``<model_dir>/checkpoints``, the others to a throw-away folder
 ``tf.distribute`` multi-worker convention).
 """
 
+import fcntl
+import os
 from pathlib import Path
+import re
 import shutil
-from typing import Optional
+from typing import Dict, List, Optional, Tuple
 
 from absl import logging
 import tensorflow as tf
@@ -32,10 +44,159 @@ from transformer import distribute
 from transformer.errors import TrainingError
 
 CHECKPOINT_SUBDIR = "checkpoints"
+# Where unreadable checkpoints are moved, under CHECKPOINT_SUBDIR (kept, not deleted).
+UNREADABLE_SUBDIR = "unreadable"
+# TensorFlow writes ckpt-N into ckpt-N_temp/ and merges it into ckpt-N.* at the end.
+PARTIAL_WRITE_SUFFIX = "_temp"
+LOCK_FILE = "train.lock"
 
 
 class CheckpointError(TrainingError):
   """A checkpoint is missing, corrupt, or does not fit this model."""
+
+
+class RunLockedError(TrainingError):
+  """Another running process holds the run folder's lock."""
+
+
+def describe_error(error: Exception) -> str:
+  """``Type: first line of the message`` (TensorFlow's messages run to pages)."""
+  lines = str(error).strip().splitlines()
+  return f"{type(error).__name__}: {lines[0] if lines else ''}"
+
+
+def checkpoint_step(prefix: str) -> int:
+  """The step N of a checkpoint prefix ``.../ckpt-N``."""
+  return int(prefix.rsplit("-", 1)[1])
+
+
+def written_checkpoints(directory: Path) -> List[str]:
+  """Prefixes of the checkpoints with an index file in ``directory``, oldest
+  first; also those a kill kept out of the ``checkpoint`` index file."""
+  prefixes = [str(index)[:-len(".index")] for index in Path(directory).glob("ckpt-*.index")]
+  return sorted((p for p in prefixes if re.fullmatch(r"ckpt-\d+", Path(p).name)),
+                key=checkpoint_step)
+
+
+def unreadable_reason(prefix: str) -> Optional[str]:
+  """Why the checkpoint ``prefix`` cannot be read in full, or None if every
+  tensor reads (a truncated data file fails only when its tensors are read)."""
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+    for name in reader.get_variable_to_shape_map():
+      reader.get_tensor(name)
+  except Exception as e:  # pylint: disable=broad-except  (OpError, IndexError, DataLossError...)
+    return describe_error(e)
+  return None
+
+
+def remove_partial_writes(directory: Path) -> List[Path]:
+  """Removes the ``ckpt-N_temp`` folders of interrupted saves; returns them."""
+  partial = sorted(Path(directory).glob(f"ckpt-*{PARTIAL_WRITE_SUFFIX}"))
+  for path in partial:
+    logging.warning("removing %s, a checkpoint write that did not finish", path)
+    shutil.rmtree(path, ignore_errors=True)
+  return partial
+
+
+def set_aside(prefix: str) -> Path:
+  """Moves the files of checkpoint ``prefix`` to ``unreadable/`` beside it."""
+  prefix = Path(prefix)
+  unreadable = prefix.parent / UNREADABLE_SUBDIR
+  unreadable.mkdir(exist_ok=True)
+  for path in prefix.parent.glob(prefix.name + ".*"):
+    path.rename(unreadable / path.name)
+  return unreadable
+
+
+def drop_unreadable_newest(prefixes: List[str]) -> Tuple[List[str], List[Tuple[str, str]]]:
+  """Splits checkpoint ``prefixes`` (oldest first) into those up to the newest
+  that reads in full, and the newer ones that do not as ``(prefix, why)``,
+  newest first."""
+  prefixes, unreadable = list(prefixes), []
+  while prefixes:
+    reason = unreadable_reason(prefixes[-1])
+    if reason is None:
+      break
+    unreadable.append((prefixes.pop(), reason))
+  return prefixes, unreadable
+
+
+def intact_checkpoints(directory: Path) -> List[str]:
+  """The checkpoints of ``directory`` up to the newest that reads in full,
+  oldest first.
+
+  Partial writes are removed first; newer checkpoints that do not read are set
+  aside (:func:`set_aside`) with a warning naming them and why, so that the
+  intact one before them is used. Raises :class:`CheckpointError` when
+  checkpoints exist but none is intact.
+  """
+  directory = Path(directory)
+  remove_partial_writes(directory)
+  intact, unreadable = drop_unreadable_newest(written_checkpoints(directory))
+  for prefix, reason in unreadable:
+    logging.warning("skipping the checkpoint %s: it cannot be read (%s); moved to %s",
+                    prefix, reason, set_aside(prefix))
+  if unreadable and not intact:
+    listed = "; ".join(f"{Path(prefix).name} ({reason})" for prefix, reason in unreadable)
+    raise CheckpointError(
+        f"no intact checkpoint left in {directory}: {listed} (moved to "
+        f"{directory / UNREADABLE_SUBDIR}). Use a new --model_dir or delete {directory} "
+        "to start over")
+  return intact
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+  """Writes ``text`` to a temporary file beside ``path`` and renames it over
+  ``path``: a kill or a full disk leaves the old file or the new one, whole."""
+  temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+  try:
+    with open(temporary, "w", encoding="utf-8") as f:
+      f.write(text)
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(temporary, path)
+  finally:
+    temporary.unlink(missing_ok=True)
+
+
+class RunLock:
+  """An exclusive lock on a run folder, held by one ``train.py`` until it exits.
+
+  ``flock`` on ``<model_dir>/train.lock``, which holds the holder's PID. The
+  kernel drops the lock when its process ends, however it ends, so a lock file
+  left by a killed run is stale by construction and taken over.
+  """
+
+  def __init__(self, model_dir: Path):
+    self.path = Path(model_dir) / LOCK_FILE
+    self._fd = None
+
+  def acquire(self) -> None:
+    """Takes the lock; raises :class:`RunLockedError` naming the holder's PID."""
+    fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as e:
+      holder = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
+      os.close(fd)
+      raise RunLockedError(
+          f"{self.path.parent} is in use by another train.py (PID {holder}); wait for it "
+          "to end or stop it, or use another --model_dir") from e
+    previous = os.read(fd, 64).decode("ascii", "replace").strip()
+    if previous:
+      logging.warning("taking over the stale lock %s of PID %s, which no longer runs",
+                      self.path, previous)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    self._fd = fd
+
+  def release(self) -> None:
+    """Empties the lock file and lets go of the lock."""
+    if self._fd is not None:
+      os.ftruncate(self._fd, 0)
+      os.close(self._fd)
+      self._fd = None
 
 
 class Checkpoints:
@@ -50,33 +211,46 @@ class Checkpoints:
     epoch, step_in_epoch, steps_per_epoch: the position in the data, int64
       scalar ``tf.Variable`` s: completed epochs, batches done in the current
       epoch, and batches per epoch (0 until one epoch has been seen).
+    added_state: trackables by name that checkpoints written before them lack
+      (dropout's random state, the epoch's running sums): saved always,
+      restored when the checkpoint holds them (see :attr:`restored_added_state`).
     **run_state: more variables to save and restore by name (a time budget's
       plan, :class:`transformer.budget.TimeBudget`).
   """
 
   def __init__(self, model_dir: Optional[Path], strategy, *, keep: int, model, optimizer,
                epoch: tf.Variable, step_in_epoch: tf.Variable,
-               steps_per_epoch: tf.Variable, **run_state: tf.Variable):
+               steps_per_epoch: tf.Variable, added_state: Optional[Dict] = None,
+               **run_state: tf.Variable):
     self._optimizer = optimizer
     self._epoch = epoch
     self._step_in_epoch = step_in_epoch
-    self._checkpoint = tf.train.Checkpoint(
-        model=model, optimizer=optimizer, epoch=epoch, step_in_epoch=step_in_epoch,
-        steps_per_epoch=steps_per_epoch, **run_state)
+    core = dict(model=model, optimizer=optimizer, epoch=epoch, step_in_epoch=step_in_epoch,
+                steps_per_epoch=steps_per_epoch, **run_state)
+    self._added_names = sorted(added_state or {})
+    self._checkpoint = tf.train.Checkpoint(**core, **(added_state or {}))
+    # Restores checkpoints written before ``added_state`` existed.
+    self._core_checkpoint = tf.train.Checkpoint(**core)
+    self.restored_added_state = True  # False after restoring a checkpoint without it
     self._is_chief = distribute.is_chief(strategy)
+    self._keep = keep
     self._directory = None
+    self._write_dir = None
     self._manager = None
     self._worker_tmp = None
     self._last_saved = None  # (step, epoch, step_in_epoch) last saved or restored
     if model_dir is not None:
       self._directory = model_dir / CHECKPOINT_SUBDIR
-      write_dir = self._directory
+      self._write_dir = self._directory
       if not self._is_chief:
         self._worker_tmp = model_dir / f".worker_{distribute.worker_id(strategy)}"
-        write_dir = self._worker_tmp / CHECKPOINT_SUBDIR
-      self._manager = tf.train.CheckpointManager(
-          self._checkpoint, directory=str(write_dir),
-          max_to_keep=keep if self._is_chief else 1)
+        self._write_dir = self._worker_tmp / CHECKPOINT_SUBDIR
+      self._manager = self._new_manager()
+
+  def _new_manager(self) -> tf.train.CheckpointManager:
+    # The manager reads the 'checkpoint' index file when it is made.
+    return tf.train.CheckpointManager(self._checkpoint, directory=str(self._write_dir),
+                                      max_to_keep=self._keep if self._is_chief else 1)
 
   def _position(self):
     """``(step, epoch, step_in_epoch)`` as ints."""
@@ -90,36 +264,53 @@ class Checkpoints:
     return tf.train.latest_checkpoint(str(self._directory))
 
   def restore(self) -> int:
-    """Restores the latest checkpoint if there is one.
+    """Restores the newest intact checkpoint if there is one (see
+    :func:`intact_checkpoints`), and makes the ``checkpoint`` index file list
+    the intact ones.
 
     Returns the restored step (0 when starting fresh). Raises
-    :class:`CheckpointError` naming the checkpoint when it is corrupt or was
-    written by a different model (e.g. another d_model).
+    :class:`CheckpointError` naming the checkpoint when none is intact or it
+    was written by a different model (e.g. another d_model).
     """
-    path = self.latest()
-    if path is None:
-      if self._directory is not None and self._directory.is_dir() and any(
-          self._directory.glob("ckpt-*")):
-        raise CheckpointError(
-            f"{self._directory} holds checkpoint files but no readable "
-            "'checkpoint' index file; it is corrupt. Use a new --model_dir or "
-            "delete the folder to start over")
+    if self._directory is None or not self._directory.is_dir():
       return 0
+    # Only the chief repairs the folder; the other workers read it as it is.
+    intact = (intact_checkpoints(self._directory) if self._is_chief
+              else drop_unreadable_newest(written_checkpoints(self._directory))[0])
+    if not intact:
+      return 0
+    path = intact[-1]
+    if self._is_chief:  # the index may be lost, or name what was set aside
+      tf.compat.v1.train.update_checkpoint_state(
+          str(self._directory), path, all_model_checkpoint_paths=intact[-self._keep:])
+      self._manager = self._new_manager()
+    self._restore_from(path)
+    self._last_saved = self._position()
+    step, epoch, step_in_epoch = self._last_saved
+    logging.info("restored checkpoint %s at step %d (epoch %d, batch %d of the epoch)",
+                 path, step, epoch, step_in_epoch)
+    return step
+
+  def _holds_added_state(self, path: str) -> bool:
+    names = tf.train.load_checkpoint(path).get_variable_to_shape_map()
+    return all(any(n.startswith(f"{added}/") for n in names) for added in self._added_names)
+
+  def _restore_from(self, path: str) -> None:
+    """Restores ``path``, without the added state if it predates it."""
+    self.restored_added_state = self._holds_added_state(path)
+    if not self.restored_added_state:
+      logging.warning("%s predates the checkpointing of %s: the resumed run goes on "
+                      "from fresh values of these", path, ", ".join(self._added_names))
+    checkpoint = self._checkpoint if self.restored_added_state else self._core_checkpoint
     try:
-      status = self._checkpoint.restore(path)
+      status = checkpoint.restore(path)
       status.assert_existing_objects_matched()
     except Exception as e:  # pylint: disable=broad-except  (OpError, ValueError, IndexError...)
       raise CheckpointError(
           f"cannot restore the checkpoint {path}: it is corrupt or was written by a "
           f"different model/configuration (e.g. another d_model, vocabulary or "
           f"mixed-precision setting). Use a new --model_dir, or delete "
-          f"{self._directory} to start over. Cause: {type(e).__name__}: "
-          f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
-    self._last_saved = self._position()
-    step, epoch, step_in_epoch = self._last_saved
-    logging.info("restored checkpoint %s at step %d (epoch %d, batch %d of the epoch)",
-                 path, step, epoch, step_in_epoch)
-    return step
+          f"{self._directory} to start over. Cause: {describe_error(e)}") from e
 
   def due(self, step: int, interval: int) -> bool:
     """Whether ``step`` is ``interval`` steps or more past the last save (or restore)."""
@@ -136,7 +327,15 @@ class Checkpoints:
     position = self._position()
     if self._last_saved == position and self._manager.latest_checkpoint:
       return self._manager.latest_checkpoint
-    path = self._manager.save(checkpoint_number=position[0])
+    try:
+      path = self._manager.save(checkpoint_number=position[0])
+    except (tf.errors.OpError, OSError) as e:  # a full disk, a folder gone read-only
+      remove_partial_writes(self._write_dir)
+      raise CheckpointError(
+          f"cannot write the checkpoint {self._write_dir / f'ckpt-{position[0]}'}: "
+          f"{describe_error(e)}. The last good checkpoint is "
+          f"{self._manager.latest_checkpoint or 'none (none was written yet)'}; free "
+          "space and rerun the same command to resume from it") from e
     self._last_saved = position
     if self._is_chief:
       logging.info("saved checkpoint %s", path)

@@ -10,7 +10,9 @@ Where the TensorFlow tutorial and the paper differ, the field that selects
 between them says so.
 """
 
+import difflib
 import json
+from typing import Optional
 
 import ml_collections
 
@@ -276,3 +278,29 @@ def resume_differences(stored: dict, current: dict, built_tokenizer: bool):
            or (built_tokenizer and n in _VOCAB_FIELDS)]
   return [f"field {n} was {old.get(n, '<absent>')!r}, now {new.get(n, '<absent>')!r}"
           for n in names if old.get(n) != new.get(n)]
+
+
+def unknown_field(name: str) -> Optional[str]:
+  """None if ``name`` ("training.train_steps") is a configuration field, else
+  a message naming it and the closest fields (difflib), for a typo'd override."""
+  fields = sorted(_flatten(json.loads(default_config().to_json_best_effort())))
+  if name in fields or any(f.startswith(name + ".") for f in fields):
+    return None
+  closest = difflib.get_close_matches(name, fields, n=3, cutoff=0.6)
+  hint = (f"did you mean {' or '.join(closest)}?" if closest
+          else "the fields are listed in transformer/config.py")
+  return f"--config.{name}: no such configuration field; {hint}"
+
+
+def read_run_config(config_file) -> dict:
+  """A run folder's ``config.json`` as a dict; :class:`ConfigError` naming the
+  file if it is unreadable, empty, cut short or not a JSON object."""
+  try:
+    with open(config_file, encoding="utf-8") as f:
+      stored = json.load(f)
+  except (ValueError, OSError) as e:  # ValueError: not JSON, not UTF-8
+    first_line = (str(e).strip().splitlines() or [""])[0]
+    raise ConfigError(f"{config_file} is unreadable ({type(e).__name__}: {first_line})") from e
+  if not isinstance(stored, dict):
+    raise ConfigError(f"{config_file} holds a JSON {type(stored).__name__}, not a configuration")
+  return stored

@@ -25,6 +25,7 @@ import os
 from pathlib import Path
 from typing import Callable, List, Sequence, Tuple, Union
 
+from absl import logging
 import ml_collections
 import numpy as np
 import sacrebleu
@@ -32,7 +33,10 @@ import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from transformer import bleu as bleu_lib
-from transformer.checkpointing import CHECKPOINT_SUBDIR, CheckpointError
+from transformer import config as config_lib
+from transformer.checkpointing import CHECKPOINT_SUBDIR, CheckpointError, describe_error
+from transformer.checkpointing import drop_unreadable_newest
+from transformer.errors import TrainingError
 
 PathLike = Union[str, os.PathLike]
 Pair = Tuple[str, str]
@@ -131,11 +135,16 @@ def last_checkpoints(checkpoint_dir: PathLike, n: int) -> List[str]:
   except Exception as e:  # pylint: disable=broad-except  (ParseError, OpError...)
     raise CheckpointError(f"{Path(checkpoint_dir) / 'checkpoint'} is corrupt: "
                           f"{describe_error(e)}") from e
-  paths = list(state.all_model_checkpoint_paths) if state else []
+  paths, unreadable = drop_unreadable_newest(
+      list(state.all_model_checkpoint_paths) if state else [])
+  for prefix, reason in unreadable:
+    logging.warning("skipping the checkpoint %s: it cannot be read (%s)", prefix, reason)
   if len(paths) < n:
     raise CheckpointError(
         f"asked for the last {n} checkpoints but {checkpoint_dir} has "
-        f"{len(paths)}{': ' + ', '.join(paths) if paths else ''}")
+        f"{len(paths)}{' intact' if unreadable else ''}"
+        f"{': ' + ', '.join(paths) if paths else ''}"
+        f"{''.join(f'; {p} cannot be read ({r})' for p, r in unreadable)}")
   return paths[-n:]
 
 
@@ -157,12 +166,6 @@ def average_checkpoints(model, paths: Sequence[str]) -> None:
       total += variable.numpy()
   for total, variable in zip(sums, variables):
     variable.assign((total / len(paths)).astype(tf.as_dtype(variable.dtype).as_numpy_dtype))
-
-
-def describe_error(error: Exception) -> str:
-  """``Type: first line of the message`` (TensorFlow's messages run to pages)."""
-  lines = str(error).strip().splitlines()
-  return f"{type(error).__name__}: {lines[0] if lines else ''}"
 
 
 def _saved_model_variables(path: str) -> int:
@@ -217,8 +220,20 @@ def restore_model(model, path: str) -> None:
   try:
     status = tf.train.Checkpoint(model=model).restore(path).expect_partial()
     status.assert_existing_objects_matched()
-  except (AssertionError, ValueError, tf.errors.OpError) as e:
+  except Exception as e:  # pylint: disable=broad-except  (AssertionError, OpError, IndexError...)
     raise CheckpointError(f"{path} does not fit the model: {describe_error(e)}") from e
+
+
+class RunFolderError(TrainingError):
+  """A file of a ``train.py`` output folder is unreadable."""
+
+
+def read_run_config(config_file: Path) -> ml_collections.ConfigDict:
+  """A run's ``config.json``; :class:`RunFolderError` if it holds no configuration."""
+  try:
+    return ml_collections.ConfigDict(config_lib.read_run_config(config_file))
+  except config_lib.ConfigError as e:
+    raise RunFolderError(str(e)) from e
 
 
 def restore_model_dir(model_dir: PathLike, average_last: int = 0):
@@ -234,15 +249,18 @@ def restore_model_dir(model_dir: PathLike, average_last: int = 0):
   """
   # Imported here: the tokenizers need tensorflow_text, BLEU alone does not.
   from transformer.model import Transformer  # pylint: disable=g-import-not-at-top
-  from transformer.tokenizers import load_tokenizers, vocab_sizes  # pylint: disable=g-import-not-at-top
+  from transformer.tokenizers import TokenizerError, load_tokenizers, vocab_sizes, vocabulary_mismatch  # pylint: disable=g-import-not-at-top
   model_dir = Path(model_dir)
   for name in ("config.json", "tokenizer_path.txt"):
     if not (model_dir / name).is_file():
       raise FileNotFoundError(f"{model_dir / name} is missing: is {model_dir} a train.py "
                               "output folder?")
   paths = last_checkpoints(model_dir / CHECKPOINT_SUBDIR, max(average_last, 1))
-  config = ml_collections.ConfigDict(json.loads((model_dir / "config.json").read_text()))
+  config = read_run_config(model_dir / "config.json")
   tokenizers = load_tokenizers((model_dir / "tokenizer_path.txt").read_text().strip())
+  mismatch = vocabulary_mismatch(model_dir, tokenizers)
+  if mismatch:
+    raise TokenizerError(f"{model_dir / 'tokenizer_path.txt'}: {mismatch}")
   model = Transformer.from_model_config(config.model, *vocab_sizes(tokenizers))
   model.build(((None, None), (None, None)))
   if average_last:

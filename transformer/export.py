@@ -41,8 +41,10 @@ model's ``max_position`` tokens are cut there (keeping [END]).
 on training (it needs this package to load).
 """
 
+import json
 import os
 from pathlib import Path
+import shutil
 from typing import Union
 
 from absl import logging
@@ -55,6 +57,8 @@ from transformer.config import default_config
 MAX_TOKENS = 128
 
 PathLike = Union[str, os.PathLike]
+# In a train.py export folder: the training step its files were written at.
+EXPORT_INFO_FILE = "export_info.json"
 SENTENCES = tf.TensorSpec(shape=[None], dtype=tf.string, name="sentences")
 
 
@@ -226,3 +230,34 @@ def save_keras_model(model, path: PathLike) -> Path:
   path.parent.mkdir(parents=True, exist_ok=True)
   model.save(path)
   return path
+
+
+def _sibling(target: Path, suffix: str) -> Path:
+  return target.with_name(target.name + suffix)
+
+
+def begin_swap(target: PathLike) -> Path:
+  """An empty folder beside ``target`` (``<target>.new``) to write its next
+  version into, for :func:`finish_swap`. A swap a crash cut short between its
+  two renames is undone first, so that ``target`` is whole again."""
+  target = Path(target)
+  old, staging = _sibling(target, ".old"), _sibling(target, ".new")
+  if old.exists() and not target.exists():
+    old.rename(target)
+  shutil.rmtree(old, ignore_errors=True)
+  shutil.rmtree(staging, ignore_errors=True)
+  staging.mkdir(parents=True)
+  return staging
+
+
+def finish_swap(staging: PathLike, target: PathLike, step: int) -> None:
+  """Records ``step`` in ``staging`` and puts it in place of ``target``: readers
+  see the whole old or the whole new folder, one step's files either way."""
+  staging, target = Path(staging), Path(target)
+  (staging / EXPORT_INFO_FILE).write_text(json.dumps({"step": step}) + "\n",
+                                          encoding="utf-8")
+  old = _sibling(target, ".old")
+  if target.exists():
+    target.rename(old)
+  staging.rename(target)
+  shutil.rmtree(old, ignore_errors=True)

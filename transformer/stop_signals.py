@@ -24,13 +24,15 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 class StopSignals:
   """A context manager that records the first SIGTERM/SIGINT received inside it.
 
-  ``received``: that signal's number (an ``int``), or None. Entering installs the
+  ``received``: that signal's number (an ``int``), or None. ``finishing`` says in
+  the warning what is finished before stopping. Entering installs the
   handlers (on the main thread only); leaving puts the previous ones back. One
   instance serves one ``with`` block.
   """
 
-  def __init__(self):
+  def __init__(self, finishing: str = "the current step and saving a checkpoint"):
     self.received: Optional[int] = None
+    self._finishing = finishing  # what is done before stopping, for the warning
     self._previous = {}
 
   def __enter__(self) -> "StopSignals":
@@ -46,9 +48,8 @@ class StopSignals:
 
   def _handle(self, signum, frame):  # pylint: disable=unused-argument
     if self.received is None:
-      logging.warning("received %s: stopping after the current step and saving a "
-                      "checkpoint (send it again to abort at once)",
-                      signal.Signals(signum).name)
+      logging.warning("received %s: stopping after %s (send it again to abort at once)",
+                      signal.Signals(signum).name, self._finishing)
       self.received = signum
       self._put_back(signum)
 

@@ -33,7 +33,7 @@ from pathlib import Path
 import shutil
 import tempfile
 import time
-from typing import Iterable, List, Sequence, Tuple, Union
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 from absl import logging
 import tensorflow as tf
@@ -51,6 +51,8 @@ VOCABULARIES = ("separate", "joint")
 BERT_TOKENIZER_PARAMS = {"lower_case": True}
 # Bump when the exported module changes so that old caches are rebuilt.
 _FORMAT_VERSION = 1
+# In a train.py run folder: the vocabulary_hash of the tokenizer it trained with.
+VOCABULARY_HASH_FILE = "tokenizer_vocabulary_sha256.txt"
 # Sentences per element of the dataset fed to the vocabulary learner.
 _LEARNER_BATCH = 1000
 INTERFACE = ("tokenize", "detokenize", "lookup", "get_vocab_size",
@@ -273,3 +275,33 @@ def load_tokenizers(path: PathLike):
 def vocab_sizes(tokenizers) -> Tuple[int, int]:
   """(pt, en) vocabulary sizes of a loaded Tokenizers module."""
   return (int(tokenizers.pt.get_vocab_size()), int(tokenizers.en.get_vocab_size()))
+
+
+def vocabulary_hash(tokenizers) -> str:
+  """The sha256 (hex) of both vocabularies, token by token in id order: the
+  tokenizer's identity for a model, which two tokenizers of equal vocabulary
+  sizes but other tokens (or another order) do not share."""
+  digest = hashlib.sha256()
+  for language in (data.SOURCE_LANGUAGE, data.TARGET_LANGUAGE):
+    tokenizer = getattr(tokenizers, language)
+    ids = tf.range(tokenizer.get_vocab_size(), dtype=tf.int64)[tf.newaxis]  # one "sentence"
+    tokens = tokenizer.lookup(ids)[0].numpy()
+    digest.update(json.dumps([language, [t.decode("utf-8", "replace") for t in tokens]],
+                             ensure_ascii=False).encode("utf-8"))
+  return digest.hexdigest()
+
+
+def vocabulary_mismatch(model_dir: PathLike, tokenizers) -> Optional[str]:
+  """Why ``tokenizers`` are not the ones the run in ``model_dir`` recorded
+  (:data:`VOCABULARY_HASH_FILE`), or None: they are, or nothing was recorded
+  (a run folder written before the hash was)."""
+  recorded_file = Path(model_dir) / VOCABULARY_HASH_FILE
+  if not recorded_file.is_file():
+    return None
+  recorded = recorded_file.read_text(encoding="utf-8").strip()
+  current = vocabulary_hash(tokenizers)
+  if recorded == current:
+    return None
+  return (f"the tokenizer's vocabularies (sha256 {current[:12]}...) are not those the run in "
+          f"{model_dir} was trained with (sha256 {recorded[:12]}..., {recorded_file.name}); "
+          "use that run's tokenizer")

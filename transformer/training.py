@@ -29,7 +29,10 @@ The loop:
   hold different numbers of real tokens (per-replica averaging would not);
 * checkpoints at the end of each epoch and ``config.training.checkpoint_every_steps``
   steps after the last checkpoint, and resumes an epoch after the batches
-  already trained on;
+  already trained on; the checkpoint also holds dropout's random state
+  (:func:`dropout_random_state`), so that a resumed run repeats the
+  uninterrupted one bitwise, and the epoch's running sums (:class:`EpochSums`),
+  so that a resumed epoch's record covers all of its batches;
 * stops cleanly on SIGTERM/SIGINT: checkpoint, then return with
   ``TrainResult.interrupted_by`` set;
 * stops on a NaN/Inf loss with :class:`NonFiniteLossError` without saving: the
@@ -125,6 +128,38 @@ class AllReplicaLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
     return tf.equal(overflowed, 0.0)
 
 
+def dropout_random_state(model) -> tf.Module:
+  """A trackable holding the state of every ``keras.random.SeedGenerator`` of
+  ``model``: each dropout layer draws its masks from one, advancing its
+  ``(2,)`` int64 state per call, so a resume restores them to repeat the
+  uninterrupted run's masks. ``model.variables`` is ``model.weights`` plus them."""
+  weights = {id(weight) for weight in model.weights}
+  state = tf.Module()
+  state.seed_states = [v for v in model.variables if id(v) not in weights]
+  return state
+
+
+class EpochSums(tf.Module):
+  """The running sums of the current epoch, float64 scalars, checkpointed so that
+  the record of an epoch interrupted and resumed covers all of its batches:
+  ``loss`` (summed token losses), ``tokens``, ``correct`` (predicted tokens) and
+  ``seconds`` spent on the epoch's steps before this process."""
+
+  NAMES = ("loss", "tokens", "correct", "seconds")
+
+  def __init__(self):
+    super().__init__(name="epoch_sums")
+    for name in self.NAMES:
+      setattr(self, name, tf.Variable(0.0, dtype=tf.float64, trainable=False, name=name))
+
+  def values(self) -> Dict[str, float]:
+    return {name: float(getattr(self, name).numpy()) for name in self.NAMES}
+
+  def assign(self, **values: float) -> None:
+    for name, value in values.items():
+      getattr(self, name).assign(value)
+
+
 class Trainer:
   """Builds the model and optimizer under a strategy and trains them.
 
@@ -190,10 +225,13 @@ class Trainer:
                                      name="step_in_epoch")
     self.steps_per_epoch = tf.Variable(0, dtype=tf.int64, trainable=False,
                                        name="steps_per_epoch")
+    self._epoch_sums = EpochSums()
     self._checkpoints = checkpointing.Checkpoints(
         self.model_dir, self.strategy, keep=int(config.training.keep_checkpoints),
         model=self.model, optimizer=self.optimizer, epoch=self.epoch,
         step_in_epoch=self.step_in_epoch, steps_per_epoch=self.steps_per_epoch,
+        added_state={"dropout_rng": dropout_random_state(self.model),
+                     "epoch_sums": self._epoch_sums},
         **(self._budget.checkpointed() if self._budget else {}))
     self._summaries = summaries.Summaries(self.model_dir, is_chief=is_chief)
     self._progress = progress_lib.EpochProgress(enabled=progress and is_chief)
@@ -380,6 +418,7 @@ class Trainer:
             self.epoch.assign_add(1)
             self.steps_per_epoch.assign(record["steps_in_epoch"])
             self.step_in_epoch.assign(0)
+            self._epoch_sums.assign(**dict.fromkeys(EpochSums.NAMES, 0.0))
             if self._budget is not None:
               self._plan_budget(record, seconds, steps_run=self.step - first_step)
           self.save_checkpoint()
@@ -442,7 +481,11 @@ class Trainer:
     target = int(self.steps_per_epoch.numpy()) or None
     if self._progress.enabled:
       self._open_progress(epoch, skip, target, dataset, max_steps)
-    epoch_loss = epoch_count = epoch_correct = 0.0
+    # A resumed epoch goes on from its checkpointed sums; a checkpoint from
+    # before them leaves the record covering only this run's batches: partial.
+    before = self._epoch_sums.values() if skip else dict.fromkeys(EpochSums.NAMES, 0.0)
+    partial = bool(skip) and not self._checkpoints.restored_added_state
+    epoch_loss, epoch_count, epoch_correct = before["loss"], before["tokens"], before["correct"]
     log_loss = log_count = log_correct = 0.0
     log_start = epoch_start = time.time()
     done = skip
@@ -467,7 +510,9 @@ class Trainer:
       log_count += count
       log_correct += correct
       elapsed = max(time.time() - epoch_start, 1e-9)
-      tokens_per_second = epoch_count / elapsed
+      self._epoch_sums.assign(loss=epoch_loss, tokens=epoch_count, correct=epoch_correct,
+                              seconds=before["seconds"] + elapsed)
+      tokens_per_second = epoch_count / (before["seconds"] + elapsed)
       lr = self.learning_rate
       self._progress.update(done, **{"loss": epoch_loss / max(epoch_count, 1.0),
                                      "acc": epoch_correct / max(epoch_count, 1.0),
@@ -498,12 +543,15 @@ class Trainer:
       complete = True  # train_steps was reached on the epoch's last batch
     self._progress.end()
     elapsed = max(time.time() - epoch_start, 1e-9)
-    return {
+    record = {
         "epoch": epoch + 1, "step": self.step, "complete": complete,
         "steps_in_epoch": done,
         "train_loss": epoch_loss / max(epoch_count, 1.0),
         "train_accuracy": epoch_correct / max(epoch_count, 1.0),
         "learning_rate": self.learning_rate,
-        "tokens_per_second": epoch_count / elapsed,
-        "seconds": elapsed,
+        "tokens_per_second": epoch_count / (before["seconds"] + elapsed),
+        "seconds": elapsed,  # this run's share (the time budget counts runs apart)
     }
+    if partial:
+      record["partial"] = True  # train_* and tokens_per_second cover this run's batches only
+    return record

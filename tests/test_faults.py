@@ -1,0 +1,469 @@
+"""Faults lose nothing (issue #32): each numbered case of the issue, injected at a
+deterministic point, and what must be left afterwards.
+
+Runs of train.py go through a driver that patches one fault in (a kill inside
+TensorFlow's first checkpoint write, a pause, a signal at the export, a
+file-size limit: a full disk for root and non-root alike) on 96 training pairs,
+one thread each. The rest runs in this process on a tiny model.
+"""
+
+import json
+import os
+from pathlib import Path
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from configs import tiny
+# The Checkpoints of a small Dense model, as the checkpointing tests make it.
+from test_checkpointing import _checkpoints as small_checkpoints
+
+REPO_DIR = Path(__file__).resolve().parents[1]
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1",
+              "TF_NUM_INTEROP_THREADS": "1"}
+
+# train.py in this process, with the fault FAULT at a fixed point:
+#   kill_in_first_checkpoint_write: SIGKILL once ckpt-N_temp/ is written, before
+#     TensorFlow merges it into ckpt-N.* (the first save);
+#   pause_at_step: after step FAULT_STEP, wait until <model_dir>.release exists;
+#   sigterm_in_export: SIGTERM to itself as the export starts;
+#   full_disk_after_step: after step FAULT_STEP, files may not grow past 256 KiB
+#     (RLIMIT_FSIZE, which any user may lower): a checkpoint write then fails
+#     with EFBIG, as it would with ENOSPC.
+_DRIVER = """
+import os, resource, runpy, signal, sys, time
+from tensorflow.python.ops import gen_io_ops
+from transformer import export, training
+
+fault, fault_step = os.environ["FAULT"], int(os.environ.get("FAULT_STEP", "0"))
+model_dir = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--model_dir="))
+
+merge = gen_io_ops.merge_v2_checkpoints
+def merge_or_die(*args, **kwargs):
+  if fault == "kill_in_first_checkpoint_write":
+    os.kill(os.getpid(), signal.SIGKILL)
+  return merge(*args, **kwargs)
+gen_io_ops.merge_v2_checkpoints = merge_or_die
+
+save_keras_model = export.save_keras_model
+def signalled_save(*args, **kwargs):
+  if fault == "sigterm_in_export":
+    os.kill(os.getpid(), signal.SIGTERM)
+  return save_keras_model(*args, **kwargs)
+export.save_keras_model = signalled_save
+
+def after_step(step, loss):
+  if step != fault_step:
+    return
+  if fault == "pause_at_step":
+    open(model_dir + ".paused", "w").close()
+    while not os.path.exists(model_dir + ".release"):
+      time.sleep(0.1)
+  if fault == "full_disk_after_step":
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE,
+                       (256 * 1024, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+fit = training.Trainer.fit
+training.Trainer.fit = lambda self, *a, **k: fit(self, *a, step_callback=after_step, **k)
+sys.argv = sys.argv[1:]
+runpy.run_path("train.py", run_name="__main__")
+"""
+
+
+def _env(**extra):
+  return {**os.environ, **ONE_THREAD, "PYTHONPATH": str(REPO_DIR), "TF_CPP_MIN_LOG_LEVEL": "2",
+          **extra}
+
+
+@pytest.fixture(scope="module")
+def small_data(tmp_path_factory, ted_data_dir):
+  """The first 96 training and 16 validation pairs of the real data: 6 batches an epoch."""
+  folder = tmp_path_factory.mktemp("data")
+  for split, count in (("train", 96), ("dev", 16)):
+    for language in ("pt", "en"):
+      lines = (ted_data_dir / f"{language}.{split}").read_text(encoding="utf-8").splitlines()
+      (folder / f"{language}.{split}").write_text("".join(l + "\n" for l in lines[:count]),
+                                                 encoding="utf-8")
+  return folder
+
+
+def _args(model_dir, data_dir, tokenizer, steps, *extra):
+  return ["train.py", "--config=configs/tiny.py", f"--config.training.train_steps={steps}",
+          "--config.training.checkpoint_every_steps=5", f"--data={data_dir}",
+          f"--tokenizer={tokenizer}", f"--model_dir={model_dir}", "--bleu_examples=0",
+          "--noexport", *extra]
+
+
+def _start(args, fault="none", fault_step=0):
+  """train.py through the driver, with its output in a pipe."""
+  return subprocess.Popen([sys.executable, "-c", _DRIVER, *args], cwd=REPO_DIR,
+                          env=_env(FAULT=fault, FAULT_STEP=str(fault_step)),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _finish(proc, timeout=240):
+  """(return code, output) of a driver run; kills it if it outlives ``timeout``."""
+  try:
+    output, _ = proc.communicate(timeout=timeout)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    pytest.fail(f"train.py did not end within {timeout} s: {proc.communicate()[0][-3000:]}")
+  return proc.returncode, output
+
+
+def _run(args, fault="none", fault_step=0):
+  return _finish(_start(args, fault, fault_step))
+
+
+def _error_lines(output, script="train.py"):
+  assert "Traceback" not in output, output[-3000:]
+  return [line for line in output.splitlines() if line.startswith(f"{script}: error: ")]
+
+
+def _run_script(*args):
+  return subprocess.run([sys.executable, *map(str, args)], cwd=REPO_DIR, env=_env(),
+                        capture_output=True, text=True, timeout=240, check=False)
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory, small_data, tutorial_tokenizer_path):
+  """A run folder trained 6 steps (checkpoints 5 and 6) and exported."""
+  model_dir = tmp_path_factory.mktemp("finished") / "run"
+  args = [a for a in _args(model_dir, small_data, tutorial_tokenizer_path, 6)
+          if a != "--noexport"]
+  code, output = _run(args)
+  assert code == 0, output[-3000:]
+  return model_dir
+
+
+def _copy(run_dir, tmp_path):
+  shutil.copytree(run_dir, tmp_path / "run")
+  return tmp_path / "run"
+
+
+def _checkpoint_steps(model_dir):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  state = tf.train.get_checkpoint_state(str(model_dir / "checkpoints"))
+  return [int(p.rsplit("-", 1)[1]) for p in state.all_model_checkpoint_paths]
+
+
+# ------------------------------------------------------------ 1. kill in the first write
+
+def test_1_a_kill_inside_the_first_checkpoint_write_resumes(tmp_path, small_data,
+                                                            tutorial_tokenizer_path):
+  model_dir = tmp_path / "run"
+  args = _args(model_dir, small_data, tutorial_tokenizer_path, 6)
+  code, output = _run(args, "kill_in_first_checkpoint_write")
+  assert code == -signal.SIGKILL, output[-3000:]
+  assert [p.name for p in (model_dir / "checkpoints").iterdir()] == ["ckpt-5_temp"]
+
+  code, output = _run(args)
+  assert code == 0, output[-3000:]
+  assert "removing" in output and "ckpt-5_temp" in output
+  # The killed run's lock was stale, and is taken over.
+  assert re.search(r"taking over the stale lock \S+train.lock of PID \d+", output), output
+  assert _checkpoint_steps(model_dir) == [5, 6]
+  assert not list((model_dir / "checkpoints").glob("*_temp"))
+
+
+# ------------------------------------------------------------ 2. truncated newest checkpoint
+
+def _save_at(model_dir, *steps):
+  checkpoints, _, optimizer, _ = small_checkpoints(model_dir)
+  for step in steps:
+    optimizer.iterations.assign(step)
+    checkpoints.save()
+
+
+def _truncate(model_dir, step):
+  data = model_dir / "checkpoints" / f"ckpt-{step}.data-00000-of-00001"
+  data.write_bytes(data.read_bytes()[:data.stat().st_size // 2])
+
+
+def test_2_a_truncated_newest_checkpoint_falls_back_to_the_one_before(tmp_path, caplog):
+  _save_at(tmp_path, 5, 10)
+  _truncate(tmp_path, 10)
+  assert small_checkpoints(tmp_path)[0].restore() == 5
+  assert re.search(r"skipping the checkpoint \S+ckpt-10: it cannot be read \(\w+", caplog.text)
+  assert (tmp_path / "checkpoints" / "unreadable" / "ckpt-10.index").is_file()
+  assert _checkpoint_steps(tmp_path) == [5]  # the index lists what is intact
+
+  # Nothing intact is left: refused, never started over.
+  _truncate(tmp_path, 5)
+  from transformer import checkpointing  # pylint: disable=g-import-not-at-top
+  with pytest.raises(checkpointing.CheckpointError,
+                     match=r"no intact checkpoint left in .*ckpt-5 \("):
+    small_checkpoints(tmp_path)[0].restore()
+
+
+def test_2_evaluation_skips_a_truncated_newest_checkpoint(tmp_path, finished_run):
+  from transformer import evaluation  # pylint: disable=g-import-not-at-top
+  model_dir = _copy(finished_run, tmp_path)
+  newest = _checkpoint_steps(model_dir)[-1]
+  _truncate(model_dir, newest)
+  paths = evaluation.restore_model_dir(model_dir)[3]
+  assert paths == [str(model_dir / "checkpoints" / f"ckpt-{_checkpoint_steps(model_dir)[-2]}")]
+
+
+# ------------------------------------------------------------ 3. two runs on one folder
+
+def test_3_a_second_run_on_a_folder_in_use_is_refused(tmp_path, small_data,
+                                                      tutorial_tokenizer_path):
+  model_dir = tmp_path / "run"
+  first = _start(_args(model_dir, small_data, tutorial_tokenizer_path, 6), "pause_at_step", 1)
+  deadline = time.time() + 180
+  while not Path(f"{model_dir}.paused").exists():
+    assert first.poll() is None and time.time() < deadline, _finish(first)[1][-3000:]
+    time.sleep(0.2)
+  code, output = _run(_args(model_dir, small_data, tutorial_tokenizer_path, 6,
+                            "--config.training.seed=1"))
+  Path(f"{model_dir}.release").touch()
+  assert code == 1, output[-3000:]
+  assert _error_lines(output) == [
+      f"train.py: error: {model_dir} is in use by another train.py (PID {first.pid}); wait "
+      "for it to end or stop it, or use another --model_dir"]
+  code, output = _finish(first)
+  assert code == 0, output[-3000:]
+  records = [json.loads(l) for l in (model_dir / "metrics.jsonl").read_text().splitlines()]
+  assert [r["step"] for r in records] == [6]  # one run's record, once
+
+
+# ------------------------------------------------------------ 4. a refused run writes nothing
+
+def test_4_a_refused_run_leaves_config_json_as_it_was(tmp_path, finished_run, small_data,
+                                                      tutorial_tokenizer_path):
+  model_dir = _copy(finished_run, tmp_path)
+  (model_dir / "checkpoints" / "checkpoint").unlink()  # the index lost
+  before = (model_dir / "config.json").read_bytes()
+  code, output = _run(_args(model_dir, small_data, tutorial_tokenizer_path, 6,
+                            "--config.model.d_model=64"))
+  assert code == 1
+  assert [line for line in _error_lines(output)
+          if "field model.d_model was 32, now 64" in line], output[-3000:]
+  assert (model_dir / "config.json").read_bytes() == before
+
+
+# ------------------------------------------------------------ 5. a signal during the export
+
+def test_5_sigterm_during_the_export_finishes_it_and_says_so(tmp_path, finished_run,
+                                                             small_data, tutorial_tokenizer_path):
+  model_dir = _copy(finished_run, tmp_path)
+  assert json.loads((model_dir / "export" / "export_info.json").read_text()) == {"step": 6}
+  args = [a for a in _args(model_dir, small_data, tutorial_tokenizer_path, 8)
+          if a != "--noexport"]
+  code, output = _run(args, "sigterm_in_export")
+  assert code == 128 + signal.SIGTERM, output[-3000:]
+  assert (f"train.py: stopped by SIGTERM during the export, which was finished first: "
+          f"{model_dir / 'export'} holds step 8") in output
+  export = model_dir / "export"
+  assert json.loads((export / "export_info.json").read_text()) == {"step": 8}
+  assert sorted(p.name for p in export.iterdir()) == [
+      "export_info.json", "transformer.keras", "translator"]
+  assert sorted(p.name for p in model_dir.glob("export*")) == ["export"]
+
+
+# ------------------------------------------------------------ 6, 7. exact resume with dropout
+
+def _synthetic_batches(epoch):
+  """6 batches of 8 random sentence pairs (ids 1..49), the same for the same epoch."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(epoch)
+  source = rng.integers(1, 50, size=(48, 12))
+  target = rng.integers(1, 50, size=(48, 11))
+  pairs = tf.data.Dataset.from_tensor_slices(((source, target[:, :-1]), target[:, 1:]))
+  return pairs.batch(8)
+
+
+def _trainer(model_dir, steps):
+  """A tiny Trainer with dropout on, stopping at ``steps`` (0: after one epoch)."""
+  from transformer import training  # pylint: disable=g-import-not-at-top
+  config = tiny.get_config()
+  config.model.dropout_rate = config.model.attention_dropout_rate = 0.3
+  config.training.train_steps = steps  # tiny.py: epochs = 1
+  config.training.checkpoint_every_steps = 100
+  return training.Trainer(config, input_vocab_size=50, target_vocab_size=50,
+                          model_dir=model_dir, progress=False)
+
+
+def _fit(model_dir, steps):
+  trainer = _trainer(model_dir, steps)
+  trainer.restore()
+  return trainer, trainer.fit(_synthetic_batches)
+
+
+@pytest.fixture(scope="module")
+def straight_and_resumed(tmp_path_factory):
+  """One epoch of 6 steps in one go, and the same epoch stopped at step 4 and resumed."""
+  root = tmp_path_factory.mktemp("resume")
+  straight, straight_result = _fit(root / "straight", 0)
+  _fit(root / "resumed", 4)
+  resumed, resumed_result = _fit(root / "resumed", 0)
+  return straight, straight_result, resumed, resumed_result
+
+
+def test_6_a_resumed_run_with_dropout_repeats_the_uninterrupted_one(straight_and_resumed):
+  straight, _, resumed, result = straight_and_resumed
+  assert result.start_step == 4 and resumed.step == straight.step == 6
+  assert straight.config.model.dropout_rate > 0
+  for expected, got in zip(straight.model.weights, resumed.model.weights):
+    np.testing.assert_array_equal(got.numpy(), expected.numpy(), err_msg=expected.path)
+
+
+def test_7_a_resumed_epochs_record_covers_the_whole_epoch(straight_and_resumed):
+  _, straight_result, _, resumed_result = straight_and_resumed
+  expected, got = straight_result.history[-1], resumed_result.history[-1]
+  assert got["complete"] and got["steps_in_epoch"] == expected["steps_in_epoch"] == 6
+  for name in ("train_loss", "train_accuracy"):
+    assert got[name] == expected[name], name
+  assert "partial" not in got
+
+
+def test_7_a_checkpoint_from_before_the_added_state_resumes_marked_partial(tmp_path):
+  """A checkpoint written the way the code before issue #32 wrote it (no dropout
+  state, no epoch sums) still restores; the epoch's record then says partial."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  trainer = _trainer(tmp_path / "scratch", 4)
+  trainer.fit(_synthetic_batches)
+  legacy = tf.train.Checkpoint(model=trainer.model, optimizer=trainer.optimizer,
+                               epoch=trainer.epoch, step_in_epoch=trainer.step_in_epoch,
+                               steps_per_epoch=trainer.steps_per_epoch)
+  tf.train.CheckpointManager(legacy, str(tmp_path / "old" / "checkpoints"),
+                             max_to_keep=5).save(checkpoint_number=4)
+  trainer, result = _fit(tmp_path / "old", 0)
+  assert result.start_step == 4 and trainer.step == 6
+  assert result.history[-1]["partial"] is True
+
+
+# ------------------------------------------------------------ 8. another tokenizer
+
+@pytest.fixture(scope="module")
+def shuffled_tokenizer(tmp_path_factory, tutorial_tokenizers):
+  """The tutorial's vocabularies with the English one shuffled: same sizes."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from transformer import tokenizers  # pylint: disable=g-import-not-at-top
+  folder = tmp_path_factory.mktemp("shuffled")
+  paths = {}
+  for language in ("pt", "en"):
+    tokenizer = getattr(tutorial_tokenizers, language)
+    ids = tf.range(tokenizer.get_vocab_size(), dtype=tf.int64)[tf.newaxis]
+    vocab = [t.decode() for t in tokenizer.lookup(ids)[0].numpy()]
+    if language == "en":
+      reserved = len(tokenizers.RESERVED_TOKENS)
+      vocab[reserved:] = np.random.default_rng(0).permutation(vocab[reserved:]).tolist()
+    paths[language] = tokenizers.write_vocab_file(vocab, folder / f"{language}.txt")
+  tf.saved_model.save(tokenizers.Tokenizers(paths["pt"], paths["en"]), str(folder / "model"))
+  return folder / "model"
+
+
+def test_8_another_tokenizer_of_the_same_sizes_is_refused(tmp_path, finished_run, small_data,
+                                                          shuffled_tokenizer):
+  from transformer import evaluation, tokenizers  # pylint: disable=g-import-not-at-top
+  model_dir = _copy(finished_run, tmp_path)
+  (model_dir / "tokenizer_path.txt").write_text(f"{shuffled_tokenizer}\n")
+  with pytest.raises(tokenizers.TokenizerError, match="not those the run in .* was trained"):
+    evaluation.restore_model_dir(model_dir)
+
+  (model_dir / "tokenizer_path.txt").unlink()
+  code, output = _run(_args(model_dir, small_data, shuffled_tokenizer, 8))
+  assert code == 1
+  assert [line for line in _error_lines(output)
+          if line.startswith(f"train.py: error: --tokenizer={shuffled_tokenizer}: the "
+                             "tokenizer's vocabularies")], output[-3000:]
+  assert not (model_dir / "tokenizer_path.txt").exists()
+
+
+def test_8_a_run_folder_without_a_recorded_hash_still_evaluates(tmp_path, finished_run):
+  from transformer import evaluation, tokenizers  # pylint: disable=g-import-not-at-top
+  model_dir = _copy(finished_run, tmp_path)
+  (model_dir / tokenizers.VOCABULARY_HASH_FILE).unlink()
+  assert evaluation.restore_model_dir(model_dir)[3][-1].endswith("ckpt-6")
+
+
+# ------------------------------------------------------------ 9. one line, not a traceback
+
+def test_9_a_full_disk_at_a_checkpoint_names_it_and_the_last_good_one(
+    tmp_path, small_data, tutorial_tokenizer_path):
+  model_dir = tmp_path / "run"
+  code, output = _run(_args(model_dir, small_data, tutorial_tokenizer_path, 12),
+                      "full_disk_after_step", 7)
+  assert code == 1, output[-3000:]
+  checkpoints = model_dir / "checkpoints"
+  lines = _error_lines(output)
+  # ckpt-6 ends the first epoch; the next one is due 5 steps later, at 11.
+  assert len(lines) == 1 and re.match(
+      rf"train.py: error: cannot write the checkpoint {checkpoints / 'ckpt-11'}: .*File too "
+      rf"large.*The last good checkpoint is {checkpoints / 'ckpt-6'}; free space and rerun",
+      lines[0]), output[-3000:]
+  assert not list(checkpoints.glob("*_temp"))
+
+
+@pytest.mark.parametrize("config_file,override,message", [
+    (None, "--config.training.train_step=40", "--config.training.train_step: no such "
+     "configuration field; did you mean training.train_steps"),
+    ("def get_config():\n  raise RuntimeError('no config here')\n", None,
+     r"--config: cannot load the configuration \(RuntimeError: no config here\)"),
+    ("def get_config(:\n", None, r"--config: cannot load the configuration \(SyntaxError"),
+    ("def get_config():\n  return [1]\n", None,
+     r"--config: get_config\(\) returned a list, not an ml_collections.ConfigDict"),
+])
+def test_9_bad_configurations_are_one_line(tmp_path, config_file, override, message):
+  args = [override] if override else []
+  if config_file is not None:
+    (tmp_path / "config.py").write_text(config_file)
+    args.insert(0, f"--config={tmp_path / 'config.py'}")
+  result = _run_script("train.py", f"--model_dir={tmp_path / 'run'}", *args)
+  assert result.returncode == 1
+  lines = _error_lines(result.stderr)
+  assert len(lines) == 1 and re.match(f"train.py: error: {message}", lines[0]), result.stderr
+  assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("content", ["", "{\"model\": ", "[1, 2]"])
+def test_9_a_corrupt_config_json_is_one_line(tmp_path, finished_run, small_data,
+                                             tutorial_tokenizer_path, content):
+  model_dir = _copy(finished_run, tmp_path)
+  (model_dir / "config.json").write_text(content)
+  result = _run_script(*_args(model_dir, small_data, tutorial_tokenizer_path, 8))
+  assert result.returncode == 1
+  lines = _error_lines(result.stderr)
+  assert len(lines) == 1 and lines[0].startswith(
+      f"train.py: error: {model_dir / 'config.json'} "), result.stderr
+  assert (model_dir / "config.json").read_text() == content
+
+
+def test_9_an_empty_validation_split_is_refused_before_training(tmp_path, small_data,
+                                                                 tutorial_tokenizer_path):
+  data_dir = tmp_path / "data"
+  shutil.copytree(small_data, data_dir)
+  for language in ("pt", "en"):
+    (data_dir / f"{language}.dev").write_text("")
+  result = _run_script(*_args(tmp_path / "run", data_dir, tutorial_tokenizer_path, 6))
+  assert _error_lines(result.stderr) == [
+      f"train.py: error: --data={data_dir}: the validation split is empty"], result.stderr
+  assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_9_output_and_export_dirs_that_are_files_are_one_line(tmp_path, finished_run):
+  a_file = tmp_path / "file"
+  a_file.write_text("")
+  for flag in ("output_dir", "export_dir"):
+    result = _run_script("evaluate.py", f"--model_dir={finished_run}", f"--{flag}={a_file}")
+    assert result.returncode == 1
+    assert _error_lines(result.stderr, "evaluate.py") == [
+        f"evaluate.py: error: --{flag}={a_file} exists and is not a folder"], result.stderr
+
+
+def test_9_translate_into_a_closed_pipe_ends_quietly(tiny_translator_dir):
+  command = (f"yes 'olá .' | head -200 | {sys.executable} translate.py "
+             f"--export_dir={tiny_translator_dir} --method=greedy --batch_size=1 | head -1")
+  result = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=REPO_DIR, env=_env(),
+                          capture_output=True, text=True, timeout=240, check=False)
+  assert result.stdout.count("\n") == 1
+  assert result.stderr == "", result.stderr
