@@ -13,25 +13,16 @@ no sentence; here the data pipeline keeps ``data.max_tokens`` = 128 tokens, as
 the current tutorial does.
 """
 
-from transformer.config import default_config
+from configs import tutorial
 
 
 def get_config():
-  config = default_config()
-  config.model.num_layers = 4
-  config.model.d_model = 128
-  config.model.dff = 512
-  config.model.num_heads = 8
-  config.model.dropout_rate = 0.1
+  """The current tutorial's configuration with the 2021 version's choices."""
+  config = tutorial.get_config()
   config.model.attention_dropout_rate = 0.0
   config.model.residual_dropout_on_attention = True
   config.model.head_width = "split"
   config.model.positional_layout = "interleaved"
-  config.model.output_weights = "untied"
   config.model.layer_norm_epsilon = 1e-6
   config.model.max_position = 1000
-  config.training.label_smoothing = 0.0
-  config.training.epochs = 20
-  # As in configs/tutorial.py: a speed switch, not a modelling choice.
-  config.training.length_groups = 8
   return config
