@@ -153,7 +153,7 @@ _THREADS = flags.DEFINE_integer("threads", 1, "TensorFlow threads (1: one core p
                                  "0: TensorFlow's own choice).")
 _KEEP_CHECKPOINTS = flags.DEFINE_bool("keep_checkpoints", False,
                                       "Keep an arm's checkpoint once its JSON is written.")
-_DATA_DIR = flags.DEFINE_string("data_dir", str(machine.SHARED_DATA / "ted_hrlr_pt_to_en"),
+_DATA_DIR = flags.DEFINE_string("ted_data_dir", str(machine.SHARED_DATA / "ted_hrlr_pt_to_en"),
                                 "Folder with the TED HRLR files.")
 _TOKENIZER = flags.DEFINE_string("tokenizer", str(machine.SHARED_DATA / "tutorial_tokenizer"),
                                  "Tokenizer SavedModel.")

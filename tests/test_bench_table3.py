@@ -61,7 +61,7 @@ def bench(tmp_path, monkeypatch, ted_data_dir, tutorial_tokenizer_path):
   common = dict(out_dir=str(out_dir), work_dir=str(tmp_path / "work"), steps=STEPS,
                 eval_every=EVAL_EVERY, warmup_steps=2, bleu_sentences=6, train_eval_pairs=20,
                 tokens_per_batch=512, threads=0,
-                data_dir=str(small_data_dir(ted_data_dir, tmp_path / "data")),
+                ted_data_dir=str(small_data_dir(ted_data_dir, tmp_path / "data")),
                 tokenizer=str(tutorial_tokenizer_path))
 
   def run(**overrides):
