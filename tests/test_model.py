@@ -368,3 +368,28 @@ def test_model_config_without_layer_norm_epsilon_builds_the_earlier_model():
   epsilons = {layer.epsilon for layer in model._flatten_layers()  # pylint: disable=protected-access
               if isinstance(layer, keras.layers.LayerNormalization)}
   assert epsilons == {1e-6}
+
+
+def test_checkpoints_and_keras_files_written_before_still_fit(tmp_path):
+  """The variables' paths in a tf.train.Checkpoint and in a .keras file are
+  those of a tiny paper-style model saved by the code before the layers took
+  the tutorial's arguments (tests/data/written_before_tutorial_defaults): runs
+  trained then still restore, and their .keras files still load."""
+  import io  # pylint: disable=g-import-not-at-top
+  import zipfile  # pylint: disable=g-import-not-at-top
+  from pathlib import Path  # pylint: disable=g-import-not-at-top
+  import h5py  # pylint: disable=g-import-not-at-top
+  layout = json.loads((Path(__file__).parent / "data" / "written_before_tutorial_defaults"
+                       / "layout.json").read_text())
+  model = keras.saving.deserialize_keras_object(layout["keras_config"])
+  tf.train.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
+  variables = sorted([name, shape] for name, shape in tf.train.list_variables(str(tmp_path / "ckpt"))
+                     if name.startswith("model/"))
+  assert variables == layout["checkpoint_variables"]
+  model.save(tmp_path / "model.keras")
+  with zipfile.ZipFile(tmp_path / "model.keras") as archive:
+    weights = h5py.File(io.BytesIO(archive.read("model.weights.h5")), "r")
+    paths = []
+    weights.visititems(lambda name, item: paths.append([name, list(item.shape)])
+                       if isinstance(item, h5py.Dataset) else None)
+  assert sorted(paths) == layout["keras_weights"]
