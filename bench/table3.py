@@ -18,10 +18,9 @@ embedding and output, Keras' uniform embedding initializer (the project's
 default), the §5.3 schedule (``--warmup_steps``), here with the rate falling
 linearly to zero over the last ``--cooldown_fraction`` of the steps (a fixed
 budget, as ``configs/cpu_2h.py``). Batches of 2,048 tokens a side (about 650
-steps an epoch) as ``configs/cpu_2h.py``'s; the default 2,000 steps (3 epochs) and
-500 warm-up steps are ``bench/scaling_ablation.py``'s budget for this model
-(about 0.5-0.8 s a step on one core, results/scaling/README.md) stretched to
-about half an hour an arm. ``model.max_position`` is 256: the learned
+steps an epoch) as ``configs/cpu_2h.py``'s; the default 1,000 steps (about 1.5
+epochs) and 400 warm-up steps fit the 28 arms in about 8 core-hours (0.5-0.8 s
+a step on one core, results/scaling/README.md, plus the scoring). ``model.max_position`` is 256: the learned
 table of row E then holds every position a 128-token sentence and its output
 (+50) can reach, not 2,048 mostly untrained rows.
 
@@ -137,8 +136,8 @@ _WORK_DIR = flags.DEFINE_string("work_dir", "runs/table3",
                                 "Checkpoints and partial curves of unfinished arms.")
 _ARMS = flags.DEFINE_list("arms", list(ARMS), "Arms to run, in this order.")
 _SHARD = flags.DEFINE_string("shard", "0/1", "k/n: run every n-th of --arms from the k-th.")
-_STEPS = flags.DEFINE_integer("steps", 2000, "Optimizer steps per arm.")
-_WARMUP = flags.DEFINE_integer("warmup_steps", 500, "§5.3 warm-up steps.")
+_STEPS = flags.DEFINE_integer("steps", 1000, "Optimizer steps per arm.")
+_WARMUP = flags.DEFINE_integer("warmup_steps", 400, "§5.3 warm-up steps.")
 _COOLDOWN = flags.DEFINE_float("cooldown_fraction", 1 / 3,
                                "Share of the steps over which the rate falls to zero.")
 _TOKENS_PER_BATCH = flags.DEFINE_integer("tokens_per_batch", 2048,
