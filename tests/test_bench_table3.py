@@ -125,6 +125,14 @@ def test_shards_split_the_arms_without_overlap():
     table3.select_arms(["Z_nothing"], "0/1")
 
 
+def test_the_run_order_runs_every_arm_once_and_covers_each_row_first():
+  assert sorted(table3.RUN_ORDER) == sorted(table3.ARMS)
+  first = table3.RUN_ORDER[:len(table3.FIRST_ARMS)]
+  rows = [table3.ARMS[name][0] for name in first]
+  assert rows.count("base") == len(table3.BASE_SEEDS)
+  assert set(rows) == {"base", "A", "B", "C", "D", "E", "sqrt"}
+
+
 @pytest.fixture
 def paper_csv():
   if not table3.PAPER_CSV.exists():
