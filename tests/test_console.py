@@ -10,6 +10,9 @@ import sys
 
 import pytest
 
+# Each test runs a script or a TensorFlow import in a fresh Python.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 SENTENCES = ["este é um problema que temos que resolver .", "olá ."]
 # absl's C++ log line: "I0000 00:00:1795341810.645245    5528 port.cc:153] ...".

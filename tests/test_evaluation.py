@@ -297,6 +297,7 @@ def cli_dirs(tmp_path_factory, tutorial_tokenizer_path, tutorial_tokenizers):
   return root / "run", write_data_dir(root / "data", PAIRS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case,message", [
     ("no_source", "give exactly one of --model_dir and --translator"),
     ("missing_data", "not a folder with the TED HRLR files of the validation split "
@@ -333,6 +334,7 @@ def test_bad_input_fails_in_one_line_before_tensorflow(tmp_path, case, message):
   assert "tensorflow" not in result.stderr.lower()
 
 
+@pytest.mark.slow
 def test_averaging_more_checkpoints_than_there_are_fails_in_one_line(cli_dirs):
   model_dir, data_dir = cli_dirs
   result = run_evaluate(f"--model_dir={model_dir}", f"--data={data_dir}",
@@ -346,6 +348,7 @@ def test_averaging_more_checkpoints_than_there_are_fails_in_one_line(cli_dirs):
   assert len(verbose.stderr.strip().splitlines()) > 1
 
 
+@pytest.mark.slow
 def test_corrupt_checkpoints_fail_in_one_line(tmp_path, cli_dirs):
   """Every checkpoint corrupt (a corrupt newest one alone is skipped, issue #32:
   tests/test_faults.py)."""
@@ -360,6 +363,7 @@ def test_corrupt_checkpoints_fail_in_one_line(tmp_path, cli_dirs):
   assert_one_line_error(result, f"{latest} cannot be read")
 
 
+@pytest.mark.slow
 def test_a_savedmodel_that_is_no_translator_fails_in_one_line(cli_dirs,
                                                               tutorial_tokenizer_path):
   _, data_dir = cli_dirs
@@ -367,6 +371,7 @@ def test_a_savedmodel_that_is_no_translator_fails_in_one_line(cli_dirs,
   assert_one_line_error(result, "is a SavedModel but not an exported translator")
 
 
+@pytest.mark.slow
 def test_unreadable_data_fails_in_one_line(tmp_path, cli_dirs):
   model_dir, _ = cli_dirs
   data_dir = write_data_dir(tmp_path / "data", PAIRS)

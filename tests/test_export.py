@@ -106,6 +106,7 @@ def test_attention_output_shapes_and_trimmed_source(exported):
           == as_text(loaded.translate(tf.constant(BAD_INPUTS))))
 
 
+@pytest.mark.slow
 def test_loads_in_fresh_python_with_only_tensorflow(exported, tmp_path):
   export_dir, translator, _ = exported
   script = f"""
@@ -130,6 +131,7 @@ print(json.dumps(result))
   assert result == {"beam": expected, "served": expected, "project_imported": False}
 
 
+@pytest.mark.slow
 def test_translate_cli_reads_arguments_and_stdin(exported, tmp_path):
   export_dir, translator, _ = exported
   sentences = ["olá mundo .", "", "mas e se estes fatores fossem ativos ?"]
