@@ -34,8 +34,8 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from transformer import console
-from transformer import progress
+from transformer.training import runtime
+from transformer.training import progress
 
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent / "shared" / "data" / "ted_hrlr_pt_to_en"
 # File suffix of each split in the TED HRLR folder (as transformer.data reads it).
@@ -207,7 +207,7 @@ def main(argv):
   check_flags(data_dir)
   if not _VERBOSE.value:
     logging.set_verbosity(logging.ERROR)
-  console.import_tensorflow(_VERBOSE.value)
+  runtime.import_tensorflow(_VERBOSE.value)
   if _TRANSLATOR.value:
     result = evaluate_translator(_TRANSLATOR.value, _SPLIT.value, _METHOD.value,
                                  data_dir, _OUTPUT_DIR.value, _BATCH_SIZE.value,

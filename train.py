@@ -41,9 +41,9 @@ from absl import logging
 from ml_collections import config_flags
 
 from transformer import config as config_lib
-from transformer import console
-from transformer import distribute
-from transformer import progress
+from transformer.training import runtime
+from transformer.training import distribute
+from transformer.training import progress
 
 REPO_DIR = Path(__file__).resolve().parent
 DEFAULT_DATA = REPO_DIR.parent / "shared" / "data" / "ted_hrlr_pt_to_en"
@@ -249,7 +249,7 @@ def main(argv):
   check_flags(config, model_dir)
 
   # TensorFlow is imported only now, so that flag errors come back at once.
-  tf = console.import_tensorflow(_VERBOSE.value)
+  tf = runtime.import_tensorflow(_VERBOSE.value)
   from transformer import data  # pylint: disable=g-import-not-at-top
   from transformer import training  # pylint: disable=g-import-not-at-top
   try:
@@ -264,10 +264,10 @@ def main(argv):
 
 def train(config, model_dir: Path, tf):
   """Everything after the flag checks: data, tokenizers, training, export, BLEU."""
-  from transformer import checkpointing  # pylint: disable=g-import-not-at-top
+  from transformer.training import checkpointing  # pylint: disable=g-import-not-at-top
   from transformer import data  # pylint: disable=g-import-not-at-top
   from transformer import pipeline  # pylint: disable=g-import-not-at-top
-  from transformer import stop_signals  # pylint: disable=g-import-not-at-top
+  from transformer.training import stop_signals  # pylint: disable=g-import-not-at-top
   from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
   from transformer import training  # pylint: disable=g-import-not-at-top
 
@@ -383,7 +383,7 @@ class Bleu:
   """Validation BLEU through the translator, when there are pairs to score."""
 
   def __init__(self, model, tokenizers, config, model_dir, pairs, chief):
-    from transformer import summaries  # pylint: disable=g-import-not-at-top
+    from transformer.training import summaries  # pylint: disable=g-import-not-at-top
     self.model, self.tokenizers, self.config = model, tokenizers, config
     self.model_dir, self.pairs = model_dir, pairs
     self.available = bool(pairs) and chief
@@ -411,7 +411,7 @@ class Bleu:
 
 def record_run_files(model_dir: Path, config, tokenizer_path: Path, tokenizers) -> None:
   """Writes config.json, tokenizer_path.txt and the vocabularies' hash, each atomically."""
-  from transformer import checkpointing  # pylint: disable=g-import-not-at-top
+  from transformer.training import checkpointing  # pylint: disable=g-import-not-at-top
   from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
   for name, text in (("config.json", config.to_json_best_effort(indent=2)),
                      ("tokenizer_path.txt", str(tokenizer_path)),

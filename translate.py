@@ -26,7 +26,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from transformer import console
+from transformer.training import runtime
 
 _EXPORT_DIR = flags.DEFINE_string(
     "export_dir", None,
@@ -148,7 +148,7 @@ def main(argv):
   check_export_dir(_EXPORT_DIR.value)
   if not _VERBOSE.value:
     logging.set_verbosity(logging.ERROR)
-  tf = console.import_tensorflow(_VERBOSE.value)
+  tf = runtime.import_tensorflow(_VERBOSE.value)
   translator = load_translator(tf, _EXPORT_DIR.value)
   translate = (translator.translate if _METHOD.value == "beam"
                else translator.translate_greedy)

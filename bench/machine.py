@@ -12,11 +12,11 @@ import resource
 import subprocess
 import time
 
-from transformer import console
+from transformer.training import runtime
 
 # Benchmarks measure TensorFlow as train.py runs it. Set on import because most
 # benchmarks import TensorFlow (through transformer/) right after this module.
-console.use_bfc_allocator()
+runtime.use_bfc_allocator()
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
@@ -96,11 +96,11 @@ def peak_rss_bytes():
 
 
 def set_threads(threads):
-  """:func:`transformer.console.set_cpu_threads` for a benchmark's ``--threads``
+  """:func:`transformer.training.runtime.set_cpu_threads` for a benchmark's ``--threads``
   (0: one thread per usable core, unless ``TF_NUM_*`` say otherwise)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from transformer import console  # pylint: disable=g-import-not-at-top
-  console.set_cpu_threads(tf, threads)
+  from transformer.training import runtime  # pylint: disable=g-import-not-at-top
+  runtime.set_cpu_threads(tf, threads)
 
 
 def summary_line(activity):

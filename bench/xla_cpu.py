@@ -69,8 +69,8 @@ def main(argv):
   del argv
   if not _OUTPUT.value:
     sys.exit("--output is required")
-  from transformer import console  # pylint: disable=g-import-not-at-top
-  tf = console.import_tensorflow(verbose=False)
+  from transformer.training import runtime  # pylint: disable=g-import-not-at-top
+  tf = runtime.import_tensorflow(verbose=False)
   machine.set_threads(_THREADS.value)
   from configs import cpu_2h  # pylint: disable=g-import-not-at-top
   from transformer import data, pipeline  # pylint: disable=g-import-not-at-top

@@ -20,7 +20,7 @@ from transformer.config import default_config
 
 def get_config(sizing: str = "epochs"):
   """``--config=configs/cpu_2h.py`` trains 12 epochs; ``configs/cpu_2h.py:clock``
-  as many as fit in 115 minutes of training instead (transformer/budget.py),
+  as many as fit in 115 minutes of training instead (transformer/training/budget.py),
   with a peak learning rate of 2e-3."""
   if sizing not in ("epochs", "clock"):
     raise ValueError(f"configs/cpu_2h.py:{sizing}: choose 'epochs' or 'clock'")

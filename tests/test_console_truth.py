@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from transformer import progress
+from transformer.training import progress
 
 ROOT = Path(__file__).resolve().parents[1]
 ESCAPE = "\x1b"

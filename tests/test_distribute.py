@@ -16,7 +16,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from transformer import distribute
+from transformer.training import distribute
 
 REPO_DIR = Path(__file__).resolve().parents[1]
 
@@ -227,7 +227,7 @@ def test_time_budget_plans_alike_under_two_replicas(tmp_path):
   # 10 s, so 1 minute with a third cooling down is 6 epochs, as on one device
   # (tests/test_budget.py).
   body = """
-  from transformer import distribute
+  from transformer.training import distribute
   run_epoch = training.Trainer._run_epoch
   def timed(self, *args, **kwargs):
     record = run_epoch(self, *args, **kwargs)
@@ -270,7 +270,7 @@ def test_multi_worker_mirrored_matches_one_device(tmp_path):
   model_dir = tmp_path / "model"
   script = _COMMON + f"""
 import os
-from transformer import distribute
+from transformer.training import distribute
 strategy = distribute.get_strategy("multi_worker")
 assert strategy.num_replicas_in_sync == 2, strategy.num_replicas_in_sync
 c = config()

@@ -200,7 +200,7 @@ def test_2_a_truncated_newest_checkpoint_falls_back_to_the_one_before(tmp_path, 
 
   # Nothing intact is left: refused, never started over.
   _truncate(tmp_path, 5)
-  from transformer import checkpointing  # pylint: disable=g-import-not-at-top
+  from transformer.training import checkpointing  # pylint: disable=g-import-not-at-top
   with pytest.raises(checkpointing.CheckpointError,
                      match=r"no intact checkpoint left in .*ckpt-5 \("):
     small_checkpoints(tmp_path)[0].restore()

@@ -116,7 +116,7 @@ def default_config() -> ml_collections.ConfigDict:
   config.training.cooldown_end_step = 0
   # Not in the paper: if > 0, the run trains as many whole epochs (at most
   # `epochs`) as fit in this many minutes of training, and the rate falls to
-  # zero over the last cooldown_fraction of them (transformer/budget.py); the
+  # zero over the last cooldown_fraction of them (transformer/training/budget.py); the
   # cooldown is then planned during the run, so cooldown_steps stays 0.
   config.training.time_budget_minutes = 0.0
   config.training.cooldown_fraction = 0.0
@@ -133,7 +133,7 @@ def default_config() -> ml_collections.ConfigDict:
   config.training.keep_checkpoints = 5
   config.training.seed = 0
   # Compute each batch as this many sub-batches of similar length, each cut to
-  # its longest sentence (transformer/steps.py): the same gradient on fewer
+  # its longest sentence (transformer/training/step.py): the same gradient on fewer
   # padded positions. Pays with random batches; 1 computes batches as they are.
   config.training.length_groups = 1
 

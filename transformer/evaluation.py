@@ -34,9 +34,10 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from transformer import bleu as bleu_lib
 from transformer import config as config_lib
-from transformer.checkpointing import CHECKPOINT_SUBDIR, CheckpointError, describe_error
-from transformer.checkpointing import drop_unreadable_newest
-from transformer.errors import TrainingError
+from transformer.training.checkpointing import CHECKPOINT_SUBDIR, CheckpointError
+from transformer.training.errors import describe_error
+from transformer.training.checkpointing import drop_unreadable_newest
+from transformer.training.errors import TrainingError
 
 PathLike = Union[str, os.PathLike]
 Pair = Tuple[str, str]

@@ -1,20 +1,10 @@
-"""The training loop (tutorial: "Train the model"; paper §5), separate from the model.
+"""The training loop, :class:`Trainer` (tutorial: "Train the model"; paper §5).
 
-The tutorial calls ``transformer.fit(train_batches, epochs=20, ...)``. This module
-writes the loop out, in the style of the TF Model Garden, whose Orbit library
-also keeps the loop apart from what it calls. :class:`Trainer` builds the model
-and optimizer under a ``tf.distribute`` strategy and runs the loop; each other
-concern is a small collaborator in a module of its own:
-
-* :mod:`transformer.steps`: the arithmetic of one step;
-* :mod:`transformer.checkpointing`: checkpoints, resumption, and refusing
-  corrupt or mismatched checkpoints (:class:`CheckpointError`);
-* :mod:`transformer.stop_signals`: stopping cleanly on SIGTERM/SIGINT, and
-  ``train.py``'s exit status then;
-* :mod:`transformer.summaries`: TensorBoard scalars and ``metrics.jsonl``
-  (:data:`METRICS_FILE`);
-* :mod:`transformer.progress`: the progress bar and the per-epoch summary line
-  (:func:`epoch_summary`).
+:class:`Trainer` builds the model and optimizer under a ``tf.distribute``
+strategy and trains them. The tutorial calls ``transformer.fit(train_batches,
+epochs=20, ...)``; here the loop is written out, in the style of the TF Model
+Garden's Orbit, and each other concern is a collaborator in this package (see
+:mod:`transformer.training`).
 
 The loop:
 
@@ -49,14 +39,14 @@ every replica and the loss scale halved, as on one device (see
 XLA compiles once per input shape, so it needs batches of few shapes:
 ``pipeline.batch_tokenized(static_shapes=True)``, which ``train.py`` uses with
 ``--jit_compile`` (batches padded to their length bucket's longest sentence),
-and not ``config.training.length_groups`` (see :mod:`transformer.steps`), whose
+and not ``config.training.length_groups`` (see :mod:`transformer.training.step`), whose
 sub-batch lengths vary.
 
 Outputs under ``model_dir`` (written by the chief only under multi-worker):
-``checkpoints/`` (:mod:`transformer.checkpointing`), TensorBoard scalars in
+``checkpoints/`` (:mod:`transformer.training.checkpointing`), TensorBoard scalars in
 ``logs/train`` (every ``log_every_steps``) and ``logs/validation`` (every
 epoch), and one JSON line per epoch in ``metrics.jsonl``
-(:mod:`transformer.summaries`).
+(:mod:`transformer.training.summaries`).
 """
 
 import dataclasses
@@ -71,20 +61,17 @@ from absl import logging
 import keras
 import tensorflow as tf
 
-from transformer import budget as budget_lib
-from transformer import checkpointing
-from transformer import distribute
 from transformer import losses
 from transformer import optimization
-from transformer import progress as progress_lib
-from transformer import steps
-from transformer import stop_signals
-from transformer import summaries
-from transformer.checkpointing import CheckpointError  # pylint: disable=unused-import  (the public name)
-from transformer.errors import TrainingError
 from transformer.model import Transformer
-from transformer.progress import epoch_summary  # pylint: disable=unused-import  (the public name)
-from transformer.summaries import METRICS_FILE  # pylint: disable=unused-import  (the public name)
+from transformer.training import budget as budget_lib
+from transformer.training import checkpointing
+from transformer.training import distribute
+from transformer.training import progress as progress_lib
+from transformer.training import step as step_lib
+from transformer.training import stop_signals
+from transformer.training import summaries
+from transformer.training.errors import TrainingError
 
 
 class NonFiniteLossError(TrainingError):
@@ -261,7 +248,7 @@ class Trainer:
     return self._checkpoints.latest()
 
   def restore(self) -> int:
-    """Restores the latest checkpoint; see :meth:`transformer.checkpointing.Checkpoints.restore`."""
+    """Restores the latest checkpoint; see :meth:`transformer.training.checkpointing.Checkpoints.restore`."""
     return self._checkpoints.restore()
 
   def save_checkpoint(self) -> Optional[str]:
@@ -273,7 +260,7 @@ class Trainer:
   def _compute_gradients(self, inputs, labels, global_count):
     scale_loss = (self.optimizer.scale_loss
                   if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer) else None)
-    return steps.gradients(self.model, inputs, labels, global_count,
+    return step_lib.gradients(self.model, inputs, labels, global_count,
                            label_smoothing=self.label_smoothing, scale_loss=scale_loss,
                            groups=self.length_groups)
 
@@ -362,7 +349,7 @@ class Trainer:
     """Trains until ``config.training.train_steps`` steps (if > 0) or
     ``config.training.epochs`` epochs, counting those already done, or with
     ``config.training.time_budget_minutes`` the epochs that fit in it
-    (:mod:`transformer.budget`).
+    (:mod:`transformer.training.budget`).
 
     Call :meth:`restore` first to resume.
 
