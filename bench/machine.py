@@ -12,6 +12,7 @@ import resource
 import subprocess
 import time
 
+from transformer import config
 from transformer.training import runtime
 
 # Benchmarks measure TensorFlow as train.py runs it. Set on import because most
@@ -19,7 +20,7 @@ from transformer.training import runtime
 runtime.use_bfc_allocator()
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+SHARED_DATA = config.SHARED_DATA_DIR
 
 
 def description():

@@ -13,10 +13,11 @@ import tensorflow as tf
 
 from configs import tiny
 from transformer import export
+from transformer.config import SHARED_DATA_DIR
 from transformer.model import Transformer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-TOKENIZER_PATH = REPO_ROOT.parent / "shared" / "data" / "tutorial_tokenizer"
+TOKENIZER_PATH = SHARED_DATA_DIR / "tutorial_tokenizer"
 MAX_POSITION = 64
 LONG_SENTENCE = " ".join(["palavra"] * 10_000)
 BAD_INPUTS = ["", "   \t ", "✈✈ 漢字 ☃", LONG_SENTENCE, "e quando melhoramos a procura ."]

@@ -12,6 +12,7 @@ between them says so.
 
 import difflib
 import json
+from pathlib import Path
 from typing import Optional
 
 import ml_collections
@@ -21,6 +22,11 @@ POSITIONAL_ENCODINGS = ("sinusoid", "learned")
 HEAD_WIDTHS = ("split", "full")
 OUTPUT_WEIGHTS = ("tied", "shared", "untied")
 EMBEDDING_INITIALIZERS = ("uniform", "normal")
+# Where the commands look for the data by default: beside this repository
+# (README, Quick start; the TED HRLR files and the tutorial's tokenizer).
+SHARED_DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
+# The TED HRLR folder's file suffix of each TFDS split name (pt.dev, en.dev...).
+SPLIT_FILE_SUFFIX = {"train": "train", "validation": "dev", "test": "test"}
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -290,17 +296,3 @@ def unknown_field(name: str) -> Optional[str]:
   hint = (f"did you mean {' or '.join(closest)}?" if closest
           else "the fields are listed in transformer/config.py")
   return f"--config.{name}: no such configuration field; {hint}"
-
-
-def read_run_config(config_file) -> dict:
-  """A run folder's ``config.json`` as a dict; :class:`ConfigError` naming the
-  file if it is unreadable, empty, cut short or not a JSON object."""
-  try:
-    with open(config_file, encoding="utf-8") as f:
-      stored = json.load(f)
-  except (ValueError, OSError) as e:  # ValueError: not JSON, not UTF-8
-    first_line = (str(e).strip().splitlines() or [""])[0]
-    raise ConfigError(f"{config_file} is unreadable ({type(e).__name__}: {first_line})") from e
-  if not isinstance(stored, dict):
-    raise ConfigError(f"{config_file} holds a JSON {type(stored).__name__}, not a configuration")
-  return stored
