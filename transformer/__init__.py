@@ -17,7 +17,8 @@ Train the model             ``training/`` (the loop and its machinery)
 Run inference               ``decoding``
 Attention plots             ``plotting``
 Export the model            ``export``
-(BLEU, checkpoint averaging) ``evaluation``, ``bleu``
+(BLEU, checkpoint averaging) ``evaluation``, ``bleu``, ``averaging``,
+                            ``run_folder`` (a train.py output folder)
 ==========================  ============================================
 
 Configuration lives in ``config`` (defaults and validation) and ``configs/``.

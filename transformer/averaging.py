@@ -1,4 +1,4 @@
-"""Checkpoint averaging, and restoring a model only from a checkpoint that fits it (paper §6.1).
+"""Checkpoint averaging (paper §6.1), and restoring a model only from a checkpoint that fits it.
 
 §6.1: "For the base models, we used a single model obtained by averaging the
 last 5 checkpoints, which were written at 10-minute intervals."
