@@ -12,6 +12,8 @@ import resource
 import subprocess
 import time
 
+from absl import flags
+
 from transformer import config
 from transformer.training import runtime
 
@@ -96,11 +98,21 @@ def peak_rss_bytes():
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def define_input_flags():
+  """Defines ``--data_dir``, ``--tokenizer`` and ``--threads``, as the speed
+  benchmarks take them, and returns their holders in that order."""
+  return (
+      flags.DEFINE_string("data_dir", str(SHARED_DATA / "ted_hrlr_pt_to_en"),
+                          "Folder with the TED HRLR pt/en files (pt.train en.train pt.dev ...)."),
+      flags.DEFINE_string("tokenizer", str(SHARED_DATA / "tutorial_tokenizer"),
+                          "Tokenizer SavedModel (the tutorial's converter)."),
+      flags.DEFINE_integer("threads", 0, "TensorFlow threads; 0: one per usable core."))
+
+
 def set_threads(threads):
   """:func:`transformer.training.runtime.set_cpu_threads` for a benchmark's ``--threads``
   (0: one thread per usable core, unless ``TF_NUM_*`` say otherwise)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from transformer.training import runtime  # pylint: disable=g-import-not-at-top
   runtime.set_cpu_threads(tf, threads)
 
 

@@ -59,11 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bench import tutorial_baseline  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-_DATA_DIR = flags.DEFINE_string("data_dir", str(machine.SHARED_DATA / "ted_hrlr_pt_to_en"),
-                                "Folder with pt.train en.train pt.dev ...")
-_TOKENIZER = flags.DEFINE_string("tokenizer", str(machine.SHARED_DATA / "tutorial_tokenizer"),
-                                 "Tokenizer SavedModel (the tutorial's converter).")
-_THREADS = flags.DEFINE_integer("threads", 0, "TensorFlow threads; 0: one per usable core.")
+_DATA_DIR, _TOKENIZER, _THREADS = machine.define_input_flags()
 _TRAIN_PAIRS = flags.DEFINE_integer("train_pairs", 20000,
                                     "Training pairs (TFDS order) the batches are drawn from.")
 # Six steps keep the whole benchmark, memory children included, under the
