@@ -139,7 +139,7 @@ print("bfc" if peak > 0 else "malloc")
 # then modules of transformer/ that import TensorFlow (bench/sweep.py's order).
 STARTS = {
     "script": "from transformer.training import runtime\ntf = runtime.import_tensorflow(verbose=False)",
-    "benchmark": "from bench import machine\nfrom transformer import training\nimport tensorflow as tf",
+    "benchmark": "from bench import machine\nfrom transformer.training import Trainer\nimport tensorflow as tf",
 }
 
 

@@ -73,7 +73,8 @@ def average_checkpoints(model, paths: Sequence[str]) -> None:
 
 def count_model_variables(path: str) -> int:
   """How many variables the checkpoint holds in the object graph below its
-  root's ``model`` child.
+  root's ``model`` child: :func:`restore_model` refuses a checkpoint with more
+  than the model has (another model), which a restore alone would not notice.
 
   Counted in the checkpoint's object graph, not by name: a checkpoint names
   each variable once, by its shortest path from the root, and in the Trainer's
