@@ -39,10 +39,17 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1",
 #   full_disk_after_step: after step FAULT_STEP, files may not grow past 256 KiB
 #     (RLIMIT_FSIZE, which any user may lower): a checkpoint write then fails
 #     with EFBIG, as it would with ENOSPC.
+#   full_disk_in_export: as full_disk_after_step (4 KiB), as the export starts;
+#   memory_limit_at_model: the address space may grow by 2 GiB only (RLIMIT_AS)
+#     from the moment the Trainer builds the model: TensorFlow's allocation then
+#     fails as it does when memory runs out (a kernel OOM kill is SIGKILL, which
+#     the kill tests cover);
+#   sigint_after_lock: SIGINT (Ctrl-C) to itself once the run folder is locked,
+#     during start-up.
 _DRIVER = """
 import os, resource, runpy, signal, sys, time
 from tensorflow.python.ops import gen_io_ops
-from transformer import export, training
+from transformer import checkpointing, export, training
 
 fault, fault_step = os.environ["FAULT"], int(os.environ.get("FAULT_STEP", "0"))
 model_dir = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--model_dir="))
@@ -54,12 +61,34 @@ def merge_or_die(*args, **kwargs):
   return merge(*args, **kwargs)
 gen_io_ops.merge_v2_checkpoints = merge_or_die
 
+def limit_file_size(size):
+  signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+  resource.setrlimit(resource.RLIMIT_FSIZE, (size, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
 save_keras_model = export.save_keras_model
 def signalled_save(*args, **kwargs):
   if fault == "sigterm_in_export":
     os.kill(os.getpid(), signal.SIGTERM)
+  if fault == "full_disk_in_export":
+    limit_file_size(4 * 1024)
   return save_keras_model(*args, **kwargs)
 export.save_keras_model = signalled_save
+
+trainer_init = training.Trainer.__init__
+def limited_init(self, *args, **kwargs):
+  if fault == "memory_limit_at_model":
+    status = open("/proc/self/status").read()
+    size = int(status.split("VmSize:")[1].split()[0]) * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (size + (2 << 30), resource.RLIM_INFINITY))
+  trainer_init(self, *args, **kwargs)
+training.Trainer.__init__ = limited_init
+
+acquire = checkpointing.RunLock.acquire
+def acquire_then_interrupt(self):
+  acquire(self)
+  if fault == "sigint_after_lock":
+    os.kill(os.getpid(), signal.SIGINT)
+checkpointing.RunLock.acquire = acquire_then_interrupt
 
 def after_step(step, loss):
   if step != fault_step:
@@ -69,9 +98,7 @@ def after_step(step, loss):
     while not os.path.exists(model_dir + ".release"):
       time.sleep(0.1)
   if fault == "full_disk_after_step":
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE,
-                       (256 * 1024, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    limit_file_size(256 * 1024)
 
 fit = training.Trainer.fit
 training.Trainer.fit = lambda self, *a, **k: fit(self, *a, step_callback=after_step, **k)
@@ -405,6 +432,62 @@ def test_9_a_full_disk_at_a_checkpoint_names_it_and_the_last_good_one(
       rf"large.*The last good checkpoint is {checkpoints / 'ckpt-6'}; free space and rerun",
       lines[0]), output[-3000:]
   assert not list(checkpoints.glob("*_temp"))
+
+
+def test_9_a_full_disk_at_the_export_keeps_the_old_one_and_the_rerun_exports(
+    tmp_path, finished_run, small_data, tutorial_tokenizer_path):
+  model_dir = _copy(finished_run, tmp_path)
+  export = model_dir / "export"
+  before = {p.relative_to(export): p.read_bytes() for p in export.rglob("*") if p.is_file()}
+  args = [a for a in _args(model_dir, small_data, tutorial_tokenizer_path, 8)
+          if a != "--noexport"]
+  code, output = _run(args, "full_disk_in_export")
+  assert code == 1, output[-3000:]
+  lines = _error_lines(output)
+  assert len(lines) == 1 and re.match(
+      rf"train.py: error: cannot write the export to {model_dir / 'export.new'}: .*File too "
+      rf"large.*; {export} is left as it was, and the trained model is in "
+      rf"{model_dir / 'checkpoints' / 'ckpt-8'}\. Free space and rerun", lines[0]), output[-3000:]
+  assert {p.relative_to(export): p.read_bytes()
+          for p in export.rglob("*") if p.is_file()} == before
+  assert _checkpoint_steps(model_dir)[-1] == 8
+
+  code, output = _run(args)
+  assert code == 0, output[-3000:]
+  assert json.loads((export / "export_info.json").read_text()) == {"step": 8}
+  assert sorted(p.name for p in model_dir.glob("export*")) == ["export"]
+
+
+def test_9_running_out_of_memory_while_building_the_model_is_one_line(
+    tmp_path, small_data, tutorial_tokenizer_path):
+  model_dir = tmp_path / "run"
+  # A 7,765 × 262,144 embedding: 8 GB, beyond the 2 GiB the fault leaves.
+  code, output = _run(_args(model_dir, small_data, tutorial_tokenizer_path, 6,
+                            "--config.model.d_model=262144", "--config.model.num_heads=1"),
+                      "memory_limit_at_model")
+  assert code == 1, output[-3000:]
+  lines = _error_lines(output)
+  assert len(lines) == 1 and re.match(
+      r"train.py: error: out of memory while building the model \((ResourceExhaustedError: "
+      r".*OOM when allocating|MemoryError: Unable to allocate).*\); try a smaller "
+      r"configuration", lines[0]), output[-3000:]
+  # Nothing recorded for a model that never existed: the folder takes another run.
+  assert sorted(p.name for p in model_dir.iterdir()) == ["train.lock"]
+
+
+def test_9_ctrl_c_during_start_up_is_one_line_and_the_rerun_starts(
+    tmp_path, small_data, tutorial_tokenizer_path):
+  model_dir = tmp_path / "run"
+  args = _args(model_dir, small_data, tutorial_tokenizer_path, 6)
+  code, output = _run(args, "sigint_after_lock")
+  assert code == 128 + signal.SIGINT, output[-3000:]
+  assert _error_lines(output) == [
+      "train.py: error: interrupted by Ctrl-C; rerun the same command to resume from the "
+      "last checkpoint"], output[-3000:]
+  assert not (model_dir / "config.json").exists()
+  code, output = _run(args)  # the lock of the interrupted process is stale
+  assert code == 0, output[-3000:]
+  assert _checkpoint_steps(model_dir)[-1] == 6
 
 
 @pytest.mark.parametrize("config_file,override,message", [
