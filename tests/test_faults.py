@@ -49,7 +49,8 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1",
 _DRIVER = """
 import os, resource, runpy, signal, sys, time
 from tensorflow.python.ops import gen_io_ops
-from transformer import checkpointing, export, training
+from transformer import export, training
+from transformer.training import checkpointing
 
 fault, fault_step = os.environ["FAULT"], int(os.environ.get("FAULT_STEP", "0"))
 model_dir = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--model_dir="))
