@@ -34,23 +34,22 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from transformer import console
-from transformer import progress
+from transformer import config as config_lib
+from transformer import run_folder
+from transformer.training import progress
+from transformer.training import runtime
 
-DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent / "shared" / "data" / "ted_hrlr_pt_to_en"
-# File suffix of each split in the TED HRLR folder (as transformer.data reads it).
-SPLIT_FILE_SUFFIX = {"validation": "dev", "test": "test"}
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None,
                                  "train.py output folder (or give --translator).")
 _TRANSLATOR = flags.DEFINE_string(
     "translator", None, "An exported translator SavedModel to score instead of --model_dir.")
-_SPLIT = flags.DEFINE_enum("split", "validation", list(SPLIT_FILE_SUFFIX), "Split to score.")
+_SPLIT = flags.DEFINE_enum("split", "validation", ["validation", "test"], "Split to score.")
 _METHOD = flags.DEFINE_enum("method", "beam", ["beam", "greedy"],
                             "beam: config.decoding's beam search (§6.1); greedy: faster.")
 _AVERAGE_LAST = flags.DEFINE_integer(
     "average_last", 0, "Average the last N checkpoints (§6.1 uses 5); 0 uses the latest.")
-_DATA = flags.DEFINE_string("data", str(DEFAULT_DATA_DIR),
+_DATA = flags.DEFINE_string("data", str(config_lib.SHARED_DATA_DIR / "ted_hrlr_pt_to_en"),
                             "Folder with pt.dev en.dev pt.test en.test (as train.py's --data).")
 _DATA_DIR = flags.DEFINE_string("data_dir", None, "Deprecated: the old name of --data.")
 _MAX_SENTENCES = flags.DEFINE_integer(
@@ -73,7 +72,7 @@ def check_flags(data_dir: str) -> None:
   if _AVERAGE_LAST.value < 0 or _BATCH_SIZE.value < 1 or _MAX_SENTENCES.value < 0:
     raise UsageError("--average_last and --max_sentences must be >= 0 and --batch_size >= 1")
   data_dir = Path(data_dir)
-  suffix = SPLIT_FILE_SUFFIX[_SPLIT.value]
+  suffix = config_lib.SPLIT_FILE_SUFFIX[_SPLIT.value]
   missing = [f"{language}.{suffix}" for language in ("pt", "en")
              if not (data_dir / f"{language}.{suffix}").is_file()]
   if missing:
@@ -91,7 +90,8 @@ def check_flags(data_dir: str) -> None:
                        "<model_dir>/export/translator")
     return
   model_dir = Path(_MODEL_DIR.value)
-  missing = [name for name in ("config.json", "tokenizer_path.txt", "checkpoints/checkpoint")
+  missing = [name for name in (run_folder.CONFIG_FILE, run_folder.TOKENIZER_PATH_FILE,
+                               "checkpoints/checkpoint")
              if not (model_dir / name).is_file()]
   if missing:
     raise UsageError(f"--model_dir={model_dir}: not a train.py output folder (missing "
@@ -155,7 +155,7 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
   from transformer.export import Translator, export_translator  # pylint: disable=g-import-not-at-top
   pairs = load_pairs(data_dir, split, max_sentences)  # before the model: bad data fails at once
   start = time.monotonic()
-  config, tokenizers, model, checkpoints = evaluation.restore_model_dir(model_dir, average_last)
+  config, tokenizers, model, checkpoints = run_folder.restore_model_dir(model_dir, average_last)
   # Said after the fact: a checkpoint that cannot be read is one error line alone.
   restored = f"averaged the last {average_last} checkpoints" if average_last else (
       "restored the latest checkpoint")
@@ -184,12 +184,13 @@ def evaluate_translator(translator_dir, split: str, method: str, data_dir, outpu
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import  (tokenizer ops)
   from transformer import evaluation  # pylint: disable=g-import-not-at-top
+  from transformer.training.errors import describe_error  # pylint: disable=g-import-not-at-top
   pairs = load_pairs(data_dir, split, max_sentences)
   try:
     translator = tf.saved_model.load(str(translator_dir))
   except Exception as e:  # pylint: disable=broad-except  (OSError, DecodeError, OpError...)
     raise UsageError(f"cannot load the SavedModel {translator_dir}: "
-                     f"{evaluation.describe_error(e)}") from e
+                     f"{describe_error(e)}") from e
   if not all(hasattr(translator, name) for name in ("translate", "translate_greedy",
                                                     "tokenizers")):
     raise UsageError(f"{translator_dir} is a SavedModel but not an exported translator (it "
@@ -207,7 +208,7 @@ def main(argv):
   check_flags(data_dir)
   if not _VERBOSE.value:
     logging.set_verbosity(logging.ERROR)
-  console.import_tensorflow(_VERBOSE.value)
+  runtime.import_tensorflow(_VERBOSE.value)
   if _TRANSLATOR.value:
     result = evaluate_translator(_TRANSLATOR.value, _SPLIT.value, _METHOD.value,
                                  data_dir, _OUTPUT_DIR.value, _BATCH_SIZE.value,

@@ -41,18 +41,13 @@ from absl import logging
 from ml_collections import config_flags
 
 from transformer import config as config_lib
-from transformer import console
-from transformer import distribute
-from transformer import progress
+from transformer import run_folder
+from transformer.training import distribute
+from transformer.training import progress
+from transformer.training import runtime
+from transformer.training.errors import describe_error
 
 REPO_DIR = Path(__file__).resolve().parent
-DEFAULT_DATA = REPO_DIR.parent / "shared" / "data" / "ted_hrlr_pt_to_en"
-
-
-def describe(error: BaseException) -> str:
-  """``Type: first line of the message``."""
-  lines = str(error).strip().splitlines()
-  return f"{type(error).__name__}: {lines[0] if lines else ''}"
 
 
 def config_error(argv, error: Exception) -> str:
@@ -61,7 +56,7 @@ def config_error(argv, error: Exception) -> str:
   overrides = [arg.split("=", 1)[0][len("--config."):] for arg in argv
                if arg.startswith("--config.")]
   unknown = [message for message in map(config_lib.unknown_field, overrides) if message]
-  return unknown[0] if unknown else f"--config: cannot load the configuration ({describe(error)})"
+  return unknown[0] if unknown else f"--config: cannot load the configuration ({describe_error(error)})"
 
 
 try:  # The default file is loaded, and the overrides applied, right here.
@@ -75,7 +70,7 @@ try:  # The default file is loaded, and the overrides applied, right here.
 except Exception as e:  # pylint: disable=broad-except  (whatever the override raised)
   sys.exit(f"train.py: error: {config_error(sys.argv, e)}")
 _DATA = flags.DEFINE_string(
-    "data", str(DEFAULT_DATA),
+    "data", str(config_lib.SHARED_DATA_DIR / "ted_hrlr_pt_to_en"),
     "Where the data comes from: a folder with pt.train en.train pt.dev en.dev (the "
     "original TED HRLR files, read in TFDS order), or 'tfds' to use "
     "tensorflow_datasets (needs internet or a TFDS cache).")
@@ -183,7 +178,7 @@ def check_flags(config, model_dir: Path) -> None:
   if model_dir.exists() and not model_dir.is_dir():
     raise UsageError(f"--model_dir={model_dir} exists and is not a folder")
   # Resuming with a different model would fail at restore; say why up front.
-  config_file = model_dir / "config.json"
+  config_file = model_dir / run_folder.CONFIG_FILE
   checkpoint_dir = model_dir / "checkpoints"
   if config_file.is_file() and ((checkpoint_dir / "checkpoint").is_file()
                                 or any(checkpoint_dir.glob("ckpt-*.index"))):
@@ -193,7 +188,7 @@ def check_flags(config, model_dir: Path) -> None:
     if differences:
       raise UsageError(f"checkpoint in {model_dir} was trained with a different config: "
                        + "; ".join(differences) + "; use a new --model_dir")
-    stored_tokenizer = model_dir / "tokenizer_path.txt"
+    stored_tokenizer = model_dir / run_folder.TOKENIZER_PATH_FILE
     if _TOKENIZER.value != "build" and stored_tokenizer.is_file():
       old = stored_tokenizer.read_text(encoding="utf-8").strip()
       if old != str(Path(_TOKENIZER.value).resolve()):
@@ -204,8 +199,8 @@ def check_flags(config, model_dir: Path) -> None:
 def read_stored_config(config_file: Path) -> dict:
   """A run's ``config.json``; UsageError if it holds no configuration."""
   try:
-    return config_lib.read_run_config(config_file)
-  except config_lib.ConfigError as e:
+    return run_folder.read_run_config(config_file)
+  except run_folder.RunFolderError as e:
     raise UsageError(f"{e}; restore it, or delete it to resume with this command's "
                      "configuration") from e
 
@@ -249,7 +244,7 @@ def main(argv):
   check_flags(config, model_dir)
 
   # TensorFlow is imported only now, so that flag errors come back at once.
-  tf = console.import_tensorflow(_VERBOSE.value)
+  tf = runtime.import_tensorflow(_VERBOSE.value)
   from transformer import data  # pylint: disable=g-import-not-at-top
   from transformer import training  # pylint: disable=g-import-not-at-top
   try:
@@ -259,15 +254,16 @@ def main(argv):
     # loss, a full disk, a folder in use by another run.
     raise RunError(str(e)) from e
   except (tf.errors.OpError, MemoryError) as e:  # e.g. out of memory
-    raise RunError(describe(e)) from e
+    raise RunError(describe_error(e)) from e
 
 
 def train(config, model_dir: Path, tf):
   """Everything after the flag checks: data, tokenizers, training, export, BLEU."""
-  from transformer import checkpointing  # pylint: disable=g-import-not-at-top
+  from transformer.training import checkpointing  # pylint: disable=g-import-not-at-top
   from transformer import data  # pylint: disable=g-import-not-at-top
   from transformer import pipeline  # pylint: disable=g-import-not-at-top
-  from transformer import stop_signals  # pylint: disable=g-import-not-at-top
+  from transformer.training import stop_signals  # pylint: disable=g-import-not-at-top
+  from transformer.training import summaries as summaries_lib  # pylint: disable=g-import-not-at-top
   from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
   from transformer import training  # pylint: disable=g-import-not-at-top
 
@@ -312,13 +308,12 @@ def train(config, model_dir: Path, tf):
         model_dir=model_dir, strategy=strategy, mixed_precision=_MIXED_PRECISION.value,
         jit_compile=_JIT_COMPILE.value, log_every_steps=_LOG_EVERY_STEPS.value)
   except (tf.errors.ResourceExhaustedError, MemoryError) as e:
-    raise RunError(f"out of memory while building the model ({describe(e)}); try a smaller "
+    raise RunError(f"out of memory while building the model ({describe_error(e)}); try a smaller "
                    "configuration (config.model) or free memory") from e
   trainer.restore()
   if chief:  # only now: a refused run leaves the folder's files as they were
     record_run_files(model_dir, config, tokenizer_path, tokenizers)
 
-  train_dataset = data.pairs_to_dataset(train_pairs)
   # XLA compiles a step per batch shape: under --jit_compile and on TPUs the
   # batches are padded to their bucket's length, and TPUs, which need static
   # shapes, also drop each bucket's last partial batch.
@@ -326,28 +321,21 @@ def train(config, model_dir: Path, tf):
   static_shapes = drop_remainder or _JIT_COMPILE.value
 
   # Tokenized once; each epoch's pipeline reads the same in-memory cache.
-  tokenized_train = pipeline.tokenize_pairs(train_dataset, tokenizers,
+  tokenized_train = pipeline.tokenize_pairs(data.pairs_to_dataset(train_pairs), tokenizers,
                                             config.data.max_tokens).cache()
 
   def make_train_dataset(epoch):
-    # Seeded by the epoch: a resumed epoch sees the same batches in the same order.
-    return pipeline.batch_tokenized(
-        tokenized_train, max_tokens=config.data.max_tokens,
-        batch_size=config.data.batch_size, tokens_per_batch=config.data.tokens_per_batch,
-        bucketing=config.data.bucketing, shuffle=True,
-        shuffle_buffer=config.data.shuffle_buffer,
-        seed=config.training.seed * 100003 + epoch, drop_remainder=drop_remainder,
-        static_shapes=static_shapes)
+    return pipeline.training_batches(tokenized_train, config, epoch,
+                                     drop_remainder=drop_remainder, static_shapes=static_shapes)
 
-  validation_dataset = pipeline.make_batches(
-      data.pairs_to_dataset(_take(validation_pairs, _VALIDATION_EXAMPLES.value)), tokenizers,
-      max_tokens=config.data.max_tokens, batch_size=config.data.batch_size,
-      tokens_per_batch=config.data.tokens_per_batch, bucketing=config.data.bucketing,
-      shuffle=False, drop_remainder=drop_remainder, static_shapes=static_shapes)
+  validation_dataset = pipeline.evaluation_batches(
+      _take(validation_pairs, _VALIDATION_EXAMPLES.value), tokenizers, config.data,
+      drop_remainder=drop_remainder, static_shapes=static_shapes)
 
   bleu_pairs = {-1: validation_pairs, 0: []}.get(
       _BLEU_EXAMPLES.value, validation_pairs[:_BLEU_EXAMPLES.value])
-  bleu = Bleu(trainer.model, tokenizers, config, model_dir, bleu_pairs, chief)
+  summaries = summaries_lib.Summaries(model_dir, is_chief=chief)
+  bleu = Bleu(trainer.model, tokenizers, config, model_dir, bleu_pairs, chief, summaries)
 
   def epoch_end(epoch, record):
     every = _EVAL_BLEU_EVERY_EPOCHS.value
@@ -374,20 +362,18 @@ def train(config, model_dir: Path, tf):
       stopped_during_export(stop.received, result.step, model_dir)
   if bleu.available:
     final["bleu"] = bleu("validation", result.step, translator)
-  if chief and len(final) > 2:
-    with open(model_dir / training.METRICS_FILE, "a", encoding="utf-8") as f:
-      f.write(json.dumps(final, sort_keys=True) + "\n")
+  if len(final) > 2:
+    summaries.append_metrics(final)
 
 
 class Bleu:
   """Validation BLEU through the translator, when there are pairs to score."""
 
-  def __init__(self, model, tokenizers, config, model_dir, pairs, chief):
-    from transformer import summaries  # pylint: disable=g-import-not-at-top
+  def __init__(self, model, tokenizers, config, model_dir, pairs, chief, summaries):
     self.model, self.tokenizers, self.config = model, tokenizers, config
     self.model_dir, self.pairs = model_dir, pairs
     self.available = bool(pairs) and chief
-    self.summaries = summaries.Summaries(model_dir, is_chief=chief)
+    self.summaries = summaries
 
   def __call__(self, split_name, step, translator=None):
     """BLEU of `translator` (default: an in-memory one over the current model) on
@@ -411,10 +397,10 @@ class Bleu:
 
 def record_run_files(model_dir: Path, config, tokenizer_path: Path, tokenizers) -> None:
   """Writes config.json, tokenizer_path.txt and the vocabularies' hash, each atomically."""
-  from transformer import checkpointing  # pylint: disable=g-import-not-at-top
+  from transformer.training import checkpointing  # pylint: disable=g-import-not-at-top
   from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
-  for name, text in (("config.json", config.to_json_best_effort(indent=2)),
-                     ("tokenizer_path.txt", str(tokenizer_path)),
+  for name, text in ((run_folder.CONFIG_FILE, config.to_json_best_effort(indent=2)),
+                     (run_folder.TOKENIZER_PATH_FILE, str(tokenizer_path)),
                      (tokenizers_lib.VOCABULARY_HASH_FILE,
                       tokenizers_lib.vocabulary_hash(tokenizers))):
     checkpointing.write_text_atomically(model_dir / name, text + "\n")
@@ -444,7 +430,7 @@ def export(trainer, tokenizers, config, model_dir):
                                                 staging / "translator", config.decoding)
       export_lib.finish_swap(staging, export_dir, trainer.step)
   except (OSError, tf.errors.OpError) as e:
-    raise RunError(f"cannot write the export to {staging}: {describe(e)}; "
+    raise RunError(f"cannot write the export to {staging}: {describe_error(e)}; "
                    f"{export_dir} is left as it was, and the trained model is in "
                    f"{trainer.latest_checkpoint()}. Free space and rerun the same command "
                    "to export") from e

@@ -26,7 +26,8 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from transformer import console
+from transformer.training import runtime
+from transformer.training.errors import describe_error
 
 _EXPORT_DIR = flags.DEFINE_string(
     "export_dir", None,
@@ -55,7 +56,7 @@ class InputError(ValueError):
   """A bad --export_dir or input (exit status 1)."""
 
 
-def decode(raw: bytes, where: str, invalid_utf8: str) -> str:
+def decode_utf8(raw: bytes, where: str, invalid_utf8: str) -> str:
   """One sentence from the bytes of one input line; ``where`` names the line."""
   try:
     return raw.decode("utf-8")
@@ -70,7 +71,7 @@ def read_sentences(lines, name: str, invalid_utf8: str):
   """Yields the sentences of a binary line stream (a file or stdin) lazily, so
   that a bad line is found only after the lines before it were translated."""
   for number, raw in enumerate(lines, start=1):
-    yield decode(raw.rstrip(b"\n").rstrip(b"\r"), f"{name}: line {number}", invalid_utf8)
+    yield decode_utf8(raw.rstrip(b"\n").rstrip(b"\r"), f"{name}: line {number}", invalid_utf8)
 
 
 def open_sentences(args, input_file, invalid_utf8):
@@ -89,7 +90,7 @@ def open_sentences(args, input_file, invalid_utf8):
       raise InputError(f"--input_file={input_file}: {e.strerror}") from e
     return read_sentences(f, input_file, invalid_utf8)
   # The shell's bytes, which Python decoded with surrogateescape.
-  return (decode(arg.encode("utf-8", "surrogateescape"), f"argument {number}", invalid_utf8)
+  return (decode_utf8(arg.encode("utf-8", "surrogateescape"), f"argument {number}", invalid_utf8)
           for number, arg in enumerate(args, start=1))
 
 
@@ -109,9 +110,8 @@ def load_translator(tf, export_dir: str):
   try:
     translator = tf.saved_model.load(export_dir)
   except Exception as e:  # pylint: disable=broad-except  (OSError, DecodeError, OpError...)
-    first_line = (str(e).strip().splitlines() or [""])[0]
     raise InputError(f"--export_dir={export_dir}: cannot load the SavedModel "
-                     f"({type(e).__name__}: {first_line})") from e
+                     f"({describe_error(e)})") from e
   missing = [name for name in ("translate", "translate_greedy")
              if not hasattr(translator, name)]
   if missing:
@@ -120,7 +120,7 @@ def load_translator(tf, export_dir: str):
   return translator
 
 
-def translate_all(tf, translate, sentences, batch_size: int):
+def translate_and_print(tf, translate, sentences, batch_size: int):
   """Translates and prints ``sentences`` batch by batch. When the input turns
   out bad, the sentences read before it are still translated and printed."""
   def emit(batch):
@@ -148,11 +148,11 @@ def main(argv):
   check_export_dir(_EXPORT_DIR.value)
   if not _VERBOSE.value:
     logging.set_verbosity(logging.ERROR)
-  tf = console.import_tensorflow(_VERBOSE.value)
+  tf = runtime.import_tensorflow(_VERBOSE.value)
   translator = load_translator(tf, _EXPORT_DIR.value)
   translate = (translator.translate if _METHOD.value == "beam"
                else translator.translate_greedy)
-  translate_all(tf, translate, sentences, _BATCH_SIZE.value)
+  translate_and_print(tf, translate, sentences, _BATCH_SIZE.value)
 
 
 def run(argv):

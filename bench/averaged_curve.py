@@ -64,9 +64,12 @@ def epoch_records(model_dir: Path) -> list:
 def averaged_curve(model_dir: Path, pairs, average: int, only_epochs=()):
   """Yields one record per epoch with a full window of ``average`` checkpoints
   (per epoch in ``only_epochs``, when given)."""
+  from transformer import averaging  # pylint: disable=g-import-not-at-top
   from transformer import evaluation  # pylint: disable=g-import-not-at-top
-  config, tokenizers, model, _ = evaluation.restore_model_dir(model_dir)
-  by_step = checkpoint_steps(model_dir / evaluation.CHECKPOINT_SUBDIR)
+  from transformer import run_folder  # pylint: disable=g-import-not-at-top
+  from transformer.training.checkpointing import CHECKPOINT_SUBDIR  # pylint: disable=g-import-not-at-top
+  config, tokenizers, model, _ = run_folder.restore_model_dir(model_dir)
+  by_step = checkpoint_steps(model_dir / CHECKPOINT_SUBDIR)
   steps = list(by_step)
   minutes = 0.0
   for epoch in epoch_records(model_dir):
@@ -77,7 +80,7 @@ def averaged_curve(model_dir: Path, pairs, average: int, only_epochs=()):
     if end < average:
       continue
     paths = [by_step[step] for step in steps[end - average:end]]
-    evaluation.average_checkpoints(model, paths)
+    averaging.average_checkpoints(model, paths)
     metrics = evaluation.teacher_forced_metrics(model, tokenizers, pairs, config)
     yield {"epoch": epoch["epoch"], "step": epoch["step"], "training_minutes": minutes,
            "checkpoints": [Path(path).name for path in paths],

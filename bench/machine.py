@@ -12,14 +12,17 @@ import resource
 import subprocess
 import time
 
-from transformer import console
+from absl import flags
+
+from transformer import config
+from transformer.training import runtime
 
 # Benchmarks measure TensorFlow as train.py runs it. Set on import because most
 # benchmarks import TensorFlow (through transformer/) right after this module.
-console.use_bfc_allocator()
+runtime.use_bfc_allocator()
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+SHARED_DATA = config.SHARED_DATA_DIR
 
 
 def description():
@@ -95,12 +98,22 @@ def peak_rss_bytes():
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def define_input_flags():
+  """Defines ``--data_dir``, ``--tokenizer`` and ``--threads``, as the speed
+  benchmarks take them, and returns their holders in that order."""
+  return (
+      flags.DEFINE_string("data_dir", str(SHARED_DATA / "ted_hrlr_pt_to_en"),
+                          "Folder with the TED HRLR pt/en files (pt.train en.train pt.dev ...)."),
+      flags.DEFINE_string("tokenizer", str(SHARED_DATA / "tutorial_tokenizer"),
+                          "Tokenizer SavedModel (the tutorial's converter)."),
+      flags.DEFINE_integer("threads", 0, "TensorFlow threads; 0: one per usable core."))
+
+
 def set_threads(threads):
-  """:func:`transformer.console.set_cpu_threads` for a benchmark's ``--threads``
+  """:func:`transformer.training.runtime.set_cpu_threads` for a benchmark's ``--threads``
   (0: one thread per usable core, unless ``TF_NUM_*`` say otherwise)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from transformer import console  # pylint: disable=g-import-not-at-top
-  console.set_cpu_threads(tf, threads)
+  runtime.set_cpu_threads(tf, threads)
 
 
 def summary_line(activity):

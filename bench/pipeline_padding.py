@@ -19,10 +19,10 @@ from absl import flags
 import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
 sys.path.insert(0, str(REPO_ROOT))
 
 from transformer import data  # pylint: disable=g-import-not-at-top,wrong-import-position
+from transformer.config import SHARED_DATA_DIR  # pylint: disable=g-import-not-at-top,wrong-import-position
 from transformer import pipeline  # pylint: disable=g-import-not-at-top,wrong-import-position
 from transformer import tokenizers  # pylint: disable=g-import-not-at-top,wrong-import-position
 

@@ -39,12 +39,11 @@ import tensorflow as tf
 
 from bench.fixed_batches import fingerprint, make_batches
 from transformer import evaluation
-from transformer.config import default_config, validate_config
+from transformer.config import SHARED_DATA_DIR, default_config, validate_config
 from transformer.export import Translator
 from transformer.tokenizers import load_tokenizers, vocab_sizes
 from transformer.training import Trainer
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 ARMS = {
     "baseline": {},
     "no_embedding_scale": {"scale_embeddings": False},
@@ -66,9 +65,9 @@ _NUM_LAYERS = flags.DEFINE_integer("num_layers", 2, "Encoder and decoder layers.
 _D_MODEL = flags.DEFINE_integer("d_model", 256, "Model width.")
 _NUM_HEADS = flags.DEFINE_integer("num_heads", 4, "Heads (d_k = d_model / num_heads).")
 _WARMUP = flags.DEFINE_integer("warmup_steps", 500, "§5.3 warm-up steps.")
-_DATA_DIR = flags.DEFINE_string("data_dir", str(SHARED_DATA / "ted_hrlr_pt_to_en"),
+_DATA_DIR = flags.DEFINE_string("data_dir", str(SHARED_DATA_DIR / "ted_hrlr_pt_to_en"),
                                 "Folder with pt.train en.train pt.dev en.dev.")
-_TOKENIZER = flags.DEFINE_string("tokenizer", str(SHARED_DATA / "tutorial_tokenizer"),
+_TOKENIZER = flags.DEFINE_string("tokenizer", str(SHARED_DATA_DIR / "tutorial_tokenizer"),
                                  "Tokenizer SavedModel.")
 _PLOT_ONLY = flags.DEFINE_bool("plot_only", False, "Only remake the summary and figure.")
 

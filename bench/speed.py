@@ -10,7 +10,7 @@ on the tutorial's random ``padded_batch(64)`` batches, against
 ``transformer.training.Trainer`` with ``configs/tutorial.py`` on the *same*
 random batches (model and step alone): once computing each batch as it comes,
 and once as ``--length_groups`` sub-batches of similar length
-(``transformer/steps.py``: the same gradient on fewer padded positions); then on
+(``transformer/training/step.py``: the same gradient on fewer padded positions); then on
 length-bucketed batches of 64 and on token-budget batches (§5.1). Each arm's batches are drawn once and replayed, so
 every round sees the same data; every arm first runs its batches once untimed
 (tracing), then the arms run in turn, A/B/C/D/A/B/C/D, so that a change in what
@@ -59,11 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bench import tutorial_baseline  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-_DATA_DIR = flags.DEFINE_string("data_dir", str(machine.SHARED_DATA / "ted_hrlr_pt_to_en"),
-                                "Folder with pt.train en.train pt.dev ...")
-_TOKENIZER = flags.DEFINE_string("tokenizer", str(machine.SHARED_DATA / "tutorial_tokenizer"),
-                                 "Tokenizer SavedModel (the tutorial's converter).")
-_THREADS = flags.DEFINE_integer("threads", 0, "TensorFlow threads; 0: one per usable core.")
+_DATA_DIR, _TOKENIZER, _THREADS = machine.define_input_flags()
 _TRAIN_PAIRS = flags.DEFINE_integer("train_pairs", 20000,
                                     "Training pairs (TFDS order) the batches are drawn from.")
 # Six steps keep the whole benchmark, memory children included, under the
@@ -75,7 +71,7 @@ _TOKENS_PER_BATCH = flags.DEFINE_integer("tokens_per_batch", 8000,
                                          "Token budget per side of our token-budget arm.")
 _LENGTH_GROUPS = flags.DEFINE_integer(
     "length_groups", 8, "training.length_groups of our arm on the tutorial's random batches "
-    "(transformer/steps.py).")
+    "(transformer/training/step.py).")
 _BASE_LENGTH_GROUPS = flags.DEFINE_integer(
     "base_length_groups", 32, "training.length_groups of the base-model memory measurement "
     "(32: 3.59 GiB, bench/results/speed_base_memory_loop.json).")
@@ -176,7 +172,7 @@ def training_arms(config, tokenizers, steps):
 
 def with_length_groups(config, groups):
   """A copy of ``config`` whose steps compute ``groups`` sub-batches of similar
-  length (transformer/steps.py; 1: batches as they come, as the tutorial's)."""
+  length (transformer/training/step.py; 1: batches as they come, as the tutorial's)."""
   config = config.copy_and_resolve_references()
   config.training.length_groups = groups
   return config

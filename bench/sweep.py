@@ -79,17 +79,11 @@ def run_arm(name, overrides, tokenizers, tokenized_train, validation_pairs, writ
   config = arm_config(overrides)
   trainer = Trainer(config, input_vocab_size=vocab_sizes(tokenizers)[0],
                     target_vocab_size=vocab_sizes(tokenizers)[1], progress=False)
-  validation = pipeline.make_batches(
-      data.pairs_to_dataset(validation_pairs), tokenizers,
-      max_tokens=config.data.max_tokens, tokens_per_batch=config.data.tokens_per_batch,
-      shuffle=False)
+  validation = pipeline.evaluation_batches(validation_pairs, tokenizers, config.data)
 
   def epoch_batches(epoch):
-    # The seeding train.py uses: the same batches in the same order as a real run.
-    return pipeline.batch_tokenized(
-        tokenized_train, max_tokens=config.data.max_tokens,
-        batch_size=config.data.batch_size, tokens_per_batch=config.data.tokens_per_batch,
-        bucketing=config.data.bucketing, seed=config.training.seed * 100003 + epoch)
+    # train.py's batches: the same batches in the same order as a real run.
+    return pipeline.training_batches(tokenized_train, config, epoch)
 
   def batches():
     epoch = 0

@@ -35,14 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-_DATA_DIR = flags.DEFINE_string("data_dir", str(machine.SHARED_DATA / "ted_hrlr_pt_to_en"),
-                                "Folder with the TED HRLR pt/en files.")
-_TOKENIZER = flags.DEFINE_string("tokenizer", str(machine.SHARED_DATA / "tutorial_tokenizer"),
-                                 "Tokenizer SavedModel.")
+_DATA_DIR, _TOKENIZER, _THREADS = machine.define_input_flags()
 _BATCHES = flags.DEFINE_integer("batches", 3, "Most frequent batch shapes timed.")
 _STEPS = flags.DEFINE_integer("steps", 8, "Timed steps per batch, arm and round.")
 _ROUNDS = flags.DEFINE_integer("rounds", 3, "A/B rounds.")
-_THREADS = flags.DEFINE_integer("threads", 0, "TensorFlow threads; 0: one per usable core.")
 _OUTPUT = flags.DEFINE_string("output", None, "JSON output file.")
 
 
@@ -69,8 +65,8 @@ def main(argv):
   del argv
   if not _OUTPUT.value:
     sys.exit("--output is required")
-  from transformer import console  # pylint: disable=g-import-not-at-top
-  tf = console.import_tensorflow(verbose=False)
+  from transformer.training import runtime  # pylint: disable=g-import-not-at-top
+  tf = runtime.import_tensorflow(verbose=False)
   machine.set_threads(_THREADS.value)
   from configs import cpu_2h  # pylint: disable=g-import-not-at-top
   from transformer import data, pipeline  # pylint: disable=g-import-not-at-top

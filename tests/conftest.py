@@ -10,9 +10,10 @@ import time
 
 import pytest
 
+from transformer.config import SHARED_DATA_DIR
+
 # The project modules import TensorFlow, so fixtures import them lazily to keep
 # collection fast for tests that do not need it.
-SHARED_DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 def _require(path: Path, what: str) -> Path:

@@ -1,4 +1,4 @@
-"""The training-time budget (transformer/budget.py): whole epochs that fit, the
+"""The training-time budget (transformer/training/budget.py): whole epochs that fit, the
 last ones cooling down, the plan kept across a resume."""
 
 import os
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer import budget
+from transformer.training import budget
 from transformer import training
 from transformer.config import ConfigError, validate_config
 from transformer.optimization import WarmupInverseSquareRoot

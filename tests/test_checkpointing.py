@@ -4,7 +4,7 @@ import keras
 import pytest
 import tensorflow as tf
 
-from transformer import checkpointing
+from transformer.training import checkpointing
 
 
 def _checkpoints(model_dir):

@@ -13,6 +13,9 @@ import pytest
 
 from configs import tiny
 
+# Each test runs a script in a fresh Python that imports TensorFlow.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 GOOD_LINES = ["este é um problema que temos que resolver .", "olá ."]
 NOT_UTF8 = b"\xff\xfe mau"  # 0xff never occurs in UTF-8.

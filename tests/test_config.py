@@ -9,7 +9,7 @@ import configs.big
 import configs.cpu_2h
 import configs.tiny
 import configs.tutorial
-from transformer import budget
+from transformer.training import budget
 from transformer.config import ConfigError, resume_differences, validate_config
 from transformer.optimization import WarmupInverseSquareRoot, cooldown_mismatch
 

@@ -5,6 +5,8 @@ from pathlib import Path
 import subprocess
 import sys
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -12,6 +14,7 @@ def test_tokenizer_cache_dir_is_a_folder(tokenizer_cache_dir):
   assert tokenizer_cache_dir.is_dir()
 
 
+@pytest.mark.slow
 def test_tokenizer_cache_dir_without_the_cache_plugin():
   # -p no:cacheprovider leaves pytest's config without .cache.
   result = subprocess.run(

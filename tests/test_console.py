@@ -10,6 +10,9 @@ import sys
 
 import pytest
 
+# Each test runs a script or a TensorFlow import in a fresh Python.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 SENTENCES = ["este é um problema que temos que resolver .", "olá ."]
 # absl's C++ log line: "I0000 00:00:1795341810.645245    5528 port.cc:153] ...".
@@ -85,10 +88,10 @@ def test_export_drops_the_signature_renaming_notices(tutorial_tokenizers, tmp_pa
 THREADS_PROBE = """
 import os, sys
 os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-from transformer import console
-tf = console.import_tensorflow(verbose=False)
+from transformer.training import runtime
+tf = runtime.import_tensorflow(verbose=False)
 if len(sys.argv) > 1:
-  console.set_cpu_threads(tf, int(sys.argv[1]))
+  runtime.set_cpu_threads(tf, int(sys.argv[1]))
 print(tf.config.threading.get_intra_op_parallelism_threads(),
       tf.config.threading.get_inter_op_parallelism_threads())
 """
@@ -132,11 +135,11 @@ except ValueError:
 print("bfc" if peak > 0 else "malloc")
 """
 # How TensorFlow starts: train.py, evaluate.py and translate.py through
-# console.import_tensorflow; a benchmark by importing bench.machine first and
+# runtime.import_tensorflow; a benchmark by importing bench.machine first and
 # then modules of transformer/ that import TensorFlow (bench/sweep.py's order).
 STARTS = {
-    "script": "from transformer import console\ntf = console.import_tensorflow(verbose=False)",
-    "benchmark": "from bench import machine\nfrom transformer import training\nimport tensorflow as tf",
+    "script": "from transformer.training import runtime\ntf = runtime.import_tensorflow(verbose=False)",
+    "benchmark": "from bench import machine\nfrom transformer.training import Trainer\nimport tensorflow as tf",
 }
 
 

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from transformer import progress
+from transformer.training import progress
 
 ROOT = Path(__file__).resolve().parents[1]
 ESCAPE = "\x1b"
@@ -198,6 +198,7 @@ def _last_live_lines(shown):
   return [last[epoch] for epoch in sorted(last)]
 
 
+@pytest.mark.slow
 def test_the_bar_counts_the_steps_each_epoch_really_runs(terminal_run):
   shown, _ = terminal_run
   lines = _last_live_lines(shown)
@@ -207,6 +208,7 @@ def test_the_bar_counts_the_steps_each_epoch_really_runs(terminal_run):
   assert lines[2][3] < lines[0][3]  # the third epoch is cut short by train_steps
 
 
+@pytest.mark.slow
 def test_the_terminals_eta_never_counts_the_tracing_step(terminal_run):
   shown, _ = terminal_run
   etas = re.findall(r"ETA (\S+)", shown)
@@ -215,6 +217,7 @@ def test_the_terminals_eta_never_counts_the_tracing_step(terminal_run):
   assert all(eta == "?" or re.fullmatch(r"0:\d\d", eta) for eta in etas), etas
 
 
+@pytest.mark.slow
 def test_the_last_line_says_what_the_run_trained(terminal_run):
   _, stderr = terminal_run
   assert f"training done at step {STEPS}: {STEPS} steps in this run (epochs 1-2 whole, " \
@@ -222,6 +225,7 @@ def test_the_last_line_says_what_the_run_trained(terminal_run):
   assert "0 epochs" not in stderr
 
 
+@pytest.mark.slow
 def test_a_pipe_gets_one_plain_line_per_epoch(piped_run):
   result, _ = piped_run
   assert ESCAPE not in result.stdout and "\r" not in result.stdout
@@ -231,6 +235,7 @@ def test_a_pipe_gets_one_plain_line_per_epoch(piped_run):
   assert all("BLEU" in line for line in lines[:2])  # --eval_bleu_every_epochs=1
 
 
+@pytest.mark.slow
 def test_export_and_bleu_say_what_they_do_and_how_long_it_took(piped_run):
   result, _ = piped_run
   for doing in ("exporting", "translating 4 validation sentences (greedy) for BLEU"):
@@ -239,6 +244,7 @@ def test_export_and_bleu_say_what_they_do_and_how_long_it_took(piped_run):
         result.stderr[-3000:])
 
 
+@pytest.mark.slow
 def test_bleu_is_a_tensorboard_scalar_beside_the_losses(piped_run):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   _, model_dir = piped_run
@@ -258,6 +264,7 @@ def _evaluate(*args):
                         timeout=600, check=False)
 
 
+@pytest.mark.slow
 def test_evaluate_takes_a_limit_and_shows_its_progress(piped_run, ted_data_dir):
   _, model_dir = piped_run
   result = _evaluate(f"--model_dir={model_dir}", "--method=greedy", "--max_sentences=3",
@@ -270,6 +277,7 @@ def test_evaluate_takes_a_limit_and_shows_its_progress(piped_run, ted_data_dir):
         result.stderr[-3000:])
 
 
+@pytest.mark.slow
 def test_evaluates_old_data_flag_still_works_and_says_it_is_deprecated(piped_run,
                                                                        ted_data_dir):
   _, model_dir = piped_run

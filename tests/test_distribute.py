@@ -6,19 +6,16 @@ process per worker. Subprocesses are time-bound so that a hang fails the test.
 """
 
 import json
-import os
 from pathlib import Path
 import socket
 import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
 
-from transformer import distribute
-
-REPO_DIR = Path(__file__).resolve().parents[1]
+from replica_scripts import SMALL_CONFIG, TWO_CPU_DEVICES, script_output, start_script
+from transformer.training import distribute
 
 
 # ------------------------------------------------------------ choice and flags
@@ -102,46 +99,15 @@ def test_default_strategy():
 
 # ------------------------------------------------------------ subprocess runs
 
-def _start(script: str, cwd: Path, env=None) -> subprocess.Popen:
-  """Starts ``script`` in its own Python process in ``cwd``; stdout and stderr as one."""
-  path = cwd / "script.py"
-  path.write_text(textwrap.dedent(script))
-  full_env = {**os.environ, "PYTHONPATH": str(REPO_DIR), "TF_CPP_MIN_LOG_LEVEL": "2",
-              **(env or {})}
-  return subprocess.Popen([sys.executable, str(path)], cwd=cwd, env=full_env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def _output(proc: subprocess.Popen, timeout: float, what: str) -> str:
-  """Waits for ``proc`` and returns its output; fails the test if it hangs or fails."""
-  try:
-    output, _ = proc.communicate(timeout=timeout)
-  except subprocess.TimeoutExpired:
-    proc.kill()
-    pytest.fail(f"{what} hung (killed after {timeout} s)")
-  assert proc.returncode == 0, output[-3000:]
-  return output
-
-
-_COMMON = """
+_COMMON = SMALL_CONFIG + """
 import numpy as np
 import tensorflow as tf
-from configs import tiny
-from transformer import training
 
 def config():
-  c = tiny.get_config()
-  c.model.num_layers = 1
-  c.model.d_model = 16
-  c.model.dff = 32
-  c.model.num_heads = 2
-  c.model.dropout_rate = 0.0   # no randomness: runs must agree exactly
+  c = small_config()
   c.model.output_weights = "untied"
   c.training.label_smoothing = 0.1
-  c.training.warmup_steps = 4  # large steps, so a wrong gradient shows
   return c
-
-VOCAB = 40
 
 def batches():
   # Global batches of 4 rows; a 2-replica strategy gives rows 0-1 to one
@@ -168,13 +134,8 @@ def batches():
 def _two_replica_run(body: str, cwd: Path) -> str:
   """Runs ``body`` after ``_COMMON`` with the CPU split into two logical
   devices, to its end (4 minutes at most); returns its output."""
-  script = textwrap.dedent("""
-  import tensorflow as tf
-  cpu = tf.config.list_physical_devices("CPU")[0]
-  tf.config.set_logical_device_configuration(
-      cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-  """) + _COMMON + textwrap.dedent(body)
-  return _output(_start(script, cwd), 240, "the 2-replica run")
+  script = TWO_CPU_DEVICES + _COMMON + textwrap.dedent(body)
+  return script_output(start_script(script, cwd), 240, "the 2-replica run")
 
 
 @pytest.mark.slow
@@ -227,7 +188,7 @@ def test_time_budget_plans_alike_under_two_replicas(tmp_path):
   # 10 s, so 1 minute with a third cooling down is 6 epochs, as on one device
   # (tests/test_budget.py).
   body = """
-  from transformer import distribute
+  from transformer.training import distribute
   run_epoch = training.Trainer._run_epoch
   def timed(self, *args, **kwargs):
     record = run_epoch(self, *args, **kwargs)
@@ -270,7 +231,7 @@ def test_multi_worker_mirrored_matches_one_device(tmp_path):
   model_dir = tmp_path / "model"
   script = _COMMON + f"""
 import os
-from transformer import distribute
+from transformer.training import distribute
 strategy = distribute.get_strategy("multi_worker")
 assert strategy.num_replicas_in_sync == 2, strategy.num_replicas_in_sync
 c = config()
@@ -289,7 +250,7 @@ print("done", task, result.step, distribute.is_chief(strategy))
     work = tmp_path / f"w{index}"
     work.mkdir()
     tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
-    procs.append((work, _start(script, work, env={"TF_CONFIG": json.dumps(tf_config)})))
+    procs.append((work, start_script(script, work, env={"TF_CONFIG": json.dumps(tf_config)})))
   outputs = []
   try:
     for work, proc in procs:
@@ -324,7 +285,7 @@ np.savez("single.npz", *trainer.model.get_weights(),
 """
   work = tmp_path / "single"
   work.mkdir()
-  _output(_start(single, work), WORKER_TIMEOUT, "the single-device run")
+  script_output(start_script(single, work), WORKER_TIMEOUT, "the single-device run")
   one = np.load(work / "single.npz")
   initial = np.load(tmp_path / "w0" / "initial_0.npz")
   names = list(one["names"])

@@ -1,4 +1,5 @@
-"""BLEU evaluation, checkpoint averaging and evaluate.py (transformer/evaluation.py)."""
+"""BLEU evaluation, checkpoint averaging and evaluate.py (transformer/evaluation.py,
+transformer/averaging.py, transformer/run_folder.py)."""
 
 import json
 import logging
@@ -14,9 +15,12 @@ import sacrebleu
 import tensorflow as tf
 
 from configs import tiny
+from transformer import averaging
 from transformer import evaluation
+from transformer import run_folder
 from transformer import training
 from transformer.model import Transformer
+from transformer.training import checkpointing
 
 REPO_DIR = Path(__file__).resolve().parents[1]
 PAIRS = [("um dois três .", "one two three ."), ("olá .", "hello ."),
@@ -123,27 +127,27 @@ def test_averaging_trainer_checkpoints_gives_the_mean_of_each_variable(tmp_path)
   names = [name for name, _ in tf.train.list_variables(paths[0])]
   assert not any(name.startswith("model/") for name in names)
 
-  checkpoint_dir = tmp_path / evaluation.CHECKPOINT_SUBDIR
+  checkpoint_dir = tmp_path / checkpointing.CHECKPOINT_SUBDIR
   model = build_model(config)
-  assert evaluation.last_checkpoints(checkpoint_dir, 3) == paths
-  evaluation.average_checkpoints(model, paths)
+  assert averaging.last_checkpoints(checkpoint_dir, 3) == paths
+  averaging.average_checkpoints(model, paths)
   assert_weights(model, [np.mean(arrays, axis=0) for arrays in zip(*values)])
-  evaluation.average_checkpoints(model, evaluation.last_checkpoints(checkpoint_dir, 2))
+  averaging.average_checkpoints(model, averaging.last_checkpoints(checkpoint_dir, 2))
   assert_weights(model, [np.mean(arrays, axis=0) for arrays in zip(*values[1:])])
-  evaluation.restore_model(model, paths[0])
+  averaging.restore_model(model, paths[0])
   assert_weights(model, values[0])
 
 
 def test_last_checkpoints_refuses_to_average_more_than_there_are(tmp_path):
   paths, _ = write_trainer_checkpoints(tmp_path, tiny_config(), 2)
-  checkpoint_dir = tmp_path / evaluation.CHECKPOINT_SUBDIR
-  assert evaluation.last_checkpoints(checkpoint_dir, 1) == paths[1:]
-  with pytest.raises(evaluation.CheckpointError, match="last 3 checkpoints but .* has 2"):
-    evaluation.last_checkpoints(checkpoint_dir, 3)
-  with pytest.raises(evaluation.CheckpointError, match="has 0"):
-    evaluation.last_checkpoints(tmp_path / "empty", 1)
-  with pytest.raises(evaluation.CheckpointError, match=">= 1"):
-    evaluation.last_checkpoints(checkpoint_dir, 0)
+  checkpoint_dir = tmp_path / checkpointing.CHECKPOINT_SUBDIR
+  assert averaging.last_checkpoints(checkpoint_dir, 1) == paths[1:]
+  with pytest.raises(training.CheckpointError, match="last 3 checkpoints but .* has 2"):
+    averaging.last_checkpoints(checkpoint_dir, 3)
+  with pytest.raises(training.CheckpointError, match="has 0"):
+    averaging.last_checkpoints(tmp_path / "empty", 1)
+  with pytest.raises(training.CheckpointError, match=">= 1"):
+    averaging.last_checkpoints(checkpoint_dir, 0)
 
 
 @pytest.mark.parametrize("overrides", [
@@ -154,17 +158,17 @@ def test_last_checkpoints_refuses_to_average_more_than_there_are(tmp_path):
 def test_restore_refuses_a_checkpoint_of_another_model(tmp_path, overrides):
   (path,), _ = write_trainer_checkpoints(tmp_path, tiny_config(**overrides), 1)
   model = build_model(tiny_config())
-  with pytest.raises(evaluation.CheckpointError, match=path):
-    evaluation.restore_model(model, path)
-  with pytest.raises(evaluation.CheckpointError, match=path):
-    evaluation.average_checkpoints(model, [path])
+  with pytest.raises(training.CheckpointError, match=path):
+    averaging.restore_model(model, path)
+  with pytest.raises(training.CheckpointError, match=path):
+    averaging.average_checkpoints(model, [path])
 
 
 def test_restore_refuses_a_checkpoint_of_a_submodule(tmp_path):
   model = build_model(tiny_config())
   path = tf.train.Checkpoint(model=model.decoder).write(str(tmp_path / "decoder"))
-  with pytest.raises(evaluation.CheckpointError, match=path):
-    evaluation.restore_model(build_model(tiny_config()), path)
+  with pytest.raises(training.CheckpointError, match=path):
+    averaging.restore_model(build_model(tiny_config()), path)
 
 
 class TwoDense(keras.Model):
@@ -188,15 +192,15 @@ def test_restore_refuses_as_many_variables_in_other_places(tmp_path):
   path = tf.train.Checkpoint(model=other).write(str(tmp_path / "other"))
   model = TwoDense("second")
   model(tf.zeros((1, 4)))
-  with pytest.raises(evaluation.CheckpointError, match=f"{path} does not fit the model"):
-    evaluation.restore_model(model, path)
+  with pytest.raises(training.CheckpointError, match=f"{path} does not fit the model"):
+    averaging.restore_model(model, path)
 
 
 def test_restore_refuses_a_corrupt_checkpoint(tmp_path):
   (path,), _ = write_trainer_checkpoints(tmp_path, tiny_config(), 1)
   Path(path + ".index").write_bytes(b"not a checkpoint index")
-  with pytest.raises(evaluation.CheckpointError, match=f"cannot read the checkpoint {path}"):
-    evaluation.restore_model(build_model(tiny_config()), path)
+  with pytest.raises(training.CheckpointError, match=f"cannot read the checkpoint {path}"):
+    averaging.restore_model(build_model(tiny_config()), path)
 
 
 def write_model_dir(model_dir, tokenizer_path, tokenizers, count):
@@ -247,9 +251,9 @@ def test_evaluate_scores_an_averaged_model_dir_as_its_export_does(
   assert on_disk["checkpoints"] == result["checkpoints"]
   assert on_disk["teacher_forced"] == result["teacher_forced"]
 
-  _, _, model, _ = evaluation.restore_model_dir(model_dir, average_last=2)
+  _, _, model, _ = run_folder.restore_model_dir(model_dir, average_last=2)
   assert_weights(model, [np.mean(arrays, axis=0) for arrays in zip(*values[1:])])
-  _, _, model, used = evaluation.restore_model_dir(model_dir)
+  _, _, model, used = run_folder.restore_model_dir(model_dir)
   assert [Path(p).name for p in used] == ["ckpt-3"]
   assert_weights(model, values[2])
 
@@ -297,6 +301,7 @@ def cli_dirs(tmp_path_factory, tutorial_tokenizer_path, tutorial_tokenizers):
   return root / "run", write_data_dir(root / "data", PAIRS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case,message", [
     ("no_source", "give exactly one of --model_dir and --translator"),
     ("missing_data", "not a folder with the TED HRLR files of the validation split "
@@ -333,6 +338,7 @@ def test_bad_input_fails_in_one_line_before_tensorflow(tmp_path, case, message):
   assert "tensorflow" not in result.stderr.lower()
 
 
+@pytest.mark.slow
 def test_averaging_more_checkpoints_than_there_are_fails_in_one_line(cli_dirs):
   model_dir, data_dir = cli_dirs
   result = run_evaluate(f"--model_dir={model_dir}", f"--data={data_dir}",
@@ -346,6 +352,7 @@ def test_averaging_more_checkpoints_than_there_are_fails_in_one_line(cli_dirs):
   assert len(verbose.stderr.strip().splitlines()) > 1
 
 
+@pytest.mark.slow
 def test_corrupt_checkpoints_fail_in_one_line(tmp_path, cli_dirs):
   """Every checkpoint corrupt (a corrupt newest one alone is skipped, issue #32:
   tests/test_faults.py)."""
@@ -360,6 +367,7 @@ def test_corrupt_checkpoints_fail_in_one_line(tmp_path, cli_dirs):
   assert_one_line_error(result, f"{latest} cannot be read")
 
 
+@pytest.mark.slow
 def test_a_savedmodel_that_is_no_translator_fails_in_one_line(cli_dirs,
                                                               tutorial_tokenizer_path):
   _, data_dir = cli_dirs
@@ -367,6 +375,7 @@ def test_a_savedmodel_that_is_no_translator_fails_in_one_line(cli_dirs,
   assert_one_line_error(result, "is a SavedModel but not an exported translator")
 
 
+@pytest.mark.slow
 def test_unreadable_data_fails_in_one_line(tmp_path, cli_dirs):
   model_dir, _ = cli_dirs
   data_dir = write_data_dir(tmp_path / "data", PAIRS)

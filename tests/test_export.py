@@ -13,10 +13,11 @@ import tensorflow as tf
 
 from configs import tiny
 from transformer import export
+from transformer.config import SHARED_DATA_DIR
 from transformer.model import Transformer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-TOKENIZER_PATH = REPO_ROOT.parent / "shared" / "data" / "tutorial_tokenizer"
+TOKENIZER_PATH = SHARED_DATA_DIR / "tutorial_tokenizer"
 MAX_POSITION = 64
 LONG_SENTENCE = " ".join(["palavra"] * 10_000)
 BAD_INPUTS = ["", "   \t ", "✈✈ 漢字 ☃", LONG_SENTENCE, "e quando melhoramos a procura ."]
@@ -106,6 +107,7 @@ def test_attention_output_shapes_and_trimmed_source(exported):
           == as_text(loaded.translate(tf.constant(BAD_INPUTS))))
 
 
+@pytest.mark.slow
 def test_loads_in_fresh_python_with_only_tensorflow(exported, tmp_path):
   export_dir, translator, _ = exported
   script = f"""
@@ -130,6 +132,7 @@ print(json.dumps(result))
   assert result == {"beam": expected, "served": expected, "project_imported": False}
 
 
+@pytest.mark.slow
 def test_translate_cli_reads_arguments_and_stdin(exported, tmp_path):
   export_dir, translator, _ = exported
   sentences = ["olá mundo .", "", "mas e se estes fatores fossem ativos ?"]

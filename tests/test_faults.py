@@ -24,6 +24,9 @@ from configs import tiny
 # The Checkpoints of a small Dense model, as the checkpointing tests make it.
 from test_checkpointing import _checkpoints as small_checkpoints
 
+# The faults are those of real train.py runs and multi-epoch fits.
+pytestmark = pytest.mark.slow
+
 REPO_DIR = Path(__file__).resolve().parents[1]
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1",
               "TF_NUM_INTEROP_THREADS": "1"}
@@ -46,7 +49,8 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1",
 _DRIVER = """
 import os, resource, runpy, signal, sys, time
 from tensorflow.python.ops import gen_io_ops
-from transformer import checkpointing, export, training
+from transformer import export, training
+from transformer.training import checkpointing
 
 fault, fault_step = os.environ["FAULT"], int(os.environ.get("FAULT_STEP", "0"))
 model_dir = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--model_dir="))
@@ -224,18 +228,18 @@ def test_2_a_truncated_newest_checkpoint_falls_back_to_the_one_before(tmp_path, 
 
   # Nothing intact is left: refused, never started over.
   _truncate(tmp_path, 5)
-  from transformer import checkpointing  # pylint: disable=g-import-not-at-top
+  from transformer.training import checkpointing  # pylint: disable=g-import-not-at-top
   with pytest.raises(checkpointing.CheckpointError,
                      match=r"no intact checkpoint left in .*ckpt-5 \("):
     small_checkpoints(tmp_path)[0].restore()
 
 
 def test_2_evaluation_skips_a_truncated_newest_checkpoint(tmp_path, finished_run):
-  from transformer import evaluation  # pylint: disable=g-import-not-at-top
+  from transformer import run_folder  # pylint: disable=g-import-not-at-top
   model_dir = _copy(finished_run, tmp_path)
   newest = _checkpoint_steps(model_dir)[-1]
   _truncate(model_dir, newest)
-  paths = evaluation.restore_model_dir(model_dir)[3]
+  paths = run_folder.restore_model_dir(model_dir)[3]
   assert paths == [str(model_dir / "checkpoints" / f"ckpt-{_checkpoint_steps(model_dir)[-2]}")]
 
 
@@ -391,11 +395,11 @@ def shuffled_tokenizer(tmp_path_factory, tutorial_tokenizers):
 
 def test_8_another_tokenizer_of_the_same_sizes_is_refused(tmp_path, finished_run, small_data,
                                                           shuffled_tokenizer):
-  from transformer import evaluation, tokenizers  # pylint: disable=g-import-not-at-top
+  from transformer import run_folder, tokenizers  # pylint: disable=g-import-not-at-top
   model_dir = _copy(finished_run, tmp_path)
   (model_dir / "tokenizer_path.txt").write_text(f"{shuffled_tokenizer}\n")
   with pytest.raises(tokenizers.TokenizerError, match="not those the run in .* was trained"):
-    evaluation.restore_model_dir(model_dir)
+    run_folder.restore_model_dir(model_dir)
 
   (model_dir / "tokenizer_path.txt").unlink()
   code, output = _run(_args(model_dir, small_data, shuffled_tokenizer, 8))
@@ -407,10 +411,10 @@ def test_8_another_tokenizer_of_the_same_sizes_is_refused(tmp_path, finished_run
 
 
 def test_8_a_run_folder_without_a_recorded_hash_still_evaluates(tmp_path, finished_run):
-  from transformer import evaluation, tokenizers  # pylint: disable=g-import-not-at-top
+  from transformer import run_folder, tokenizers  # pylint: disable=g-import-not-at-top
   model_dir = _copy(finished_run, tmp_path)
   (model_dir / tokenizers.VOCABULARY_HASH_FILE).unlink()
-  assert evaluation.restore_model_dir(model_dir)[3][-1].endswith("ckpt-6")
+  assert run_folder.restore_model_dir(model_dir)[3][-1].endswith("ckpt-6")
 
 
 # ------------------------------------------------------------ 9. one line, not a traceback

@@ -19,18 +19,14 @@ weights on the same three global batches:
 """
 
 import json
-import os
-from pathlib import Path
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
 
+from replica_scripts import SMALL_CONFIG, TWO_CPU_DEVICES, script_output, start_script
+
 pytestmark = pytest.mark.slow
 
-REPO_DIR = Path(__file__).resolve().parents[1]
 OUTPUT_WEIGHTS = ("tied", "shared", "untied")
 FORCED_SCALE = 2.0 ** 30
 # The two runs round differently (each replica sums its half of the batch in
@@ -43,31 +39,18 @@ TOLERANCE = {"mixed_float16": 32 * 2.0 ** -11, "mixed_bfloat16": 32 * 2.0 ** -8}
 # Wall time: a two-replica step's first trace can take minutes on a loaded core.
 TIMEOUT = 1200
 
-_SCRIPT = """
+_SCRIPT = TWO_CPU_DEVICES + SMALL_CONFIG + """
 import json
 import sys
 import numpy as np
-import tensorflow as tf
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(
-    cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from configs import tiny
-from transformer import training
 
 POLICY, FORCED_SCALE = sys.argv[1], float(sys.argv[2])
-VOCAB = 40
 
 
 def config(output_weights):
-  c = tiny.get_config()
-  c.model.num_layers = 1
-  c.model.d_model = 16
-  c.model.dff = 32
-  c.model.num_heads = 2
-  c.model.dropout_rate = 0.0  # no randomness: the runs must agree
+  c = small_config()
   c.model.output_weights = output_weights
   c.data.vocabulary = "joint"  # needed by output_weights="shared"
-  c.training.warmup_steps = 4
   # Adam divides by |gradient| + epsilon: with the paper's 1e-9 a gradient
   # element that is rounding noise (near 0) gets a full +-lr step whose sign
   # depends on the rounding. epsilon = 1 keeps these first updates about
@@ -157,15 +140,8 @@ def runs(tmp_path_factory):
   def run(policy):
     if policy not in done:
       work = tmp_path_factory.mktemp(policy)
-      (work / "script.py").write_text(textwrap.dedent(_SCRIPT))
-      env = {**os.environ, "PYTHONPATH": str(REPO_DIR), "TF_CPP_MIN_LOG_LEVEL": "2"}
-      try:
-        proc = subprocess.run([sys.executable, "script.py", policy, str(FORCED_SCALE)],
-                              cwd=work, env=env, capture_output=True, text=True,
-                              timeout=TIMEOUT)
-      except subprocess.TimeoutExpired:
-        pytest.fail(f"the {policy} runs hung (killed after {TIMEOUT} s)")
-      assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+      script_output(start_script(_SCRIPT, work, policy, str(FORCED_SCALE)), TIMEOUT,
+                    f"the {policy} runs")
       done[policy] = work, json.loads((work / "out.json").read_text())
     return done[policy]
   return run

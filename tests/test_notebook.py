@@ -11,6 +11,10 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+import pytest
+
+# Executes the tutorial notebook.
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "transformer_tutorial.ipynb"

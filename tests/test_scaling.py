@@ -162,6 +162,7 @@ def notebook_script():
   return "import matplotlib\nmatplotlib.use('Agg')\n" + "\n\n".join(code)
 
 
+@pytest.mark.slow
 def test_scaling_notebook_runs_top_to_bottom(tmp_path):
   script = tmp_path / "notebook.py"
   script.write_text(notebook_script(), encoding="utf-8")

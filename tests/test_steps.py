@@ -1,4 +1,4 @@
-"""Length-grouped training steps (transformer/steps.py): the same gradient on fewer
+"""Length-grouped training steps (transformer/training/step.py): the same gradient on fewer
 padded positions, whatever the number of groups."""
 
 import numpy as np
@@ -6,13 +6,13 @@ import pytest
 import tensorflow as tf
 
 import configs.tiny
-from transformer import steps
+from transformer.training import step
 from transformer.config import ConfigError, validate_config
 from transformer.model import Transformer
 from transformer.training import Trainer
 
 VOCAB = 50
-sub_batch = steps.sub_batch
+sub_batch = step.sub_batch
 
 
 def ragged_batch(lengths, vocab=VOCAB, seed=0):
@@ -44,8 +44,8 @@ def model():
 
 def test_sub_batches_hold_every_real_token_once_and_less_padding(batch):
   source, target_input, labels = batch
-  order = steps.length_order(source, labels)
-  groups = [steps.sub_batch(source, target_input, labels, steps.group_rows(order, group, 3))
+  order = step.length_order(source, labels)
+  groups = [step.sub_batch(source, target_input, labels, step.group_rows(order, group, 3))
             for group in range(3)]
   rows = lambda ids: sorted(tuple(int(t) for t in row if t) for row in ids.numpy())
   for whole, part in zip(batch, zip(*groups)):
@@ -57,8 +57,8 @@ def test_sub_batches_hold_every_real_token_once_and_less_padding(batch):
 
 
 def test_trimmed_length_keeps_one_column_of_an_all_padding_batch():
-  assert int(steps.trimmed_length(tf.zeros((0, 5), tf.int64))) == 1
-  assert int(steps.trimmed_length(tf.constant([[4, 0, 0], [1, 2, 0]]))) == 2
+  assert int(step.trimmed_length(tf.zeros((0, 5), tf.int64))) == 1
+  assert int(step.trimmed_length(tf.constant([[4, 0, 0], [1, 2, 0]]))) == 2
 
 
 def test_grouped_gradients_equal_the_whole_batch(model, batch):
@@ -66,7 +66,7 @@ def test_grouped_gradients_equal_the_whole_batch(model, batch):
   count = tf.reduce_sum(tf.cast(labels != 0, tf.float32))
 
   def run(groups):  # Eagerly: the Trainer's graph path is the next test's.
-    return steps.gradients(model, (source, target_input), labels, count, label_smoothing=0.1,
+    return step.gradients(model, (source, target_input), labels, count, label_smoothing=0.1,
                            groups=groups)
 
   whole_grads, whole_loss, whole_correct = run(1)
@@ -83,7 +83,7 @@ def test_trainer_steps_with_groups_match_whole_batches(batch, monkeypatch):
   config.model.dropout_rate = 0.0
   dataset = tf.data.Dataset.from_tensors(((batch[0], batch[1]), batch[2])).repeat(3)
   traced_sub_batches = []
-  monkeypatch.setattr(steps, "sub_batch", lambda *args: traced_sub_batches.append(args[-1])
+  monkeypatch.setattr(step, "sub_batch", lambda *args: traced_sub_batches.append(args[-1])
                       or sub_batch(*args))
   losses = {}
   for groups in (1, 2):

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from transformer import stop_signals
+from transformer.training import stop_signals
 
 
 @pytest.fixture

@@ -40,7 +40,7 @@ def learner_calls(monkeypatch):
   return calls
 
 
-@pytest.fixture(params=["tutorial", "ours"])
+@pytest.fixture(params=["tutorial", pytest.param("ours", marks=pytest.mark.slow)])
 def any_tokenizers(request):
   """Both the tutorial's converter and ours built with the guide's settings."""
   name = "tutorial_tokenizers" if request.param == "tutorial" else "guide_tokenizers"
@@ -102,6 +102,7 @@ def test_round_trip_folds_case_accents_and_splits_punctuation(any_tokenizers):
     assert text.numpy()[0].decode() == "ola , mundo !"
 
 
+@pytest.mark.slow
 def test_our_tokenizer_agrees_with_the_tutorials_on_training_text(
     tutorial_tokenizers, guide_tokenizers, train_pairs):
   # Same settings and data, so the round trip of training text must agree.
@@ -111,6 +112,7 @@ def test_our_tokenizer_agrees_with_the_tutorials_on_training_text(
   assert ours.numpy().tolist() == theirs.numpy().tolist()
 
 
+@pytest.mark.slow
 def test_exported_tokenizers_load_with_only_tensorflow_and_text(guide_tokenizers_build,
                                                                 tmp_path):
   script = (

@@ -11,6 +11,9 @@ import time
 
 import pytest
 
+# Each test runs train.py in a fresh Python, most of them training.
+pytestmark = pytest.mark.slow
+
 REPO_DIR = Path(__file__).resolve().parents[1]
 FLAGS = ("config", "data", "tokenizer", "tokenizer_cache_dir", "model_dir", "strategy",
          "tpu", "mixed_precision", "jit_compile", "train_examples", "validation_examples",
@@ -114,7 +117,6 @@ def _latest_step(model_dir):
   return int(latest.rsplit("-", 1)[1]) if latest else None
 
 
-@pytest.mark.slow
 def test_sigterm_writes_checkpoint_and_exits_cleanly(tmp_path, tutorial_tokenizer_path,
                                                      ted_data_dir):
   model_dir = tmp_path / "run"
@@ -134,7 +136,6 @@ def test_sigterm_writes_checkpoint_and_exits_cleanly(tmp_path, tutorial_tokenize
   assert "Traceback" not in log
 
 
-@pytest.mark.slow
 def test_kill_and_resume_continues_from_checkpoint(tmp_path, tutorial_tokenizer_path,
                                                    ted_data_dir):
   model_dir = tmp_path / "run"
@@ -243,7 +244,6 @@ def _checkpoint_values(model_dir, step):
           if not name.startswith(("save_counter", "epoch_sums/seconds"))}
 
 
-@pytest.mark.slow
 def test_resumed_runs_repeat_the_uninterrupted_run_exactly(tmp_path, tutorial_tokenizer_path,
                                                            ted_data_dir):
   """30 steps in one process, against the same 30 steps in three: stopped by

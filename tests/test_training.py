@@ -192,14 +192,14 @@ def test_checkpoints_follow_the_interval_from_the_last_one(tmp_path):
 
 
 def test_epoch_summary_line():
-  from transformer import training  # pylint: disable=g-import-not-at-top
+  from transformer.training import progress  # pylint: disable=g-import-not-at-top
   record = {"epoch": 3, "step": 1200, "complete": True, "steps_in_epoch": 400,
             "train_loss": 4.12346, "train_accuracy": 0.31204, "learning_rate": 1e-3,
             "tokens_per_second": 12345.6, "seconds": 95.24}
-  assert training.epoch_summary(record) == (
+  assert progress.epoch_summary(record) == (
       "Epoch 3 (step 1200): train loss 4.1235 acc 0.3120 | 12346 tok/s | 95.2 s")
   record.update(val_loss=3.9, val_accuracy=0.34)
-  assert training.epoch_summary(record, 20) == (
+  assert progress.epoch_summary(record, 20) == (
       "Epoch 3/20 (step 1200): train loss 4.1235 acc 0.3120 | val loss 3.9000 acc 0.3400"
       " | 12346 tok/s | 95.2 s")
 

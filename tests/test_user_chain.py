@@ -12,6 +12,9 @@ import sys
 
 import pytest
 
+# Trains, exports, translates and evaluates with the scripts.
+pytestmark = pytest.mark.slow
+
 REPO_DIR = Path(__file__).resolve().parents[1]
 TEST_PAIRS = 12  # test sentences evaluated and translated
 

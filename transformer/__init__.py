@@ -12,13 +12,13 @@ Attention layers            ``attention``
 Feed-forward network        ``feed_forward``
 Encoder / decoder           ``encoder``, ``decoder``
 The Transformer             ``model``
-Training set-up             ``optimization``, ``losses``, ``training`` (the loop),
-                            ``steps``, ``checkpointing``, ``stop_signals``,
-                            ``summaries``, ``progress``, ``distribute``
+Training set-up             ``optimization`` (the schedule), ``losses``
+Train the model             ``training/`` (the loop and its machinery)
 Run inference               ``decoding``
 Attention plots             ``plotting``
 Export the model            ``export``
-(BLEU, checkpoint averaging) ``evaluation``, ``bleu``
+(BLEU, checkpoint averaging) ``evaluation``, ``bleu``, ``averaging``,
+                            ``run_folder`` (a train.py output folder)
 ==========================  ============================================
 
 Configuration lives in ``config`` (defaults and validation) and ``configs/``.

@@ -1,5 +1,4 @@
-"""Attention (tutorial: "Define the components" → "The attention layers";
-paper §3.2).
+"""The attention layers (tutorial: "The attention layers"; paper §3.2).
 
 Masks are boolean tensors where True means "may attend", broadcastable to
 ``(batch, heads, query_length, key_length)``. They are built from token ids and

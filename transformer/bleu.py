@@ -1,4 +1,4 @@
-"""Whole-word BLEU on the references as published (issue #34, point 5).
+"""Whole-word BLEU on the references as published: the scoring of Qi et al. (2018).
 
 Qi et al. (2018, NAACL), who made this TED split, score lower-cased, tokenized
 BLEU on the original references, which are Moses-tokenized: ``that 's``,

@@ -12,6 +12,7 @@ between them says so.
 
 import difflib
 import json
+from pathlib import Path
 from typing import Optional
 
 import ml_collections
@@ -21,6 +22,11 @@ POSITIONAL_ENCODINGS = ("sinusoid", "learned")
 HEAD_WIDTHS = ("split", "full")
 OUTPUT_WEIGHTS = ("tied", "shared", "untied")
 EMBEDDING_INITIALIZERS = ("uniform", "normal")
+# Where the commands look for the data by default: beside this repository
+# (README, Quick start; the TED HRLR files and the tutorial's tokenizer).
+SHARED_DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
+# The TED HRLR folder's file suffix of each TFDS split name (pt.dev, en.dev...).
+SPLIT_FILE_SUFFIX = {"train": "train", "validation": "dev", "test": "test"}
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -66,8 +72,8 @@ def default_config() -> ml_collections.ConfigDict:
   config.model.scale_attention_logits = True
   # The ε added to the variance in every LayerNormalization (§3.1 names the
   # layer but no ε). 1e-6: the paper's lineage (tensor2tensor). 1e-3: Keras'
-  # default, which the tutorial keeps. Run folders written before this field
-  # existed were trained with 1e-6, which is what a missing field means.
+  # default, which the tutorial keeps. A config.json without the field means
+  # 1e-6 (tests/test_model.py::test_model_config_without_layer_norm_epsilon_*).
   config.model.layer_norm_epsilon = 1e-6
   # Token embedding initializer. "uniform": Keras' Embedding default
   # U(-0.05, 0.05) (the tutorial's). "normal": N(0, sigma = d_model^-0.5), the
@@ -116,7 +122,7 @@ def default_config() -> ml_collections.ConfigDict:
   config.training.cooldown_end_step = 0
   # Not in the paper: if > 0, the run trains as many whole epochs (at most
   # `epochs`) as fit in this many minutes of training, and the rate falls to
-  # zero over the last cooldown_fraction of them (transformer/budget.py); the
+  # zero over the last cooldown_fraction of them (transformer/training/budget.py); the
   # cooldown is then planned during the run, so cooldown_steps stays 0.
   config.training.time_budget_minutes = 0.0
   config.training.cooldown_fraction = 0.0
@@ -133,7 +139,7 @@ def default_config() -> ml_collections.ConfigDict:
   config.training.keep_checkpoints = 5
   config.training.seed = 0
   # Compute each batch as this many sub-batches of similar length, each cut to
-  # its longest sentence (transformer/steps.py): the same gradient on fewer
+  # its longest sentence (transformer/training/step.py): the same gradient on fewer
   # padded positions. Pays with random batches; 1 computes batches as they are.
   config.training.length_groups = 1
 
@@ -290,17 +296,3 @@ def unknown_field(name: str) -> Optional[str]:
   hint = (f"did you mean {' or '.join(closest)}?" if closest
           else "the fields are listed in transformer/config.py")
   return f"--config.{name}: no such configuration field; {hint}"
-
-
-def read_run_config(config_file) -> dict:
-  """A run folder's ``config.json`` as a dict; :class:`ConfigError` naming the
-  file if it is unreadable, empty, cut short or not a JSON object."""
-  try:
-    with open(config_file, encoding="utf-8") as f:
-      stored = json.load(f)
-  except (ValueError, OSError) as e:  # ValueError: not JSON, not UTF-8
-    first_line = (str(e).strip().splitlines() or [""])[0]
-    raise ConfigError(f"{config_file} is unreadable ({type(e).__name__}: {first_line})") from e
-  if not isinstance(stored, dict):
-    raise ConfigError(f"{config_file} holds a JSON {type(stored).__name__}, not a configuration")
-  return stored

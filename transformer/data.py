@@ -19,9 +19,9 @@ from typing import List, Tuple, Union
 from absl import logging
 import tensorflow as tf
 
+from transformer.config import SPLIT_FILE_SUFFIX
+
 SPLITS = ("train", "validation", "test")
-# File suffix of each TFDS split name in the original data set.
-SPLIT_FILE_SUFFIX = {"train": "train", "validation": "dev", "test": "test"}
 SOURCE_LANGUAGE = "pt"
 TARGET_LANGUAGE = "en"
 TFDS_NAME = "ted_hrlr_translate/pt_to_en"

@@ -1,5 +1,4 @@
-"""Decoding: greedy and beam search with a key/value cache (tutorial: "Run
-inference"; paper §6.1).
+"""Greedy and beam-search decoding with a key/value cache (tutorial: "Run inference"; §6.1).
 
 The tutorial's ``Translator`` re-runs the whole model on the growing output at
 every step, so a sentence of T tokens costs O(T²) decoder positions. Here each
@@ -14,8 +13,7 @@ step (the cache and the output buffers are allocated for the longest allowed
 output up front), so the functions work eagerly, inside ``tf.function`` and
 with dynamic batch and source lengths. Wrap them with
 ``tf.function(..., autograph=False)``: there is no Python control flow to
-convert, and with autograph on we once saw a model call receive another
-call's arguments.
+convert (``tests/test_decoding.py`` and ``transformer/export.py`` trace them so).
 
 Beam search follows §6.1 (from Wu et al. 2016, GNMT): beam size 4, length
 penalty lp(Y) = ((5 + |Y|) / 6)^α with α = 0.6, outputs of at most input

@@ -1,5 +1,6 @@
-"""Positional encoding and embedding (tutorial: "Define the components" →
-"The embedding and positional encoding layer"; paper §3.4 and §3.5).
+"""Positional encoding and token embedding (tutorial: "The embedding and positional encoding layer").
+
+Paper §3.4 and §3.5.
 """
 
 import keras

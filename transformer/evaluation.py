@@ -1,5 +1,6 @@
-"""BLEU evaluation and checkpoint averaging (paper §6.1; the tutorial stops at
-translating single sentences and does not measure BLEU).
+"""Scoring a model on a split: BLEU of its translations, its teacher-forced loss.
+
+Paper §6.1. The tutorial stops at translating single sentences and does not measure BLEU.
 
 BLEU is sacreBLEU's ``corpus_bleu`` with its default ``13a`` tokenization. The
 references are the data set's English side, which is already lower-cased and
@@ -15,9 +16,8 @@ perfect translation would not match the raw reference. Given the English
 tokenizer, :func:`evaluate_bleu` passes the references through the same
 round trip, so that only translation errors cost BLEU.
 
-§6.1: "For the base models, we used a single model obtained by averaging the
-last 5 checkpoints, which were written at 10-minute intervals."
-:func:`average_checkpoints` does that with the checkpoints ``train.py`` keeps.
+The model scored is a restored or averaged one (:mod:`transformer.run_folder`,
+:mod:`transformer.averaging`) or the one in training (``train.py``).
 """
 
 import json
@@ -25,30 +25,22 @@ import os
 from pathlib import Path
 from typing import Callable, List, Sequence, Tuple, Union
 
-from absl import logging
-import ml_collections
-import numpy as np
 import sacrebleu
 import tensorflow as tf
-from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from transformer import bleu as bleu_lib
-from transformer import config as config_lib
-from transformer.checkpointing import CHECKPOINT_SUBDIR, CheckpointError, describe_error
-from transformer.checkpointing import drop_unreadable_newest
-from transformer.errors import TrainingError
+from transformer import losses
+from transformer import pipeline
 
 PathLike = Union[str, os.PathLike]
 Pair = Tuple[str, str]
 TranslateBatch = Callable[[Sequence[str]], List[str]]
 TOKENIZED_BLEU_NOTE = ("BLEU of lower-cased, tokenized text (on purpose, see "
                        "transformer/evaluation.py): comparable within this project only")
-# Where tf.train.Checkpoint stores its object graph inside a checkpoint.
-_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 
-def translate_all(translate_batch: TranslateBatch, sentences: Sequence[str],
-                  batch_size: int = 64) -> List[str]:
+def translate_by_length(translate_batch: TranslateBatch, sentences: Sequence[str],
+                        batch_size: int = 64) -> List[str]:
   """Translates ``sentences`` in batches of similar length, returned in input order.
 
   Sorting by length keeps padding, and the decoding steps spent on sentences
@@ -96,7 +88,7 @@ def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output
   if not pairs:
     raise ValueError(f"no sentence pairs to evaluate on the {split_name} split")
   sources, references = zip(*pairs)
-  hypotheses = translate_all(translate_batch, sources, batch_size)
+  hypotheses = translate_by_length(translate_batch, sources, batch_size)
   whole_word = bleu_lib.whole_word_bleu(hypotheses, references)
   if reference_tokenizer is not None:
     references = round_trip(reference_tokenizer, references)
@@ -120,156 +112,6 @@ def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output
   return result
 
 
-def last_checkpoints(checkpoint_dir: PathLike, n: int) -> List[str]:
-  """The last ``n`` checkpoints listed in ``checkpoint_dir``'s ``checkpoint``
-  file, oldest first.
-
-  Raises:
-    CheckpointError: ``n`` < 1, fewer than ``n`` checkpoints, or an unreadable
-      ``checkpoint`` file.
-  """
-  if n < 1:
-    raise CheckpointError(f"the number of checkpoints must be >= 1, got {n}")
-  try:
-    state = tf.train.get_checkpoint_state(str(checkpoint_dir))
-  except Exception as e:  # pylint: disable=broad-except  (ParseError, OpError...)
-    raise CheckpointError(f"{Path(checkpoint_dir) / 'checkpoint'} is corrupt: "
-                          f"{describe_error(e)}") from e
-  paths, unreadable = drop_unreadable_newest(
-      list(state.all_model_checkpoint_paths) if state else [])
-  for prefix, reason in unreadable:
-    logging.warning("skipping the checkpoint %s: it cannot be read (%s)", prefix, reason)
-  if len(paths) < n:
-    raise CheckpointError(
-        f"asked for the last {n} checkpoints but {checkpoint_dir} has "
-        f"{len(paths)}{' intact' if unreadable else ''}"
-        f"{': ' + ', '.join(paths) if paths else ''}"
-        f"{''.join(f'; {p} cannot be read ({r})' for p, r in unreadable)}")
-  return paths[-n:]
-
-
-def average_checkpoints(model, paths: Sequence[str]) -> None:
-  """Sets the model's weights to the element-wise mean of the checkpoints
-  ``paths`` (§6.1; e.g. :func:`last_checkpoints`).
-
-  Each checkpoint is restored into the model in turn (:func:`restore_model`,
-  which refuses incomplete or foreign checkpoints); the optimizer state in
-  them is ignored.
-  """
-  if not paths:
-    raise CheckpointError("no checkpoints to average")
-  variables = [v for v in model.weights if tf.as_dtype(v.dtype).is_floating]
-  sums = [np.zeros(v.shape, np.float64) for v in variables]
-  for path in paths:
-    restore_model(model, path)
-    for total, variable in zip(sums, variables):
-      total += variable.numpy()
-  for total, variable in zip(sums, variables):
-    variable.assign((total / len(paths)).astype(tf.as_dtype(variable.dtype).as_numpy_dtype))
-
-
-def _saved_model_variables(path: str) -> int:
-  """How many variables the checkpoint holds in the object graph below its
-  root's ``model`` child.
-
-  Counted in the checkpoint's object graph, not by name: a checkpoint names
-  each variable once, by its shortest path from the root, and in the Trainer's
-  checkpoints that path runs through the optimizer
-  (``optimizer/_trainable_variables/N``) rather than through ``model/...``.
-  """
-  reader = tf.train.load_checkpoint(path)
-  if not reader.has_tensor(_OBJECT_GRAPH_KEY):
-    raise CheckpointError(f"{path} has no object graph: it was not written by "
-                          "tf.train.Checkpoint")
-  graph = trackable_object_graph_pb2.TrackableObjectGraph()
-  graph.ParseFromString(reader.get_tensor(_OBJECT_GRAPH_KEY))
-  stack = [child.node_id for child in graph.nodes[0].children if child.local_name == "model"]
-  seen = set()
-  while stack:
-    node = stack.pop()
-    if node not in seen:
-      seen.add(node)
-      stack.extend(child.node_id for child in graph.nodes[node].children)
-  return sum(1 for node in seen if graph.nodes[node].attributes)
-
-
-def restore_model(model, path: str) -> None:
-  """Loads the model's weights from a ``tf.train.Checkpoint(model=model, ...)`` file.
-
-  The checkpoint must fit the model exactly, as checked through its object
-  graph: it holds as many variables below ``model`` as the model has (more
-  means another model, e.g. more layers), every model variable is matched
-  with one of them (``tf.train.Checkpoint`` silently skips what it cannot
-  reach, and a half-restored model translates garbage), and each has the
-  model's shape (else the restore itself fails).
-
-  Raises:
-    CheckpointError naming ``path``: an unbuilt model, or a checkpoint that is
-    unreadable, incomplete or written by another model.
-  """
-  if not model.built:
-    raise CheckpointError(f"build the model before restoring {path} into it")
-  try:
-    saved = _saved_model_variables(path)
-  except tf.errors.OpError as e:
-    raise CheckpointError(f"cannot read the checkpoint {path}: {describe_error(e)}") from e
-  if saved != len(model.weights):
-    raise CheckpointError(
-        f"{path} holds {saved} model variables, this model has {len(model.weights)}: "
-        "it was written by a different model (configuration or vocabulary)")
-  try:
-    status = tf.train.Checkpoint(model=model).restore(path).expect_partial()
-    status.assert_existing_objects_matched()
-  except Exception as e:  # pylint: disable=broad-except  (AssertionError, OpError, IndexError...)
-    raise CheckpointError(f"{path} does not fit the model: {describe_error(e)}") from e
-
-
-class RunFolderError(TrainingError):
-  """A file of a ``train.py`` output folder is unreadable."""
-
-
-def read_run_config(config_file: Path) -> ml_collections.ConfigDict:
-  """A run's ``config.json``; :class:`RunFolderError` if it holds no configuration."""
-  try:
-    return ml_collections.ConfigDict(config_lib.read_run_config(config_file))
-  except config_lib.ConfigError as e:
-    raise RunFolderError(str(e)) from e
-
-
-def restore_model_dir(model_dir: PathLike, average_last: int = 0):
-  """The trained model of a ``train.py`` output folder.
-
-  Reads ``config.json`` and ``tokenizer_path.txt``, builds the model and loads
-  the latest checkpoint (``average_last`` 0), or the mean of the last
-  ``average_last`` ones. The checkpoints are listed before anything is built,
-  so that a missing one fails at once.
-
-  Returns:
-    ``(config, tokenizers, model, checkpoint paths used)``.
-  """
-  # Imported here: the tokenizers need tensorflow_text, BLEU alone does not.
-  from transformer.model import Transformer  # pylint: disable=g-import-not-at-top
-  from transformer.tokenizers import TokenizerError, load_tokenizers, vocab_sizes, vocabulary_mismatch  # pylint: disable=g-import-not-at-top
-  model_dir = Path(model_dir)
-  for name in ("config.json", "tokenizer_path.txt"):
-    if not (model_dir / name).is_file():
-      raise FileNotFoundError(f"{model_dir / name} is missing: is {model_dir} a train.py "
-                              "output folder?")
-  paths = last_checkpoints(model_dir / CHECKPOINT_SUBDIR, max(average_last, 1))
-  config = read_run_config(model_dir / "config.json")
-  tokenizers = load_tokenizers((model_dir / "tokenizer_path.txt").read_text().strip())
-  mismatch = vocabulary_mismatch(model_dir, tokenizers)
-  if mismatch:
-    raise TokenizerError(f"{model_dir / 'tokenizer_path.txt'}: {mismatch}")
-  model = Transformer.from_model_config(config.model, *vocab_sizes(tokenizers))
-  model.build(((None, None), (None, None)))
-  if average_last:
-    average_checkpoints(model, paths)
-  else:
-    restore_model(model, paths[0])
-  return config, tokenizers, model, paths
-
-
 def teacher_forced_metrics(model, tokenizers, pairs: Sequence[Pair], config) -> dict:
   """The model's label-smoothed loss and masked accuracy on ``pairs``, fed the
   reference as decoder input (what ``train.py`` reports per epoch as
@@ -277,25 +119,15 @@ def teacher_forced_metrics(model, tokenizers, pairs: Sequence[Pair], config) -> 
 
   Returns ``{"loss", "accuracy", "tokens"}`` over the real target tokens.
   """
-  # Imported here: the pipeline needs the tokenizers' ops.
-  from transformer import data  # pylint: disable=g-import-not-at-top
-  from transformer import losses  # pylint: disable=g-import-not-at-top
-  from transformer import pipeline  # pylint: disable=g-import-not-at-top
-  batches = pipeline.make_batches(
-      data.pairs_to_dataset(list(pairs)), tokenizers, max_tokens=config.data.max_tokens,
-      batch_size=config.data.batch_size, tokens_per_batch=config.data.tokens_per_batch,
-      bucketing=config.data.bucketing, shuffle=False)
-  loss_sum = correct = count = 0.0
-  for inputs, labels in batches:
+  metrics = losses.TokenMetrics()
+  for inputs, labels in pipeline.evaluation_batches(pairs, tokenizers, config.data):
     logits = model(inputs, training=False)
-    batch_loss, batch_count = losses.masked_cross_entropy_sum(
-        labels, logits, config.training.label_smoothing)
-    loss_sum += float(batch_loss)
-    count += float(batch_count)
-    correct += float(losses.masked_correct_sum(labels, logits)[0])
-  if count == 0:
+    loss_sum, tokens = losses.masked_cross_entropy_sum(labels, logits,
+                                                       config.training.label_smoothing)
+    metrics.add(loss_sum, tokens, losses.masked_correct_sum(labels, logits)[0])
+  if metrics.tokens == 0:
     raise ValueError("no target tokens to compute the loss on")
-  return {"loss": loss_sum / count, "accuracy": correct / count, "tokens": int(count)}
+  return {"loss": metrics.loss, "accuracy": metrics.accuracy, "tokens": int(metrics.tokens)}
 
 
 def translator_batch_fn(translator, method: str) -> TranslateBatch:

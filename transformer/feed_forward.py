@@ -1,5 +1,6 @@
-"""The position-wise feed-forward network (tutorial: "The feed forward network";
-paper §3.3), with its residual connection and post-LayerNorm.
+"""The position-wise feed-forward network (tutorial: "The feed forward network"; paper §3.3).
+
+With its residual connection and post-LayerNorm.
 """
 
 import keras

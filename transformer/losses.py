@@ -1,9 +1,12 @@
-"""Loss and metric (tutorial: "Set up the loss and metrics"; paper §5.4).
+"""The loss and the metrics (tutorial: "Set up the loss and metrics"; paper §5.4).
 
 Both ignore padding (label 0). The loss is returned as a (sum, count) pair so
 that a distributed training step can divide by the number of real tokens of the
-whole global batch rather than average per replica.
+whole global batch rather than average per replica; :class:`TokenMetrics` keeps
+such sums over many batches.
 """
+
+import dataclasses
 
 import keras
 import tensorflow as tf
@@ -53,3 +56,37 @@ def masked_accuracy(labels, logits, pad_id: int = 0):
   """Token accuracy over real tokens (the tutorial's ``masked_accuracy``)."""
   correct, count = masked_correct_sum(labels, logits, pad_id)
   return tf.math.divide_no_nan(correct, count)
+
+
+@dataclasses.dataclass
+class TokenMetrics:
+  """Running sums over real target tokens, and the mean loss and accuracy they give.
+
+  One object per thing counted (an epoch, a logging interval, an evaluation
+  pass): :meth:`add` takes a batch's ``(loss_sum, tokens, correct)`` as
+  :func:`masked_cross_entropy_sum` and :func:`masked_correct_sum` give them, and
+  ``+=`` merges another object's sums. Python floats, summed on the host.
+  """
+  loss_sum: float = 0.0  # summed token losses
+  tokens: float = 0.0    # real target tokens
+  correct: float = 0.0   # tokens whose argmax prediction is the label
+
+  def add(self, loss_sum, tokens, correct) -> "TokenMetrics":
+    self.loss_sum += float(loss_sum)
+    self.tokens += float(tokens)
+    self.correct += float(correct)
+    return self
+
+  def __iadd__(self, other: "TokenMetrics") -> "TokenMetrics":
+    return self.add(other.loss_sum, other.tokens, other.correct)
+
+  @property
+  def loss(self) -> float:
+    """Mean token loss (0 before any token)."""
+    return self.loss_sum / max(self.tokens, 1.0)
+
+  @property
+  def accuracy(self) -> float:
+    """Share of tokens predicted right (0 before any token)."""
+    return self.correct / max(self.tokens, 1.0)
+

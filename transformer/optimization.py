@@ -22,7 +22,7 @@ class WarmupInverseSquareRoot(keras.optimizers.schedules.LearningRateSchedule):
   a run with a fixed budget ends on a rate still far from zero, and the fall
   lets its last updates settle instead. With 0 (the default) the schedule is
   the paper's. Both may be int64 ``tf.Variable`` s, set during the run by
-  :class:`transformer.budget.TimeBudget` once it knows how many steps fit.
+  :class:`transformer.training.budget.TimeBudget` once it knows how many steps fit.
   """
 
   def __init__(self, d_model: int, warmup_steps: int = 4000, scale: float = 1.0,
@@ -63,7 +63,7 @@ def make_optimizer(config, cooldown=None) -> keras.optimizers.Adam:
   """Adam(β1=0.9, β2=0.98, ε=1e-9) with the warm-up schedule, from a full config.
 
   ``cooldown``: ``(cooldown_steps, cooldown_end_step)`` instead of the
-  config's, e.g. a time budget's variables (:class:`transformer.budget.TimeBudget`).
+  config's, e.g. a time budget's variables (:class:`transformer.training.budget.TimeBudget`).
   """
   cooldown_steps, cooldown_end_step = cooldown or (config.training.cooldown_steps,
                                                    config.training.cooldown_end_step)

@@ -40,6 +40,8 @@ from typing import Iterable, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from transformer import data
+
 # Sentences tokenized per call: batching amortizes the per-call overhead of the
 # tokenizer's ops.
 _TOKENIZE_BATCH = 1024
@@ -210,3 +212,34 @@ def padding_fraction(batches: Iterable, max_batches: Optional[int] = None) -> fl
   if total == 0:
     raise ValueError("padding_fraction: no batches")
   return padding / total
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+  """The shuffle seed of ``epoch`` in a run seeded ``seed``: the same epoch
+  always gets the same batches in the same order, so a resumed epoch can skip
+  the ones already trained on."""
+  return seed * 100003 + epoch
+
+
+def training_batches(tokenized: tf.data.Dataset, config, epoch: int, *,
+                     drop_remainder: bool = False,
+                     static_shapes: bool = False) -> tf.data.Dataset:
+  """Epoch ``epoch``'s shuffled batches of ``tokenized`` (see :func:`batch_tokenized`),
+  as ``config.data`` and ``config.training.seed`` set them."""
+  return batch_tokenized(
+      tokenized, max_tokens=config.data.max_tokens, batch_size=config.data.batch_size,
+      tokens_per_batch=config.data.tokens_per_batch, bucketing=config.data.bucketing,
+      shuffle=True, shuffle_buffer=config.data.shuffle_buffer,
+      seed=epoch_seed(config.training.seed, epoch), drop_remainder=drop_remainder,
+      static_shapes=static_shapes)
+
+
+def evaluation_batches(pairs: Sequence, tokenizers, data_config, *,
+                       drop_remainder: bool = False,
+                       static_shapes: bool = False) -> tf.data.Dataset:
+  """Batches of the (pt, en) string ``pairs`` in order, as ``data_config`` sets them."""
+  return make_batches(
+      data.pairs_to_dataset(list(pairs)), tokenizers, max_tokens=data_config.max_tokens,
+      batch_size=data_config.batch_size, tokens_per_batch=data_config.tokens_per_batch,
+      bucketing=data_config.bucketing, shuffle=False, drop_remainder=drop_remainder,
+      static_shapes=static_shapes)

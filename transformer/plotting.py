@@ -26,6 +26,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import tensorflow as tf
 
+from transformer import run_folder
+
 PathLike = Union[str, os.PathLike]
 PANELS_PER_ROW = 4
 END, PAD = "[END]", "[PAD]"
@@ -177,9 +179,9 @@ def plot_training_curves(metrics_path: PathLike, path: PathLike):
   epochs = [r for r in read_metrics(metrics_path) if "train_loss" in r]
   if not epochs:
     raise ValueError(f"{metrics_path} holds no epoch records")
-  config_path = Path(metrics_path).parent / "config.json"
-  warmup_steps = (json.loads(config_path.read_text(encoding="utf-8"))["training"]
-                  ["warmup_steps"] if config_path.is_file() else None)
+  config_path = Path(metrics_path).parent / run_folder.CONFIG_FILE
+  warmup_steps = (run_folder.read_run_config(config_path)["training"]["warmup_steps"]
+                  if config_path.is_file() else None)
   figure, (loss_axes, accuracy_axes) = plt.subplots(1, 2, figsize=(11, 4.5),
                                                     layout="constrained")
   steps = [r["step"] for r in epochs]

@@ -1,9 +1,8 @@
-"""Checkpoints of a training run, and resuming from them (tutorial: "Train the
-model" → the checkpoint manager; paper §5).
+"""Checkpoints of a training run, and resuming from them (paper §5).
 
 ``tf.train.Checkpoint(model, optimizer, position)`` with a
 ``tf.train.CheckpointManager`` under ``<model_dir>/checkpoints``; the loop in
-:mod:`transformer.training` saves at the end of each epoch and whenever
+:mod:`transformer.training.trainer` saves at the end of each epoch and whenever
 ``config.training.checkpoint_every_steps`` steps have passed since the last
 save, so that the checkpoints averaged for evaluation (§6.1) are evenly spaced
 and no two are a few steps apart. The step counter is ``optimizer.iterations``
@@ -40,8 +39,8 @@ from typing import Dict, List, Optional, Tuple
 from absl import logging
 import tensorflow as tf
 
-from transformer import distribute
-from transformer.errors import TrainingError
+from transformer.training import distribute
+from transformer.training.errors import TrainingError, describe_error
 
 CHECKPOINT_SUBDIR = "checkpoints"
 # Where unreadable checkpoints are moved, under CHECKPOINT_SUBDIR (kept, not deleted).
@@ -57,12 +56,6 @@ class CheckpointError(TrainingError):
 
 class RunLockedError(TrainingError):
   """Another running process holds the run folder's lock."""
-
-
-def describe_error(error: Exception) -> str:
-  """``Type: first line of the message`` (TensorFlow's messages run to pages)."""
-  lines = str(error).strip().splitlines()
-  return f"{type(error).__name__}: {lines[0] if lines else ''}"
 
 
 def checkpoint_step(prefix: str) -> int:
@@ -215,7 +208,7 @@ class Checkpoints:
       (dropout's random state, the epoch's running sums): saved always,
       restored when the checkpoint holds them (see :attr:`restored_added_state`).
     **run_state: more variables to save and restore by name (a time budget's
-      plan, :class:`transformer.budget.TimeBudget`).
+      plan, :class:`transformer.training.budget.TimeBudget`).
   """
 
   def __init__(self, model_dir: Optional[Path], strategy, *, keep: int, model, optimizer,

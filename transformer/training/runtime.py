@@ -1,6 +1,8 @@
-"""The command-line scripts' console and CPU threads: TensorFlow's own log lines
-hidden unless asked, as many threads as the process may use cores, and the
-allocator that keeps CPU memory between steps.
+"""The scripts' TensorFlow process: quiet logs, the CPU allocator and thread pools.
+
+TensorFlow's own log lines are hidden unless asked, each thread pool gets as
+many threads as the process may use cores, and the allocator keeps CPU memory
+between steps.
 
 ``train.py``, ``evaluate.py`` and ``translate.py`` import TensorFlow only after
 their flags are checked (so that a bad flag answers at once), through

@@ -1,20 +1,10 @@
-"""The training loop (tutorial: "Train the model"; paper §5), separate from the model.
+"""The training loop, :class:`Trainer` (tutorial: "Train the model"; paper §5).
 
-The tutorial calls ``transformer.fit(train_batches, epochs=20, ...)``. This module
-writes the loop out, in the style of the TF Model Garden, whose Orbit library
-also keeps the loop apart from what it calls. :class:`Trainer` builds the model
-and optimizer under a ``tf.distribute`` strategy and runs the loop; each other
-concern is a small collaborator in a module of its own:
-
-* :mod:`transformer.steps`: the arithmetic of one step;
-* :mod:`transformer.checkpointing`: checkpoints, resumption, and refusing
-  corrupt or mismatched checkpoints (:class:`CheckpointError`);
-* :mod:`transformer.stop_signals`: stopping cleanly on SIGTERM/SIGINT, and
-  ``train.py``'s exit status then;
-* :mod:`transformer.summaries`: TensorBoard scalars and ``metrics.jsonl``
-  (:data:`METRICS_FILE`);
-* :mod:`transformer.progress`: the progress bar and the per-epoch summary line
-  (:func:`epoch_summary`).
+:class:`Trainer` builds the model and optimizer under a ``tf.distribute``
+strategy and trains them. The tutorial calls ``transformer.fit(train_batches,
+epochs=20, ...)``; here the loop is written out, in the style of the TF Model
+Garden's Orbit, and each other concern is a collaborator in this package (see
+:mod:`transformer.training`).
 
 The loop:
 
@@ -49,14 +39,14 @@ every replica and the loss scale halved, as on one device (see
 XLA compiles once per input shape, so it needs batches of few shapes:
 ``pipeline.batch_tokenized(static_shapes=True)``, which ``train.py`` uses with
 ``--jit_compile`` (batches padded to their length bucket's longest sentence),
-and not ``config.training.length_groups`` (see :mod:`transformer.steps`), whose
+and not ``config.training.length_groups`` (see :mod:`transformer.training.step`), whose
 sub-batch lengths vary.
 
 Outputs under ``model_dir`` (written by the chief only under multi-worker):
-``checkpoints/`` (:mod:`transformer.checkpointing`), TensorBoard scalars in
+``checkpoints/`` (:mod:`transformer.training.checkpointing`), TensorBoard scalars in
 ``logs/train`` (every ``log_every_steps``) and ``logs/validation`` (every
 epoch), and one JSON line per epoch in ``metrics.jsonl``
-(:mod:`transformer.summaries`).
+(:mod:`transformer.training.summaries`).
 """
 
 import dataclasses
@@ -65,26 +55,23 @@ import math
 from pathlib import Path
 import signal
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from absl import logging
 import keras
 import tensorflow as tf
 
-from transformer import budget as budget_lib
-from transformer import checkpointing
-from transformer import distribute
 from transformer import losses
 from transformer import optimization
-from transformer import progress as progress_lib
-from transformer import steps
-from transformer import stop_signals
-from transformer import summaries
-from transformer.checkpointing import CheckpointError  # pylint: disable=unused-import  (the public name)
-from transformer.errors import TrainingError
 from transformer.model import Transformer
-from transformer.progress import epoch_summary  # pylint: disable=unused-import  (the public name)
-from transformer.summaries import METRICS_FILE  # pylint: disable=unused-import  (the public name)
+from transformer.training import budget as budget_lib
+from transformer.training import checkpointing
+from transformer.training import distribute
+from transformer.training import progress as progress_lib
+from transformer.training import step as step_lib
+from transformer.training import stop_signals
+from transformer.training import summaries
+from transformer.training.errors import TrainingError
 
 
 class NonFiniteLossError(TrainingError):
@@ -140,24 +127,28 @@ def dropout_random_state(model) -> tf.Module:
 
 
 class EpochSums(tf.Module):
-  """The running sums of the current epoch, float64 scalars, checkpointed so that
-  the record of an epoch interrupted and resumed covers all of its batches:
-  ``loss`` (summed token losses), ``tokens``, ``correct`` (predicted tokens) and
-  ``seconds`` spent on the epoch's steps before this process."""
-
-  NAMES = ("loss", "tokens", "correct", "seconds")
+  """The current epoch's :class:`transformer.losses.TokenMetrics` and the
+  ``seconds`` spent on its steps, as float64 scalars, checkpointed so that the
+  record of an epoch interrupted and resumed covers all of its batches. The
+  variables keep the names ``loss``, ``tokens``, ``correct`` and ``seconds``
+  that checkpoints hold."""
 
   def __init__(self):
     super().__init__(name="epoch_sums")
-    for name in self.NAMES:
+    for name in ("loss", "tokens", "correct", "seconds"):
       setattr(self, name, tf.Variable(0.0, dtype=tf.float64, trainable=False, name=name))
 
-  def values(self) -> Dict[str, float]:
-    return {name: float(getattr(self, name).numpy()) for name in self.NAMES}
+  def read(self) -> Tuple[losses.TokenMetrics, float]:
+    """``(metrics, seconds)`` as checkpointed."""
+    metrics = losses.TokenMetrics(float(self.loss.numpy()), float(self.tokens.numpy()),
+                                  float(self.correct.numpy()))
+    return metrics, float(self.seconds.numpy())
 
-  def assign(self, **values: float) -> None:
-    for name, value in values.items():
-      getattr(self, name).assign(value)
+  def assign(self, metrics: losses.TokenMetrics, seconds: float) -> None:
+    self.loss.assign(metrics.loss_sum)
+    self.tokens.assign(metrics.tokens)
+    self.correct.assign(metrics.correct)
+    self.seconds.assign(seconds)
 
 
 class Trainer:
@@ -238,6 +229,7 @@ class Trainer:
     # The run's length in epochs for "Epoch 3/20": shown and updated by the loop.
     self._planned = None
     self._budget_estimate = int(config.training.epochs)
+    self._grad_fn = None  # the step's gradients, XLA-compiled under jit_compile
     self._train_fn = None
     self._train_spec = None
     self._eval_fn = None
@@ -261,7 +253,7 @@ class Trainer:
     return self._checkpoints.latest()
 
   def restore(self) -> int:
-    """Restores the latest checkpoint; see :meth:`transformer.checkpointing.Checkpoints.restore`."""
+    """Restores the latest checkpoint; see :meth:`transformer.training.checkpointing.Checkpoints.restore`."""
     return self._checkpoints.restore()
 
   def save_checkpoint(self) -> Optional[str]:
@@ -273,7 +265,7 @@ class Trainer:
   def _compute_gradients(self, inputs, labels, global_count):
     scale_loss = (self.optimizer.scale_loss
                   if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer) else None)
-    return steps.gradients(self.model, inputs, labels, global_count,
+    return step_lib.gradients(self.model, inputs, labels, global_count,
                            label_smoothing=self.label_smoothing, scale_loss=scale_loss,
                            groups=self.length_groups)
 
@@ -295,28 +287,27 @@ class Trainer:
     return tuple(self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
                  for v in per_replica)
 
+  def _distributed_step(self, replica_step, element_spec):
+    """A ``tf.function`` running ``replica_step(inputs, labels)`` on every
+    replica and summing its outputs over them."""
+    def step(batch):
+      inputs, labels = batch
+      return self._reduce(self.strategy.run(replica_step, args=(inputs, labels)))
+    # The signature has the dataset's unknown (None) batch and length
+    # dimensions, so varying batch shapes do not retrace the step.
+    return tf.function(step, input_signature=[element_spec])
+
   def _get_train_fn(self, element_spec):
     if self._train_fn is None or self._train_spec != element_spec:
       self._grad_fn = (tf.function(self._compute_gradients, jit_compile=True)
                        if self.jit_compile else self._compute_gradients)
-
-      def train_step(batch):
-        inputs, labels = batch
-        return self._reduce(self.strategy.run(self._replica_train_step,
-                                              args=(inputs, labels)))
-      # The signature has the dataset's unknown (None) batch and length
-      # dimensions, so varying batch shapes do not retrace the step.
-      self._train_fn = tf.function(train_step, input_signature=[element_spec])
+      self._train_fn = self._distributed_step(self._replica_train_step, element_spec)
       self._train_spec = element_spec
     return self._train_fn
 
   def _get_eval_fn(self, element_spec):
     if self._eval_fn is None or self._eval_spec != element_spec:
-      def eval_step(batch):
-        inputs, labels = batch
-        return self._reduce(self.strategy.run(self._replica_eval_step,
-                                              args=(inputs, labels)))
-      self._eval_fn = tf.function(eval_step, input_signature=[element_spec])
+      self._eval_fn = self._distributed_step(self._replica_eval_step, element_spec)
       self._eval_spec = element_spec
     return self._eval_fn
 
@@ -333,25 +324,21 @@ class Trainer:
     for batch in dist:
       if max_steps is not None and len(records) >= max_steps:
         break
-      loss_sum, count, correct = (float(v) for v in fn(batch))
-      records.append({"loss": loss_sum / max(count, 1.0), "tokens": count,
-                      "correct": correct})
+      batch_metrics = losses.TokenMetrics().add(*fn(batch))
+      records.append({"loss": batch_metrics.loss, "tokens": batch_metrics.tokens,
+                      "correct": batch_metrics.correct})
     return records
 
   def evaluate(self, dataset) -> Dict[str, float]:
     """Mean token loss and accuracy over ``dataset`` (no dropout)."""
     dist = distribute.distribute_dataset(self.strategy, dataset)
     fn = self._get_eval_fn(dist.element_spec)
-    total_loss = total_count = total_correct = 0.0
+    metrics = losses.TokenMetrics()
     for batch in dist:
-      loss_sum, count, correct = (float(v) for v in fn(batch))
-      total_loss += loss_sum
-      total_count += count
-      total_correct += correct
-    if total_count == 0:
+      metrics.add(*fn(batch))
+    if metrics.tokens == 0:
       raise TrainingError("the evaluation dataset is empty")
-    return {"loss": total_loss / total_count, "accuracy": total_correct / total_count,
-            "tokens": total_count}
+    return {"loss": metrics.loss, "accuracy": metrics.accuracy, "tokens": metrics.tokens}
 
   # --------------------------------------------------------------- the loop
 
@@ -362,7 +349,7 @@ class Trainer:
     """Trains until ``config.training.train_steps`` steps (if > 0) or
     ``config.training.epochs`` epochs, counting those already done, or with
     ``config.training.time_budget_minutes`` the epochs that fit in it
-    (:mod:`transformer.budget`).
+    (:mod:`transformer.training.budget`).
 
     Call :meth:`restore` first to resume.
 
@@ -418,7 +405,7 @@ class Trainer:
             self.epoch.assign_add(1)
             self.steps_per_epoch.assign(record["steps_in_epoch"])
             self.step_in_epoch.assign(0)
-            self._epoch_sums.assign(**dict.fromkeys(EpochSums.NAMES, 0.0))
+            self._epoch_sums.assign(losses.TokenMetrics(), 0.0)
             if self._budget is not None:
               self._plan_budget(record, seconds, steps_run=self.step - first_step)
           self.save_checkpoint()
@@ -483,51 +470,45 @@ class Trainer:
       self._open_progress(epoch, skip, target, dataset, max_steps)
     # A resumed epoch goes on from its checkpointed sums; a checkpoint from
     # before them leaves the record covering only this run's batches: partial.
-    before = self._epoch_sums.values() if skip else dict.fromkeys(EpochSums.NAMES, 0.0)
+    epoch_metrics, seconds_before = (self._epoch_sums.read() if skip
+                                     else (losses.TokenMetrics(), 0.0))
     partial = bool(skip) and not self._checkpoints.restored_added_state
-    epoch_loss, epoch_count, epoch_correct = before["loss"], before["tokens"], before["correct"]
-    log_loss = log_count = log_correct = 0.0
+    interval_metrics = losses.TokenMetrics()  # since the last TensorBoard scalars
     log_start = epoch_start = time.time()
     done = skip
     complete = True
     for batch in dist:
-      loss_sum, count, correct = (float(v) for v in train_fn(batch))
+      batch_metrics = losses.TokenMetrics().add(*train_fn(batch))
       step = self.step
-      loss = loss_sum / max(count, 1.0)
-      if not math.isfinite(loss_sum):
+      if not math.isfinite(batch_metrics.loss_sum):
         raise NonFiniteLossError(
-            f"the training loss is {loss} at step {step} "
+            f"the training loss is {batch_metrics.loss} at step {step} "
             f"(epoch {epoch + 1}); stopping without saving. The last good checkpoint "
             f"is kept: {self.latest_checkpoint() or 'none was written yet'}. Lower the "
             "learning rate (config.training.warmup_steps), check the data, or try "
             "without mixed precision")
       done += 1
       self.step_in_epoch.assign(done)
-      epoch_loss += loss_sum
-      epoch_count += count
-      epoch_correct += correct
-      log_loss += loss_sum
-      log_count += count
-      log_correct += correct
+      epoch_metrics += batch_metrics
+      interval_metrics += batch_metrics
       elapsed = max(time.time() - epoch_start, 1e-9)
-      self._epoch_sums.assign(loss=epoch_loss, tokens=epoch_count, correct=epoch_correct,
-                              seconds=before["seconds"] + elapsed)
-      tokens_per_second = epoch_count / (before["seconds"] + elapsed)
+      self._epoch_sums.assign(epoch_metrics, seconds_before + elapsed)
+      tokens_per_second = epoch_metrics.tokens / (seconds_before + elapsed)
       lr = self.learning_rate
-      self._progress.update(done, **{"loss": epoch_loss / max(epoch_count, 1.0),
-                                     "acc": epoch_correct / max(epoch_count, 1.0),
+      self._progress.update(done, **{"loss": epoch_metrics.loss,
+                                     "acc": epoch_metrics.accuracy,
                                      "lr": lr, "tok/s": tokens_per_second})
       if step % self.log_every_steps == 0:
         now = time.time()
         self._summaries.write_scalars("train", step, {
-            "loss": log_loss / max(log_count, 1.0),
-            "accuracy": log_correct / max(log_count, 1.0),
+            "loss": interval_metrics.loss,
+            "accuracy": interval_metrics.accuracy,
             "learning_rate": lr,
-            "tokens_per_second": log_count / max(now - log_start, 1e-9)})
-        log_loss = log_count = log_correct = 0.0
+            "tokens_per_second": interval_metrics.tokens / max(now - log_start, 1e-9)})
+        interval_metrics = losses.TokenMetrics()
         log_start = now
       if step_callback is not None:
-        step_callback(step, loss)
+        step_callback(step, batch_metrics.loss)
       if stop.received is not None:
         complete = False
         break
@@ -546,10 +527,10 @@ class Trainer:
     record = {
         "epoch": epoch + 1, "step": self.step, "complete": complete,
         "steps_in_epoch": done,
-        "train_loss": epoch_loss / max(epoch_count, 1.0),
-        "train_accuracy": epoch_correct / max(epoch_count, 1.0),
+        "train_loss": epoch_metrics.loss,
+        "train_accuracy": epoch_metrics.accuracy,
         "learning_rate": self.learning_rate,
-        "tokens_per_second": epoch_count / (before["seconds"] + elapsed),
+        "tokens_per_second": epoch_metrics.tokens / (seconds_before + elapsed),
         "seconds": elapsed,  # this run's share (the time budget counts runs apart)
     }
     if partial:

@@ -1,5 +1,6 @@
-"""What a training run shows on the console: a live line per epoch on a
-terminal and one summary line per epoch everywhere.
+"""What a training run shows on the console: a live line and per-epoch summaries.
+
+A live line per epoch on a terminal and one summary line per epoch everywhere.
 
 On a terminal the live line counts the steps this epoch will really run (a
 ``train_steps`` limit shortens it), says "Epoch 3/20" and gives an ETA from the

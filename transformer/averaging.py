@@ -1,0 +1,128 @@
+"""Checkpoint averaging (paper §6.1), and restoring a model only from a checkpoint that fits it.
+
+§6.1: "For the base models, we used a single model obtained by averaging the
+last 5 checkpoints, which were written at 10-minute intervals."
+:func:`average_checkpoints` does that with the checkpoints ``train.py`` keeps
+(:func:`last_checkpoints`).
+"""
+
+import os
+from pathlib import Path
+from typing import List, Sequence, Union
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+from transformer.training.checkpointing import CheckpointError, drop_unreadable_newest
+from transformer.training.errors import describe_error
+
+PathLike = Union[str, os.PathLike]
+# Where tf.train.Checkpoint stores its object graph inside a checkpoint.
+_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+
+
+def last_checkpoints(checkpoint_dir: PathLike, n: int) -> List[str]:
+  """The last ``n`` checkpoints listed in ``checkpoint_dir``'s ``checkpoint``
+  file, oldest first.
+
+  Raises:
+    CheckpointError: ``n`` < 1, fewer than ``n`` checkpoints, or an unreadable
+      ``checkpoint`` file.
+  """
+  if n < 1:
+    raise CheckpointError(f"the number of checkpoints must be >= 1, got {n}")
+  try:
+    state = tf.train.get_checkpoint_state(str(checkpoint_dir))
+  except Exception as e:  # pylint: disable=broad-except  (ParseError, OpError...)
+    raise CheckpointError(f"{Path(checkpoint_dir) / 'checkpoint'} is corrupt: "
+                          f"{describe_error(e)}") from e
+  paths, unreadable = drop_unreadable_newest(
+      list(state.all_model_checkpoint_paths) if state else [])
+  for prefix, reason in unreadable:
+    logging.warning("skipping the checkpoint %s: it cannot be read (%s)", prefix, reason)
+  if len(paths) < n:
+    raise CheckpointError(
+        f"asked for the last {n} checkpoints but {checkpoint_dir} has "
+        f"{len(paths)}{' intact' if unreadable else ''}"
+        f"{': ' + ', '.join(paths) if paths else ''}"
+        f"{''.join(f'; {p} cannot be read ({r})' for p, r in unreadable)}")
+  return paths[-n:]
+
+
+def average_checkpoints(model, paths: Sequence[str]) -> None:
+  """Sets the model's weights to the element-wise mean of the checkpoints
+  ``paths`` (§6.1; e.g. :func:`last_checkpoints`).
+
+  Each checkpoint is restored into the model in turn (:func:`restore_model`,
+  which refuses incomplete or foreign checkpoints); the optimizer state in
+  them is ignored.
+  """
+  if not paths:
+    raise CheckpointError("no checkpoints to average")
+  variables = [v for v in model.weights if tf.as_dtype(v.dtype).is_floating]
+  sums = [np.zeros(v.shape, np.float64) for v in variables]
+  for path in paths:
+    restore_model(model, path)
+    for total, variable in zip(sums, variables):
+      total += variable.numpy()
+  for total, variable in zip(sums, variables):
+    variable.assign((total / len(paths)).astype(tf.as_dtype(variable.dtype).as_numpy_dtype))
+
+
+def count_model_variables(path: str) -> int:
+  """How many variables the checkpoint holds in the object graph below its
+  root's ``model`` child: :func:`restore_model` refuses a checkpoint with more
+  than the model has (another model), which a restore alone would not notice.
+
+  Counted in the checkpoint's object graph, not by name: a checkpoint names
+  each variable once, by its shortest path from the root, and in the Trainer's
+  checkpoints that path runs through the optimizer
+  (``optimizer/_trainable_variables/N``) rather than through ``model/...``.
+  """
+  reader = tf.train.load_checkpoint(path)
+  if not reader.has_tensor(_OBJECT_GRAPH_KEY):
+    raise CheckpointError(f"{path} has no object graph: it was not written by "
+                          "tf.train.Checkpoint")
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(reader.get_tensor(_OBJECT_GRAPH_KEY))
+  stack = [child.node_id for child in graph.nodes[0].children if child.local_name == "model"]
+  seen = set()
+  while stack:
+    node = stack.pop()
+    if node not in seen:
+      seen.add(node)
+      stack.extend(child.node_id for child in graph.nodes[node].children)
+  return sum(1 for node in seen if graph.nodes[node].attributes)
+
+
+def restore_model(model, path: str) -> None:
+  """Loads the model's weights from a ``tf.train.Checkpoint(model=model, ...)`` file.
+
+  The checkpoint must fit the model exactly, as checked through its object
+  graph: it holds as many variables below ``model`` as the model has (more
+  means another model, e.g. more layers), every model variable is matched
+  with one of them (``tf.train.Checkpoint`` silently skips what it cannot
+  reach, and a half-restored model translates garbage), and each has the
+  model's shape (else the restore itself fails).
+
+  Raises:
+    CheckpointError naming ``path``: an unbuilt model, or a checkpoint that is
+    unreadable, incomplete or written by another model.
+  """
+  if not model.built:
+    raise CheckpointError(f"build the model before restoring {path} into it")
+  try:
+    saved = count_model_variables(path)
+  except tf.errors.OpError as e:
+    raise CheckpointError(f"cannot read the checkpoint {path}: {describe_error(e)}") from e
+  if saved != len(model.weights):
+    raise CheckpointError(
+        f"{path} holds {saved} model variables, this model has {len(model.weights)}: "
+        "it was written by a different model (configuration or vocabulary)")
+  try:
+    status = tf.train.Checkpoint(model=model).restore(path).expect_partial()
+    status.assert_existing_objects_matched()
+  except Exception as e:  # pylint: disable=broad-except  (AssertionError, OpError, IndexError...)
+    raise CheckpointError(f"{path} does not fit the model: {describe_error(e)}") from e

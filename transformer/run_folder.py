@@ -1,0 +1,70 @@
+"""A ``train.py`` output folder read back: its configuration and its trained model."""
+
+import json
+import os
+from pathlib import Path
+from typing import Union
+
+import ml_collections
+
+from transformer.training.errors import TrainingError, describe_error
+
+PathLike = Union[str, os.PathLike]
+# The files train.py writes first into its --model_dir (README: What --model_dir holds).
+CONFIG_FILE = "config.json"
+TOKENIZER_PATH_FILE = "tokenizer_path.txt"
+
+
+class RunFolderError(TrainingError):
+  """A file of a ``train.py`` output folder is unreadable."""
+
+
+def read_run_config(config_file: PathLike) -> dict:
+  """A run folder's ``config.json`` as a dict; :class:`RunFolderError` naming the
+  file if it is unreadable, empty, cut short or not a JSON object."""
+  try:
+    with open(config_file, encoding="utf-8") as f:
+      stored = json.load(f)
+  except (ValueError, OSError) as e:  # ValueError: not JSON, not UTF-8
+    raise RunFolderError(f"{config_file} is unreadable ({describe_error(e)})") from e
+  if not isinstance(stored, dict):
+    raise RunFolderError(f"{config_file} holds a JSON {type(stored).__name__}, "
+                         "not a configuration")
+  return stored
+
+
+def restore_model_dir(model_dir: PathLike, average_last: int = 0):
+  """The trained model of a ``train.py`` output folder.
+
+  Reads ``config.json`` and ``tokenizer_path.txt``, builds the model and loads
+  the latest checkpoint (``average_last`` 0), or the mean of the last
+  ``average_last`` ones. The checkpoints are listed before anything is built,
+  so that a missing one fails at once.
+
+  Returns:
+    ``(config, tokenizers, model, checkpoint paths used)``.
+  """
+  # Imported here: train.py reads config.json with this module before TensorFlow loads.
+  from transformer import averaging  # pylint: disable=g-import-not-at-top
+  from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
+  from transformer.model import Transformer  # pylint: disable=g-import-not-at-top
+  from transformer.training.checkpointing import CHECKPOINT_SUBDIR  # pylint: disable=g-import-not-at-top
+  model_dir = Path(model_dir)
+  for name in (CONFIG_FILE, TOKENIZER_PATH_FILE):
+    if not (model_dir / name).is_file():
+      raise FileNotFoundError(f"{model_dir / name} is missing: is {model_dir} a train.py "
+                              "output folder?")
+  paths = averaging.last_checkpoints(model_dir / CHECKPOINT_SUBDIR, max(average_last, 1))
+  config = ml_collections.ConfigDict(read_run_config(model_dir / CONFIG_FILE))
+  tokenizers = tokenizers_lib.load_tokenizers(
+      (model_dir / TOKENIZER_PATH_FILE).read_text().strip())
+  mismatch = tokenizers_lib.vocabulary_mismatch(model_dir, tokenizers)
+  if mismatch:
+    raise tokenizers_lib.TokenizerError(f"{model_dir / TOKENIZER_PATH_FILE}: {mismatch}")
+  model = Transformer.from_model_config(config.model, *tokenizers_lib.vocab_sizes(tokenizers))
+  model.build(((None, None), (None, None)))
+  if average_last:
+    averaging.average_checkpoints(model, paths)
+  else:
+    averaging.restore_model(model, paths[0])
+  return config, tokenizers, model, paths
