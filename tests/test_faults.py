@@ -158,6 +158,18 @@ def _error_lines(output, script="train.py"):
   return [line for line in output.splitlines() if line.startswith(f"{script}: error: ")]
 
 
+def _assert_fails_in_one_line(code, output, pattern):
+  """train.py exited 1 with one error line, which matches ``pattern``."""
+  assert code == 1, output[-3000:]
+  lines = _error_lines(output)
+  assert len(lines) == 1 and re.match(pattern, lines[0]), output[-3000:]
+
+
+def _files(folder):
+  """{relative path: bytes} of every file below ``folder``."""
+  return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
 def _run_script(*args):
   return subprocess.run([sys.executable, *map(str, args)], cwd=REPO_DIR, env=_env(),
                         capture_output=True, text=True, timeout=240, check=False)
@@ -424,14 +436,12 @@ def test_9_a_full_disk_at_a_checkpoint_names_it_and_the_last_good_one(
   model_dir = tmp_path / "run"
   code, output = _run(_args(model_dir, small_data, tutorial_tokenizer_path, 12),
                       "full_disk_after_step", 7)
-  assert code == 1, output[-3000:]
   checkpoints = model_dir / "checkpoints"
-  lines = _error_lines(output)
   # ckpt-6 ends the first epoch; the next one is due 5 steps later, at 11.
-  assert len(lines) == 1 and re.match(
+  _assert_fails_in_one_line(
+      code, output,
       rf"train.py: error: cannot write the checkpoint {checkpoints / 'ckpt-11'}: .*File too "
-      rf"large.*The last good checkpoint is {checkpoints / 'ckpt-6'}; free space and rerun",
-      lines[0]), output[-3000:]
+      rf"large.*The last good checkpoint is {checkpoints / 'ckpt-6'}; free space and rerun")
   assert not list(checkpoints.glob("*_temp"))
 
 
@@ -439,18 +449,16 @@ def test_9_a_full_disk_at_the_export_keeps_the_old_one_and_the_rerun_exports(
     tmp_path, finished_run, small_data, tutorial_tokenizer_path):
   model_dir = _copy(finished_run, tmp_path)
   export = model_dir / "export"
-  before = {p.relative_to(export): p.read_bytes() for p in export.rglob("*") if p.is_file()}
+  before = _files(export)
   args = [a for a in _args(model_dir, small_data, tutorial_tokenizer_path, 8)
           if a != "--noexport"]
   code, output = _run(args, "full_disk_in_export")
-  assert code == 1, output[-3000:]
-  lines = _error_lines(output)
-  assert len(lines) == 1 and re.match(
+  _assert_fails_in_one_line(
+      code, output,
       rf"train.py: error: cannot write the export to {model_dir / 'export.new'}: .*File too "
       rf"large.*; {export} is left as it was, and the trained model is in "
-      rf"{model_dir / 'checkpoints' / 'ckpt-8'}\. Free space and rerun", lines[0]), output[-3000:]
-  assert {p.relative_to(export): p.read_bytes()
-          for p in export.rglob("*") if p.is_file()} == before
+      rf"{model_dir / 'checkpoints' / 'ckpt-8'}\. Free space and rerun")
+  assert _files(export) == before
   assert _checkpoint_steps(model_dir)[-1] == 8
 
   code, output = _run(args)
@@ -466,12 +474,10 @@ def test_9_running_out_of_memory_while_building_the_model_is_one_line(
   code, output = _run(_args(model_dir, small_data, tutorial_tokenizer_path, 6,
                             "--config.model.d_model=262144", "--config.model.num_heads=1"),
                       "memory_limit_at_model")
-  assert code == 1, output[-3000:]
-  lines = _error_lines(output)
-  assert len(lines) == 1 and re.match(
+  _assert_fails_in_one_line(
+      code, output,
       r"train.py: error: out of memory while building the model \((ResourceExhaustedError: "
-      r".*OOM when allocating|MemoryError: Unable to allocate).*\); try a smaller "
-      r"configuration", lines[0]), output[-3000:]
+      r".*OOM when allocating|MemoryError: Unable to allocate).*\); try a smaller configuration")
   # Nothing recorded for a model that never existed: the folder takes another run.
   assert sorted(p.name for p in model_dir.iterdir()) == ["train.lock"]
 
