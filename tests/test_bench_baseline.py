@@ -91,6 +91,7 @@ def test_tutorial_loss_and_accuracy_count_real_labels_only():
   np.testing.assert_allclose(tutorial_baseline.masked_accuracy(labels, logits), 2 / 3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "tf.function"])
 def test_translator_loop_gives_our_greedy_tokens(tutorial_tokenizers, compiled):
   ours, baseline = tiny_pair(*TUTORIAL_VOCABULARIES)

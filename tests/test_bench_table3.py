@@ -85,6 +85,7 @@ def interrupt_after_first_checkpoint(monkeypatch):
   return lambda: monkeypatch.setattr(Trainer, "evaluate", real_evaluate)
 
 
+@pytest.mark.slow
 def test_arms_write_their_json_resume_and_are_skipped_once_done(bench, monkeypatch):
   """E_learned is interrupted after its first checkpoint; the next run trains
   base_s0 and only the remaining steps of E_learned; a third run trains nothing."""

@@ -134,6 +134,7 @@ def ten_second_epochs(monkeypatch):
   monkeypatch.setattr(training.Trainer, "_run_epoch", timed)
 
 
+@pytest.mark.slow
 def test_trainer_runs_the_epochs_that_fit_and_ends_at_rate_zero(tmp_path, ten_second_epochs):
   # pylint: disable=unused-argument
   dataset = _dataset()
@@ -147,6 +148,7 @@ def test_trainer_runs_the_epochs_that_fit_and_ends_at_rate_zero(tmp_path, ten_se
   assert rates[5] == 0.0
 
 
+@pytest.mark.slow
 def test_a_resumed_run_keeps_its_plan_and_its_seconds(tmp_path, ten_second_epochs):
   # pylint: disable=unused-argument
   dataset = _dataset()

@@ -105,6 +105,7 @@ def test_a_terminal_gets_the_live_line_redrawn_in_place():
   assert stream.getvalue().endswith("\n") and ESCAPE not in stream.getvalue()
 
 
+@pytest.mark.slow
 def test_a_time_budgets_epoch_count_follows_its_plan(monkeypatch, capsys):
   # 1 minute of budget, a first epoch of 10 s (6 fit), then 20 s ones: the
   # plan fixes 3 epochs after the second.

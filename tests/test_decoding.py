@@ -137,6 +137,7 @@ def trained(trained_model):
   return compiled(trained_model)
 
 
+@pytest.mark.slow
 def test_eager_cached_greedy_equals_uncached(untrained_model, batch):
   sources, limits = batch[0][:3], batch[1][:3]
   cached = decoding.greedy_decode(untrained_model, sources, limits).numpy()
@@ -144,6 +145,7 @@ def test_eager_cached_greedy_equals_uncached(untrained_model, batch):
   np.testing.assert_array_equal(cached, uncached)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("decoders", ["untrained", "trained"])
 def test_cached_greedy_equals_uncached(request, decoders, batch):
   decoders = request.getfixturevalue(decoders)

@@ -223,6 +223,7 @@ def write_data_dir(data_dir, pairs, split_suffix="dev"):
   return data_dir
 
 
+@pytest.mark.slow
 def test_evaluate_scores_an_averaged_model_dir_as_its_export_does(
     tmp_path, tutorial_tokenizer_path, tutorial_tokenizers):
   import evaluate  # pylint: disable=g-import-not-at-top
@@ -258,6 +259,7 @@ def test_evaluate_scores_an_averaged_model_dir_as_its_export_does(
   assert_weights(model, values[2])
 
 
+@pytest.mark.slow
 def test_teacher_forced_metrics_are_the_trainers_validation_metrics(tutorial_tokenizers):
   from transformer import data  # pylint: disable=g-import-not-at-top
   from transformer import pipeline  # pylint: disable=g-import-not-at-top

@@ -66,6 +66,7 @@ def as_text(strings):
   return [s.decode("utf-8") for s in strings.numpy()]
 
 
+@pytest.mark.slow
 def test_saved_model_translates_bad_inputs_one_string_each(exported):
   _, _, loaded = exported
   for translate in (loaded.translate, loaded.translate_greedy):

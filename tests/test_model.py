@@ -54,6 +54,7 @@ def parameter_count(model_config, input_vocab, target_vocab):
   return stacks + embeddings[model_config.output_weights]
 
 
+@pytest.mark.slow
 def test_base_and_big_match_the_papers_table_3():
   # README: base 63.1M (paper: 65M), big 214.2M (paper: 213M) with a shared
   # 37,000-token vocabulary (§3.4, Table 3).

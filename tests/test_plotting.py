@@ -46,6 +46,7 @@ def test_draws_only_real_tokens(tmp_path):
   np.testing.assert_allclose(axes.images[0].get_array(), weights[0, :3, :4])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("src_len,out_len", [(6, 5), (60, 70)])
 def test_labels_do_not_overlap(tmp_path, src_len, out_len):
   source = ["[START]"] + [f"palavra{i}" for i in range(src_len - 2)] + ["[END]"]

@@ -78,6 +78,7 @@ def test_grouped_gradients_equal_the_whole_batch(model, batch):
                                rtol=1e-4, atol=1e-6, err_msg=variable.path)
 
 
+@pytest.mark.slow
 def test_trainer_steps_with_groups_match_whole_batches(batch, monkeypatch):
   config = configs.tiny.get_config()
   config.model.dropout_rate = 0.0
@@ -96,6 +97,7 @@ def test_trainer_steps_with_groups_match_whole_batches(batch, monkeypatch):
   assert losses[1][2] < losses[1][0]  # Three real updates, not the same step thrice.
 
 
+@pytest.mark.slow
 def test_xla_compiled_steps_match_plain_steps(batch):
   # train.py --jit_compile, the other speed switch: the same losses and weights.
   config = configs.tiny.get_config()

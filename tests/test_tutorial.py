@@ -126,6 +126,7 @@ def test_embedding_attention_and_feed_forward_layers(tokenizers, batch):
   assert sample_ffn(en_emb).shape == en_emb.shape
 
 
+@pytest.mark.slow
 def test_encoder_and_decoder_take_the_tutorials_arguments(batch):
   (pt, en), _ = batch
   pt_emb = tf.random.normal((*pt.shape, 512))
@@ -149,6 +150,7 @@ def test_encoder_and_decoder_take_the_tutorials_arguments(batch):
   assert attention.dropout.rate == 0.0 and attention.layernorm.epsilon == 1e-3
 
 
+@pytest.mark.slow
 def test_transformer_is_the_tutorials_model(transformer, batch):
   (pt, en), _ = batch
   output = transformer((pt, en))
@@ -176,6 +178,7 @@ def test_transformer_is_the_tutorials_model(transformer, batch):
                              atol=5e-5, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_compile_fit_and_keras_file_round_trip(transformer, batch, tmp_path_factory):
   (pt, en), en_labels = batch
   learning_rate = CustomSchedule(d_model)
@@ -203,6 +206,7 @@ def test_compile_fit_and_keras_file_round_trip(transformer, batch, tmp_path_fact
   np.testing.assert_allclose(after["loss"], history.history["val_loss"][0], rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_translator_its_printout_and_its_plots(transformer, tokenizers, monkeypatch):
   matplotlib.use("Agg")
   shown = []
@@ -239,6 +243,7 @@ def test_translator_its_printout_and_its_plots(transformer, tokenizers, monkeypa
   matplotlib.pyplot.close("all")
 
 
+@pytest.mark.slow
 def test_export_translator_is_callable_after_reloading(transformer, tokenizers, tmp_path):
   translator = ExportTranslator(Translator(tokenizers, transformer))
   expected = translator("este é o primeiro livro que eu fiz.").numpy()
