@@ -62,9 +62,8 @@ from bench import tutorial_baseline  # pylint: disable=g-import-not-at-top,wrong
 _DATA_DIR, _TOKENIZER, _THREADS = machine.define_input_flags()
 _TRAIN_PAIRS = flags.DEFINE_integer("train_pairs", 20000,
                                     "Training pairs (TFDS order) the batches are drawn from.")
-# Six steps keep the whole benchmark, memory children included, under the
-# 15 minutes issue #9 allows on one core (eight took 16.3 minutes:
-# bench/results/speed.json as of commit fc27220).
+# Six steps keep the whole benchmark, memory children included, under 15
+# minutes on one core (eight took 16.3: bench/README.md).
 _STEPS = flags.DEFINE_integer("steps", 6, "Timed training steps per arm and round.")
 _ROUNDS = flags.DEFINE_integer("rounds", 2, "A/B rounds, after one untimed warm-up pass.")
 _TOKENS_PER_BATCH = flags.DEFINE_integer("tokens_per_batch", 8000,
@@ -187,7 +186,7 @@ def arm_config(kind, config):
 
 def build(kind, config, input_vocab, target_vocab):
   """The tutorial's compiled model or our Trainer, and ``batches -> None`` that
-  trains it on a dataset (its ``fit`` or our ``train_steps``)."""
+  trains it on a dataset (its ``fit`` or our ``train_on_batches``)."""
   if kind == "tutorial":
     model = tutorial_baseline.TutorialTransformer.from_model_config(
         config.model, input_vocab, target_vocab)
@@ -197,7 +196,7 @@ def build(kind, config, input_vocab, target_vocab):
   from transformer.training import Trainer  # pylint: disable=g-import-not-at-top
   trainer = Trainer(config, input_vocab_size=input_vocab, target_vocab_size=target_vocab,
                     progress=False)
-  return trainer, trainer.train_steps
+  return trainer, trainer.train_on_batches
 
 
 # ----------------------------------------------------------------- timing

@@ -47,14 +47,14 @@ def bench(tmp_path, monkeypatch, ted_data_dir, tutorial_tokenizer_path):
   """Runs table3.main with tiny settings; returns (run(**flags), out_dir, steps run)."""
   monkeypatch.setattr(table3, "base_config", tiny_base)
   steps_run = []
-  train_steps = Trainer.train_steps
+  train_on_batches = Trainer.train_on_batches
 
   def counting(self, dataset, max_steps=None):
-    records = train_steps(self, dataset, max_steps)
+    records = train_on_batches(self, dataset, max_steps)
     steps_run.append(len(records))
     return records
 
-  monkeypatch.setattr(Trainer, "train_steps", counting)
+  monkeypatch.setattr(Trainer, "train_on_batches", counting)
   if not flags.FLAGS.is_parsed():
     flags.FLAGS.mark_as_parsed()
   out_dir = tmp_path / "results"

@@ -149,8 +149,8 @@ def test_two_replicas_match_one_device(tmp_path):
   double = training.Trainer(config(), input_vocab_size=VOCAB, target_vocab_size=VOCAB,
                             strategy=mirrored, progress=False)
   double.model.set_weights(initial)
-  one = single.train_steps(batches())
-  two = double.train_steps(batches())
+  one = single.train_on_batches(batches())
+  two = double.train_on_batches(batches())
   np.savez("out.npz", loss1=[r["loss"] for r in one], loss2=[r["loss"] for r in two],
            tokens1=[r["tokens"] for r in one], tokens2=[r["tokens"] for r in two],
            **{f"w1_{i}": w for i, w in enumerate(single.model.get_weights())},

@@ -91,7 +91,7 @@ def scale(trainer):
 
 
 def step(trainer, b):
-  return trainer.train_steps(dataset(b))[0]["loss"]
+  return trainer.train_on_batches(dataset(b))[0]["loss"]
 
 
 mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])

@@ -90,7 +90,7 @@ def test_trainer_steps_with_groups_match_whole_batches(batch, monkeypatch):
   for groups in (1, 2):
     config.training.length_groups = groups
     trainer = Trainer(config, input_vocab_size=VOCAB, target_vocab_size=VOCAB, progress=False)
-    losses[groups] = [r["loss"] for r in trainer.train_steps(dataset)]
+    losses[groups] = [r["loss"] for r in trainer.train_on_batches(dataset)]
   # The grouped Trainer did split its batches, in a loop traced once.
   assert len(traced_sub_batches) == 1
   np.testing.assert_allclose(losses[2], losses[1], rtol=1e-4)
@@ -108,7 +108,7 @@ def test_xla_compiled_steps_match_plain_steps(batch):
   for jit_compile in (False, True):
     trainer = Trainer(config, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
                       jit_compile=jit_compile, progress=False)
-    losses[jit_compile] = [r["loss"] for r in trainer.train_steps(dataset)]
+    losses[jit_compile] = [r["loss"] for r in trainer.train_on_batches(dataset)]
     logits[jit_compile] = trainer.model((batch[0], batch[1]), training=False).numpy()
   np.testing.assert_allclose(losses[True], losses[False], rtol=1e-4)
   assert losses[False][2] < losses[False][0]

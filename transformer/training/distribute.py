@@ -111,7 +111,7 @@ def distribute_dataset(strategy, dataset):
   On one worker there is nothing to shard, and no sharding option is set.
   Whatever its source, the dataset runs without tf.data's autotuner
   (``pipeline.without_autotuner``): the training loop drops an iterator after
-  every epoch, validation and ``Trainer.train_steps`` call.
+  every epoch, validation and ``Trainer.train_on_batches`` call.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from transformer import pipeline  # pylint: disable=g-import-not-at-top

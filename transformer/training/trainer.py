@@ -311,7 +311,7 @@ class Trainer:
       self._eval_spec = element_spec
     return self._eval_fn
 
-  def train_steps(self, dataset, max_steps: Optional[int] = None) -> List[Dict]:
+  def train_on_batches(self, dataset, max_steps: Optional[int] = None) -> List[Dict]:
     """Runs one optimizer step per batch of ``dataset`` (global batches).
 
     A low-level entry point (no checkpoints, signals or summaries); returns one
