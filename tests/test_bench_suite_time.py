@@ -1,0 +1,42 @@
+"""bench/suite_time.py: it times a tier through pytest and records what ran."""
+
+import json
+from pathlib import Path
+import subprocess
+import sys
+
+import pytest
+
+# Runs the script, which loads TensorFlow and starts pytest.
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _time(tmp_path, *args):
+  output = tmp_path / "suite_time.json"
+  result = subprocess.run([sys.executable, "bench/suite_time.py", "--tiers=quick",
+                           f"--output={output}", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600, check=False)
+  return result, json.loads(output.read_text(encoding="utf-8"))
+
+
+def test_a_tier_is_timed_with_its_counts_and_cpu_seconds(tmp_path):
+  result, record = _time(tmp_path, "--pytest_args=tests/test_config.py,-n,0")
+  assert result.returncode == 0, result.stderr[-3000:]
+  tier = record["tiers"]["quick"]
+  assert tier["command"] == ["python", "-m", "pytest", "-m", "not slow",
+                             "tests/test_config.py", "-n", "0"]
+  assert tier["exit_code"] == 0 and tier["counts"]["passed"] > 5, tier["summary"]
+  assert tier["wall_seconds"] > 0 and tier["cpu_seconds"] > 0
+  assert "load_average" in tier["other_activity_before"]
+  assert record["machine"]["cores"] >= 1
+  assert result.stdout.startswith("quick: ") and "min wall" in result.stdout
+
+
+def test_a_tier_that_does_not_pass_is_one_error_line(tmp_path):
+  result, record = _time(tmp_path, "--pytest_args=tests/test_config.py,-n,0,-k,no_such_test")
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines()[-1].startswith(
+      "suite_time.py: error: quick did not pass; see ")
+  assert record["tiers"]["quick"]["counts"]["deselected"] > 5
