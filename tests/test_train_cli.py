@@ -117,25 +117,6 @@ def _latest_step(model_dir):
   return int(latest.rsplit("-", 1)[1]) if latest else None
 
 
-def test_sigterm_writes_checkpoint_and_exits_cleanly(tmp_path, tutorial_tokenizer_path,
-                                                     ted_data_dir):
-  model_dir = tmp_path / "run"
-  proc = _start(_run_args(model_dir, tutorial_tokenizer_path, ted_data_dir, steps=10000),
-                tmp_path / "log.txt")
-  first = _wait_for_checkpoint(model_dir, proc)
-  time.sleep(1.0)
-  proc.send_signal(signal.SIGTERM)
-  _wait_or_fail(proc, 60, "train.py did not stop after SIGTERM")
-  log = (tmp_path / "log.txt").read_text()
-  assert proc.returncode == 128 + signal.SIGTERM, log[-3000:]
-  match = re.search(r"train.py: stopped by SIGTERM at step (\d+); checkpoint saved", log)
-  assert match, log[-3000:]
-  stopped_at = int(match.group(1))
-  assert stopped_at >= first
-  assert _latest_step(model_dir) == stopped_at  # the checkpoint at the stopping step
-  assert "Traceback" not in log
-
-
 def test_kill_and_resume_continues_from_checkpoint(tmp_path, tutorial_tokenizer_path,
                                                    ted_data_dir):
   model_dir = tmp_path / "run"
@@ -193,20 +174,25 @@ def test_kill_and_resume_continues_from_checkpoint(tmp_path, tutorial_tokenizer_
 
 
 # train.py run in-process by a driver that records every step's loss and can
-# send itself SIGTERM right after a chosen step (a step no checkpoint falls on).
+# pause after a chosen step (a step no checkpoint falls on), writing
+# <model_dir>.paused, until a SIGTERM has come (StopSignals' handler, once it
+# has run, puts the previous one back).
 _DRIVER = """
-import os, runpy, signal, sys
+import os, runpy, signal, sys, time
 from transformer import training
 
 fit = training.Trainer.fit
-stop_at = int(os.environ["STOP_AT_STEP"])
+pause_at = int(os.environ["PAUSE_AT_STEP"])
 
 def recording_fit(self, *args, **kwargs):
   def after_step(step, loss):
     with open(os.environ["LOSSES_FILE"], "a") as f:
       f.write(f"{step} {loss!r}\\n")
-    if step == stop_at:
-      os.kill(os.getpid(), signal.SIGTERM)
+    if step == pause_at:
+      handler = signal.getsignal(signal.SIGTERM)
+      open(os.environ["PAUSED_FILE"], "w").close()
+      while signal.getsignal(signal.SIGTERM) == handler:
+        time.sleep(0.1)
   return fit(self, *args, step_callback=after_step, **kwargs)
 
 training.Trainer.fit = recording_fit
@@ -215,17 +201,29 @@ runpy.run_path("train.py", run_name="__main__")
 """
 
 
-def _recorded_run(model_dir, tokenizer, data_dir, steps, log_path, stop_at=0):
+def _recorded_run(model_dir, tokenizer, data_dir, steps, log_path, pause_at=0):
   """Starts train.py (tiny model, dropout on, checkpoints every 10 steps, epochs
   of 20 batches) through the driver; losses go to <model_dir>.losses."""
   args = [a for a in _run_args(model_dir, tokenizer, data_dir, steps)
           if not a.startswith("--config.training.checkpoint_every_steps")]
   args += ["--config.training.checkpoint_every_steps=10",
            "--config.model.attention_dropout_rate=0.1"]
-  env = {**_env(), "STOP_AT_STEP": str(stop_at), "LOSSES_FILE": f"{model_dir}.losses"}
+  env = {**_env(), "PAUSE_AT_STEP": str(pause_at), "LOSSES_FILE": f"{model_dir}.losses",
+         "PAUSED_FILE": f"{model_dir}.paused"}
   log = open(log_path, "w")
   return subprocess.Popen([sys.executable, "-c", _DRIVER, *args[1:]], cwd=REPO_DIR, env=env,
                           stdout=log, stderr=subprocess.STDOUT, text=True)
+
+
+def _sigterm_once_paused(proc, model_dir, timeout=180):
+  """Sends SIGTERM, as a scheduler would, once the driver has paused."""
+  deadline = time.time() + timeout
+  while not Path(f"{model_dir}.paused").exists():
+    if proc.poll() is not None or time.time() > deadline:
+      proc.kill()
+      pytest.fail(f"train.py did not pause within {timeout} s (exit status {proc.poll()})")
+    time.sleep(0.1)
+  proc.send_signal(signal.SIGTERM)
 
 
 def _losses(model_dir):
@@ -244,32 +242,57 @@ def _checkpoint_values(model_dir, step):
           if not name.startswith(("save_counter", "epoch_sums/seconds"))}
 
 
-def test_resumed_runs_repeat_the_uninterrupted_run_exactly(tmp_path, tutorial_tokenizer_path,
-                                                           ted_data_dir):
-  """30 steps in one process, against the same 30 steps in three: stopped by
-  train_steps at step 12, by SIGTERM after step 23 (no checkpoint step: those
-  are every 10 steps and each epoch's end at 20), then resumed to 30. With
-  dropout on, the per-step losses and the final weights and optimizer state
-  are bitwise equal, which they are not if a resume restarts its epoch at batch
-  0, reshuffles it, or loses the Adam moments or dropout's random state."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  straight_dir, resumed_dir = tmp_path / "straight", tmp_path / "resumed"
+@pytest.fixture(scope="module")
+def straight_and_resumed(tmp_path_factory, tutorial_tokenizer_path, ted_data_dir):
+  """30 steps in one process, and the same 30 steps in three: stopped by
+  train_steps at step 12, by a SIGTERM from this process while paused after
+  step 23 (no checkpoint step: those are every 10 steps and each epoch's end at
+  20), then resumed to 30. Returns the two run folders and the logs of the
+  three parts; the exit statuses are the tests' to check."""
+  root = tmp_path_factory.mktemp("resume")
+  straight_dir, resumed_dir = root / "straight", root / "resumed"
   straight = _recorded_run(straight_dir, tutorial_tokenizer_path, ted_data_dir, 30,
-                           tmp_path / "straight.txt")
-  logs = []
-  for part, (steps, stop_at) in enumerate([(12, 0), (30, 23), (30, 0)]):
-    logs.append(tmp_path / f"part{part}.txt")
+                           root / "straight.txt")
+  logs, codes = [], []
+  for part, (steps, pause_at) in enumerate([(12, 0), (30, 23), (30, 0)]):
+    logs.append(root / f"part{part}.txt")
     proc = _recorded_run(resumed_dir, tutorial_tokenizer_path, ted_data_dir, steps, logs[-1],
-                         stop_at)
+                         pause_at)
+    if pause_at:
+      _sigterm_once_paused(proc, resumed_dir)
     _wait_or_fail(proc, 240, f"part {part} of the resumed run did not finish")
-    assert proc.returncode == (128 + signal.SIGTERM if stop_at else 0), (
-        logs[-1].read_text()[-3000:])
+    codes.append(proc.returncode)
   _wait_or_fail(straight, 240, "the uninterrupted run did not finish")
-  assert straight.returncode == 0, (tmp_path / "straight.txt").read_text()[-3000:]
+  assert straight.returncode == 0, (root / "straight.txt").read_text()[-3000:]
+  return straight_dir, resumed_dir, [(code, log.read_text()) for code, log in zip(codes, logs)]
 
-  assert "stopped by SIGTERM at step 23" in logs[1].read_text()
-  for log, step in ((logs[1], 12), (logs[2], 23)):
-    assert re.search(rf"restored checkpoint \S+ckpt-{step} at step {step}", log.read_text())
+
+def test_sigterm_writes_checkpoint_and_exits_cleanly(straight_and_resumed):
+  _, _, parts = straight_and_resumed
+  code, log = parts[1]
+  assert code == 128 + signal.SIGTERM, log[-3000:]
+  match = re.search(r"train.py: stopped by SIGTERM at step (\d+); checkpoint saved", log)
+  assert match, log[-3000:]
+  stopped_at = int(match.group(1))
+  assert stopped_at == 23
+  assert "Traceback" not in log
+  # The checkpoint at the stopping step was the newest: the rerun restores it.
+  assert re.search(rf"restored checkpoint \S+ckpt-{stopped_at} at step {stopped_at}",
+                   parts[2][1]), parts[2][1][-3000:]
+
+
+def test_resumed_runs_repeat_the_uninterrupted_run_exactly(straight_and_resumed):
+  """With dropout on, the per-step losses and the final weights and optimizer
+  state of the run in three parts are bitwise equal to the uninterrupted
+  one's, which they are not if a resume restarts its epoch at batch 0,
+  reshuffles it, or loses the Adam moments or dropout's random state."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  straight_dir, resumed_dir, parts = straight_and_resumed
+  for (code, log), expected in zip(parts, (0, 128 + signal.SIGTERM, 0)):
+    assert code == expected, log[-3000:]
+  assert "stopped by SIGTERM at step 23" in parts[1][1]
+  for (_, log), step in ((parts[1], 12), (parts[2], 23)):
+    assert re.search(rf"restored checkpoint \S+ckpt-{step} at step {step}", log)
   steps = [step for step, _ in _losses(resumed_dir)]
   assert steps == list(range(1, 31))  # each step ran once, none twice
   assert _losses(resumed_dir) == _losses(straight_dir)
