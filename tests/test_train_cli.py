@@ -25,9 +25,9 @@ def _env():
   return {**os.environ, "PYTHONPATH": str(REPO_DIR), "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
-def _train(*args, timeout=60):
+def _train(*args):
   return subprocess.run([sys.executable, "train.py", *args], cwd=REPO_DIR, env=_env(),
-                        capture_output=True, text=True, timeout=timeout)
+                        capture_output=True, text=True, timeout=60)
 
 
 def test_help_mentions_every_flag():
@@ -303,25 +303,6 @@ def test_resumed_runs_repeat_the_uninterrupted_run_exactly(straight_and_resumed)
     np.testing.assert_array_equal(resumed[name], value, err_msg=name)
 
 
-def test_bleu_covers_every_validation_pair_by_default(tmp_path, tutorial_tokenizer_path):
-  """--bleu_examples=-1 (the default) scores all validation pairs, the last one included."""
-  data_dir = tmp_path / "data"
-  data_dir.mkdir()
-  pairs = {"train": [("olá .", "hello ."), ("obrigado .", "thank you .")] * 8,
-           "dev": [("sim .", "yes ."), ("não .", "no ."), ("talvez .", "maybe .")]}
-  for split, split_pairs in pairs.items():
-    (data_dir / f"pt.{split}").write_text("".join(p + "\n" for p, _ in split_pairs))
-    (data_dir / f"en.{split}").write_text("".join(e + "\n" for _, e in split_pairs))
-  model_dir = tmp_path / "run"
-  result = _train("--config=configs/tiny.py", "--config.training.train_steps=2",
-                  "--bleu_method=greedy", "--noexport", f"--data={data_dir}",
-                  f"--tokenizer={tutorial_tokenizer_path}", f"--model_dir={model_dir}",
-                  timeout=300)
-  assert result.returncode == 0, result.stderr[-2000:]
-  record = json.loads((model_dir / "bleu" / "validation.greedy.json").read_text())
-  assert record["num_sentences"] == 3
-
-
 # train.py run in-process with Trainer.fit wrapped to record the padded lengths
 # (source, decoder input, labels) of every batch it is handed, then to train.
 _BATCH_SHAPES_DRIVER = """
@@ -345,35 +326,56 @@ runpy.run_path("train.py", run_name="__main__")
 """
 
 
+@pytest.fixture(scope="module")
+def short_runs(tmp_path_factory, tutorial_tokenizer_path):
+  """train.py for 2 steps on 24 pairs of 1 to 12 words, with and without
+  --jit_compile, 3 of them the validation split: {jit_compile: (model_dir,
+  padded lengths of each batch)}. The run without it also scores BLEU (greedy)
+  with --bleu_examples at its default."""
+  root = tmp_path_factory.mktemp("short")
+  data_dir = root / "data"
+  data_dir.mkdir()
+  words = "um dois três quatro cinco seis sete oito nove dez onze doze".split()
+  train = [(" ".join(words[:n]), " ".join(["one"] * n)) for n in range(1, 13)] * 2
+  pairs = {"train": train, "dev": train[:3]}
+  for split, split_pairs in pairs.items():
+    (data_dir / f"pt.{split}").write_text("".join(p + "\n" for p, _ in split_pairs))
+    (data_dir / f"en.{split}").write_text("".join(e + "\n" for _, e in split_pairs))
+  runs = {}
+  for jit_compile, bleu_flags in ((True, ["--bleu_examples=0"]),
+                                  (False, ["--bleu_method=greedy"])):
+    model_dir = root / f"jit_compile_{jit_compile}"
+    shapes_file = root / f"shapes_{jit_compile}.json"
+    args = ["--config=configs/tiny.py", "--config.training.train_steps=2",
+            "--config.data.tokens_per_batch=64", f"--jit_compile={jit_compile}", *bleu_flags,
+            "--noexport", f"--data={data_dir}", f"--tokenizer={tutorial_tokenizer_path}",
+            f"--model_dir={model_dir}"]
+    result = subprocess.run([sys.executable, "-c", _BATCH_SHAPES_DRIVER, "train.py", *args],
+                            cwd=REPO_DIR, env={**_env(), "SHAPES_FILE": str(shapes_file)},
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    runs[jit_compile] = model_dir, json.loads(shapes_file.read_text())
+  return runs
+
+
+def test_bleu_covers_every_validation_pair_by_default(short_runs):
+  """--bleu_examples=-1 (the default) scores all validation pairs, the last one included."""
+  model_dir, _ = short_runs[False]
+  record = json.loads((model_dir / "bleu" / "validation.greedy.json").read_text())
+  assert record["num_sentences"] == 3
+
+
 @pytest.mark.parametrize("jit_compile", [True, False])
-def test_jit_compile_trains_on_bucket_padded_batches(tmp_path, tutorial_tokenizer_path,
-                                                     jit_compile):
+def test_jit_compile_trains_on_bucket_padded_batches(short_runs, jit_compile):
   """--jit_compile: train.py pads every batch to its bucket's length (pipeline
   static_shapes), so XLA compiles a step per bucket; without it, to the longest
   sentence of each side."""
   from transformer import pipeline
-  data_dir = tmp_path / "data"
-  data_dir.mkdir()
-  words = "um dois três quatro cinco seis sete oito nove dez onze doze".split()
-  train = [(" ".join(words[:n]), " ".join(["one"] * n)) for n in range(1, 13)] * 2
-  pairs = {"train": train, "dev": train[:4]}
-  for split, split_pairs in pairs.items():
-    (data_dir / f"pt.{split}").write_text("".join(p + "\n" for p, _ in split_pairs))
-    (data_dir / f"en.{split}").write_text("".join(e + "\n" for _, e in split_pairs))
-  model_dir = tmp_path / "run"
-  shapes_file = tmp_path / "shapes.json"
-  args = ["--config=configs/tiny.py", "--config.training.train_steps=4",
-          "--config.data.tokens_per_batch=64", f"--jit_compile={jit_compile}",
-          "--bleu_examples=0", "--noexport", f"--data={data_dir}",
-          f"--tokenizer={tutorial_tokenizer_path}", f"--model_dir={model_dir}"]
-  result = subprocess.run([sys.executable, "-c", _BATCH_SHAPES_DRIVER, "train.py", *args],
-                          cwd=REPO_DIR, env={**_env(), "SHAPES_FILE": str(shapes_file)},
-                          capture_output=True, text=True, timeout=300)
-  assert result.returncode == 0, result.stderr[-2000:]
-  record = json.loads((model_dir / "metrics.jsonl").read_text().splitlines()[-1])
-  assert record["step"] == 4 and record["val_loss"] > 0
+  model_dir, shapes = short_runs[jit_compile]
+  records = [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
+  record = [r for r in records if "val_loss" in r][-1]  # the epoch's, before BLEU's
+  assert record["step"] == 2 and record["val_loss"] > 0
 
-  shapes = json.loads(shapes_file.read_text())
   batches = shapes["train"] + shapes["validation"]
   assert len(shapes["train"]) > 1 and shapes["validation"]
   max_tokens = 64  # configs/tiny.py
