@@ -199,15 +199,33 @@ def _checkpoint_steps(model_dir):
 
 # ------------------------------------------------------------ 1. kill in the first write
 
-def test_1_a_kill_inside_the_first_checkpoint_write_resumes(tmp_path, small_data,
-                                                            tutorial_tokenizer_path):
-  model_dir = tmp_path / "run"
-  args = _args(model_dir, small_data, tutorial_tokenizer_path, 6)
-  code, output = _run(args, "kill_in_first_checkpoint_write")
-  assert code == -signal.SIGKILL, output[-3000:]
-  assert [p.name for p in (model_dir / "checkpoints").iterdir()] == ["ckpt-5_temp"]
+def _paths(folder):
+  """Every file and folder below ``folder``, relative to it."""
+  return {p.relative_to(folder) for p in folder.rglob("*")}
 
-  code, output = _run(args)
+
+@pytest.fixture(scope="module")
+def interrupted_runs(tmp_path_factory, small_data, tutorial_tokenizer_path):
+  """One command run three times on one folder: stopped by Ctrl-C during
+  start-up, then killed inside its first checkpoint write, then to its end.
+  Returns the folder and (exit status, output, _paths after it) of each run."""
+  model_dir = tmp_path_factory.mktemp("interrupted") / "run"
+  args = _args(model_dir, small_data, tutorial_tokenizer_path, 6)
+  runs = []
+  for fault in ("sigint_after_lock", "kill_in_first_checkpoint_write", "none"):
+    code, output = _run(args, fault)
+    runs.append((code, output, _paths(model_dir)))
+  return model_dir, runs
+
+
+def test_1_a_kill_inside_the_first_checkpoint_write_resumes(interrupted_runs):
+  model_dir, (_, killed, resumed) = interrupted_runs
+  code, output, paths = killed
+  assert code == -signal.SIGKILL, output[-3000:]
+  assert {p for p in paths if p.parent == Path("checkpoints")} == {
+      Path("checkpoints/ckpt-5_temp")}
+
+  code, output, _ = resumed
   assert code == 0, output[-3000:]
   assert "removing" in output and "ckpt-5_temp" in output
   # The killed run's lock was stale, and is taken over.
@@ -482,18 +500,18 @@ def test_9_running_out_of_memory_while_building_the_model_is_one_line(
   assert sorted(p.name for p in model_dir.iterdir()) == ["train.lock"]
 
 
-def test_9_ctrl_c_during_start_up_is_one_line_and_the_rerun_starts(
-    tmp_path, small_data, tutorial_tokenizer_path):
-  model_dir = tmp_path / "run"
-  args = _args(model_dir, small_data, tutorial_tokenizer_path, 6)
-  code, output = _run(args, "sigint_after_lock")
+def test_9_ctrl_c_during_start_up_is_one_line_and_the_rerun_starts(interrupted_runs):
+  model_dir, (interrupted, rerun, _) = interrupted_runs
+  code, output, paths = interrupted
   assert code == 128 + signal.SIGINT, output[-3000:]
   assert _error_lines(output) == [
       "train.py: error: interrupted by Ctrl-C; rerun the same command to resume from the "
       "last checkpoint"], output[-3000:]
-  assert not (model_dir / "config.json").exists()
-  code, output = _run(args)  # the lock of the interrupted process is stale
-  assert code == 0, output[-3000:]
+  assert Path("config.json") not in paths
+  # The lock of the interrupted process is stale: the rerun trains up to its
+  # first checkpoint (where interrupted_runs kills it), the next one to the end.
+  code, output, paths = rerun
+  assert code == -signal.SIGKILL and Path("checkpoints/ckpt-5_temp") in paths, output[-3000:]
   assert _checkpoint_steps(model_dir)[-1] == 6
 
 
