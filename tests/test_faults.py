@@ -176,12 +176,28 @@ def _run_script(*args):
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory, small_data, tutorial_tokenizer_path):
-  """A run folder trained 6 steps (checkpoints 5 and 6) and exported."""
+def finished_and_refused(tmp_path_factory, small_data, tutorial_tokenizer_path):
+  """A run folder trained 6 steps (checkpoints 5 and 6) and exported by a run
+  that paused after step 1 while a second train.py on the folder ran. Returns
+  the folder, the first run's PID and (exit status, output) of the second run
+  and of the first."""
   model_dir = tmp_path_factory.mktemp("finished") / "run"
-  args = [a for a in _args(model_dir, small_data, tutorial_tokenizer_path, 6)
-          if a != "--noexport"]
-  code, output = _run(args)
+  first = _start([a for a in _args(model_dir, small_data, tutorial_tokenizer_path, 6)
+                  if a != "--noexport"], "pause_at_step", 1)
+  deadline = time.time() + 180
+  while not Path(f"{model_dir}.paused").exists():
+    assert first.poll() is None and time.time() < deadline, _finish(first)[1][-3000:]
+    time.sleep(0.2)
+  second = _run(_args(model_dir, small_data, tutorial_tokenizer_path, 6,
+                      "--config.training.seed=1"))
+  Path(f"{model_dir}.release").touch()
+  return model_dir, first.pid, second, _finish(first)
+
+
+@pytest.fixture(scope="module")
+def finished_run(finished_and_refused):
+  """A run folder trained 6 steps (checkpoints 5 and 6) and exported."""
+  model_dir, _, _, (code, output) = finished_and_refused
   assert code == 0, output[-3000:]
   return model_dir
 
@@ -275,25 +291,16 @@ def test_2_evaluation_skips_a_truncated_newest_checkpoint(tmp_path, finished_run
 
 # ------------------------------------------------------------ 3. two runs on one folder
 
-def test_3_a_second_run_on_a_folder_in_use_is_refused(tmp_path, small_data,
-                                                      tutorial_tokenizer_path):
-  model_dir = tmp_path / "run"
-  first = _start(_args(model_dir, small_data, tutorial_tokenizer_path, 6), "pause_at_step", 1)
-  deadline = time.time() + 180
-  while not Path(f"{model_dir}.paused").exists():
-    assert first.poll() is None and time.time() < deadline, _finish(first)[1][-3000:]
-    time.sleep(0.2)
-  code, output = _run(_args(model_dir, small_data, tutorial_tokenizer_path, 6,
-                            "--config.training.seed=1"))
-  Path(f"{model_dir}.release").touch()
+def test_3_a_second_run_on_a_folder_in_use_is_refused(finished_and_refused):
+  model_dir, first_pid, (code, output), first = finished_and_refused
   assert code == 1, output[-3000:]
   assert _error_lines(output) == [
-      f"train.py: error: {model_dir} is in use by another train.py (PID {first.pid}); wait "
+      f"train.py: error: {model_dir} is in use by another train.py (PID {first_pid}); wait "
       "for it to end or stop it, or use another --model_dir"]
-  code, output = _finish(first)
+  code, output = first
   assert code == 0, output[-3000:]
   records = [json.loads(l) for l in (model_dir / "metrics.jsonl").read_text().splitlines()]
-  assert [r["step"] for r in records] == [6]  # one run's record, once
+  assert [r["step"] for r in records] == [6, 6]  # one run's epoch and export records, once
 
 
 # ------------------------------------------------------------ 4. a refused run writes nothing
