@@ -310,11 +310,11 @@ def test_4_a_refused_run_leaves_config_json_as_it_was(tmp_path, finished_run, sm
   model_dir = _copy(finished_run, tmp_path)
   (model_dir / "checkpoints" / "checkpoint").unlink()  # the index lost
   before = (model_dir / "config.json").read_bytes()
-  code, output = _run(_args(model_dir, small_data, tutorial_tokenizer_path, 6,
-                            "--config.model.d_model=64"))
-  assert code == 1
-  assert [line for line in _error_lines(output)
-          if "field model.d_model was 32, now 64" in line], output[-3000:]
+  result = _run_script(*_args(model_dir, small_data, tutorial_tokenizer_path, 6,
+                              "--config.model.d_model=64"))
+  assert result.returncode == 1
+  assert [line for line in _error_lines(result.stderr)
+          if "field model.d_model was 32, now 64" in line], result.stderr[-3000:]
   assert (model_dir / "config.json").read_bytes() == before
 
 
