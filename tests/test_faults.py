@@ -368,16 +368,18 @@ def _fit(model_dir, steps):
 
 @pytest.fixture(scope="module")
 def straight_and_resumed(tmp_path_factory):
-  """One epoch of 6 steps in one go, and the same epoch stopped at step 4 and resumed."""
+  """One epoch of 6 steps in one go, and the same epoch stopped at step 4 and
+  resumed: (Trainer, TrainResult) of the first, the Trainer stopped at step 4,
+  and (Trainer, TrainResult) of the resumed one."""
   root = tmp_path_factory.mktemp("resume")
   straight, straight_result = _fit(root / "straight", 0)
-  _fit(root / "resumed", 4)
+  stopped, _ = _fit(root / "resumed", 4)
   resumed, resumed_result = _fit(root / "resumed", 0)
-  return straight, straight_result, resumed, resumed_result
+  return straight, straight_result, stopped, resumed, resumed_result
 
 
 def test_6_a_resumed_run_with_dropout_repeats_the_uninterrupted_one(straight_and_resumed):
-  straight, _, resumed, result = straight_and_resumed
+  straight, _, _, resumed, result = straight_and_resumed
   assert result.start_step == 4 and resumed.step == straight.step == 6
   assert straight.config.model.dropout_rate > 0
   for expected, got in zip(straight.model.weights, resumed.model.weights):
@@ -385,7 +387,7 @@ def test_6_a_resumed_run_with_dropout_repeats_the_uninterrupted_one(straight_and
 
 
 def test_7_a_resumed_epochs_record_covers_the_whole_epoch(straight_and_resumed):
-  _, straight_result, _, resumed_result = straight_and_resumed
+  _, straight_result, _, _, resumed_result = straight_and_resumed
   expected, got = straight_result.history[-1], resumed_result.history[-1]
   assert got["complete"] and got["steps_in_epoch"] == expected["steps_in_epoch"] == 6
   for name in ("train_loss", "train_accuracy"):
@@ -393,12 +395,13 @@ def test_7_a_resumed_epochs_record_covers_the_whole_epoch(straight_and_resumed):
   assert "partial" not in got
 
 
-def test_7_a_checkpoint_from_before_the_added_state_resumes_marked_partial(tmp_path):
+def test_7_a_checkpoint_from_before_the_added_state_resumes_marked_partial(
+    tmp_path, straight_and_resumed):
   """A checkpoint written the way the code before issue #32 wrote it (no dropout
-  state, no epoch sums) still restores; the epoch's record then says partial."""
+  state, no epoch sums) still restores; the epoch's record then says partial.
+  It holds the state of the Trainer straight_and_resumed stopped at step 4."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  trainer = _trainer(tmp_path / "scratch", 4)
-  trainer.fit(_synthetic_batches)
+  trainer = straight_and_resumed[2]
   legacy = tf.train.Checkpoint(model=trainer.model, optimizer=trainer.optimizer,
                                epoch=trainer.epoch, step_in_epoch=trainer.step_in_epoch,
                                steps_per_epoch=trainer.steps_per_epoch)
