@@ -581,9 +581,10 @@ def test_9_output_and_export_dirs_that_are_files_are_one_line(tmp_path, finished
         f"evaluate.py: error: --{flag}={a_file} exists and is not a folder"], result.stderr
 
 
-def test_9_translate_into_a_closed_pipe_ends_quietly(tiny_translator_dir):
+def test_9_translate_into_a_closed_pipe_ends_quietly(finished_run):
+  translator = finished_run / "export" / "translator"
   command = (f"yes 'olá .' | head -200 | {sys.executable} translate.py "
-             f"--export_dir={tiny_translator_dir} --method=greedy --batch_size=1 | head -1")
+             f"--export_dir={translator} --method=greedy --batch_size=1 | head -1")
   result = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=REPO_DIR, env=_env(),
                           capture_output=True, text=True, timeout=240, check=False)
   assert result.stdout.count("\n") == 1
