@@ -328,8 +328,8 @@ runpy.run_path("train.py", run_name="__main__")
 
 @pytest.fixture(scope="module")
 def short_runs(tmp_path_factory, tutorial_tokenizer_path):
-  """train.py for 2 steps on 24 pairs of 1 to 12 words, with and without
-  --jit_compile, 3 of them the validation split: {jit_compile: (model_dir,
+  """train.py for 2 steps on 24 pairs of 1 to 12 words (the first 3 also the
+  validation split), with and without --jit_compile: {jit_compile: (model_dir,
   padded lengths of each batch)}. The run without it also scores BLEU (greedy)
   with --bleu_examples at its default."""
   root = tmp_path_factory.mktemp("short")
