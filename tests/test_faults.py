@@ -176,12 +176,28 @@ def _run_script(*args):
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory, small_data, tutorial_tokenizer_path):
-  """A run folder trained 6 steps (checkpoints 5 and 6) and exported."""
+def finished_and_refused(tmp_path_factory, small_data, tutorial_tokenizer_path):
+  """A run folder trained 6 steps (checkpoints 5 and 6) and exported by a run
+  that paused after step 1 while a second train.py on the folder ran. Returns
+  the folder, the first run's PID and (exit status, output) of the second run
+  and of the first."""
   model_dir = tmp_path_factory.mktemp("finished") / "run"
-  args = [a for a in _args(model_dir, small_data, tutorial_tokenizer_path, 6)
-          if a != "--noexport"]
-  code, output = _run(args)
+  first = _start([a for a in _args(model_dir, small_data, tutorial_tokenizer_path, 6)
+                  if a != "--noexport"], "pause_at_step", 1)
+  deadline = time.time() + 180
+  while not Path(f"{model_dir}.paused").exists():
+    assert first.poll() is None and time.time() < deadline, _finish(first)[1][-3000:]
+    time.sleep(0.2)
+  second = _run(_args(model_dir, small_data, tutorial_tokenizer_path, 6,
+                      "--config.training.seed=1"))
+  Path(f"{model_dir}.release").touch()
+  return model_dir, first.pid, second, _finish(first)
+
+
+@pytest.fixture(scope="module")
+def finished_run(finished_and_refused):
+  """A run folder trained 6 steps (checkpoints 5 and 6) and exported."""
+  model_dir, _, _, (code, output) = finished_and_refused
   assert code == 0, output[-3000:]
   return model_dir
 
@@ -199,15 +215,33 @@ def _checkpoint_steps(model_dir):
 
 # ------------------------------------------------------------ 1. kill in the first write
 
-def test_1_a_kill_inside_the_first_checkpoint_write_resumes(tmp_path, small_data,
-                                                            tutorial_tokenizer_path):
-  model_dir = tmp_path / "run"
-  args = _args(model_dir, small_data, tutorial_tokenizer_path, 6)
-  code, output = _run(args, "kill_in_first_checkpoint_write")
-  assert code == -signal.SIGKILL, output[-3000:]
-  assert [p.name for p in (model_dir / "checkpoints").iterdir()] == ["ckpt-5_temp"]
+def _paths(folder):
+  """Every file and folder below ``folder``, relative to it."""
+  return {p.relative_to(folder) for p in folder.rglob("*")}
 
-  code, output = _run(args)
+
+@pytest.fixture(scope="module")
+def interrupted_runs(tmp_path_factory, small_data, tutorial_tokenizer_path):
+  """One command run three times on one folder: stopped by Ctrl-C during
+  start-up, then killed inside its first checkpoint write, then to its end.
+  Returns the folder and (exit status, output, _paths after it) of each run."""
+  model_dir = tmp_path_factory.mktemp("interrupted") / "run"
+  args = _args(model_dir, small_data, tutorial_tokenizer_path, 6)
+  runs = []
+  for fault in ("sigint_after_lock", "kill_in_first_checkpoint_write", "none"):
+    code, output = _run(args, fault)
+    runs.append((code, output, _paths(model_dir)))
+  return model_dir, runs
+
+
+def test_1_a_kill_inside_the_first_checkpoint_write_resumes(interrupted_runs):
+  model_dir, (_, killed, resumed) = interrupted_runs
+  code, output, paths = killed
+  assert code == -signal.SIGKILL, output[-3000:]
+  assert {p for p in paths if p.parent == Path("checkpoints")} == {
+      Path("checkpoints/ckpt-5_temp")}
+
+  code, output, _ = resumed
   assert code == 0, output[-3000:]
   assert "removing" in output and "ckpt-5_temp" in output
   # The killed run's lock was stale, and is taken over.
@@ -257,25 +291,16 @@ def test_2_evaluation_skips_a_truncated_newest_checkpoint(tmp_path, finished_run
 
 # ------------------------------------------------------------ 3. two runs on one folder
 
-def test_3_a_second_run_on_a_folder_in_use_is_refused(tmp_path, small_data,
-                                                      tutorial_tokenizer_path):
-  model_dir = tmp_path / "run"
-  first = _start(_args(model_dir, small_data, tutorial_tokenizer_path, 6), "pause_at_step", 1)
-  deadline = time.time() + 180
-  while not Path(f"{model_dir}.paused").exists():
-    assert first.poll() is None and time.time() < deadline, _finish(first)[1][-3000:]
-    time.sleep(0.2)
-  code, output = _run(_args(model_dir, small_data, tutorial_tokenizer_path, 6,
-                            "--config.training.seed=1"))
-  Path(f"{model_dir}.release").touch()
+def test_3_a_second_run_on_a_folder_in_use_is_refused(finished_and_refused):
+  model_dir, first_pid, (code, output), first = finished_and_refused
   assert code == 1, output[-3000:]
   assert _error_lines(output) == [
-      f"train.py: error: {model_dir} is in use by another train.py (PID {first.pid}); wait "
+      f"train.py: error: {model_dir} is in use by another train.py (PID {first_pid}); wait "
       "for it to end or stop it, or use another --model_dir"]
-  code, output = _finish(first)
+  code, output = first
   assert code == 0, output[-3000:]
   records = [json.loads(l) for l in (model_dir / "metrics.jsonl").read_text().splitlines()]
-  assert [r["step"] for r in records] == [6]  # one run's record, once
+  assert [r["step"] for r in records] == [6, 6]  # one run's epoch and export records, once
 
 
 # ------------------------------------------------------------ 4. a refused run writes nothing
@@ -285,11 +310,11 @@ def test_4_a_refused_run_leaves_config_json_as_it_was(tmp_path, finished_run, sm
   model_dir = _copy(finished_run, tmp_path)
   (model_dir / "checkpoints" / "checkpoint").unlink()  # the index lost
   before = (model_dir / "config.json").read_bytes()
-  code, output = _run(_args(model_dir, small_data, tutorial_tokenizer_path, 6,
-                            "--config.model.d_model=64"))
-  assert code == 1
-  assert [line for line in _error_lines(output)
-          if "field model.d_model was 32, now 64" in line], output[-3000:]
+  result = _run_script(*_args(model_dir, small_data, tutorial_tokenizer_path, 6,
+                              "--config.model.d_model=64"))
+  assert result.returncode == 1
+  assert [line for line in _error_lines(result.stderr)
+          if "field model.d_model was 32, now 64" in line], result.stderr[-3000:]
   assert (model_dir / "config.json").read_bytes() == before
 
 
@@ -343,16 +368,18 @@ def _fit(model_dir, steps):
 
 @pytest.fixture(scope="module")
 def straight_and_resumed(tmp_path_factory):
-  """One epoch of 6 steps in one go, and the same epoch stopped at step 4 and resumed."""
+  """One epoch of 6 steps in one go, and the same epoch stopped at step 4 and
+  resumed: (Trainer, TrainResult) of the first, the Trainer stopped at step 4,
+  and (Trainer, TrainResult) of the resumed one."""
   root = tmp_path_factory.mktemp("resume")
   straight, straight_result = _fit(root / "straight", 0)
-  _fit(root / "resumed", 4)
+  stopped, _ = _fit(root / "resumed", 4)
   resumed, resumed_result = _fit(root / "resumed", 0)
-  return straight, straight_result, resumed, resumed_result
+  return straight, straight_result, stopped, resumed, resumed_result
 
 
 def test_6_a_resumed_run_with_dropout_repeats_the_uninterrupted_one(straight_and_resumed):
-  straight, _, resumed, result = straight_and_resumed
+  straight, _, _, resumed, result = straight_and_resumed
   assert result.start_step == 4 and resumed.step == straight.step == 6
   assert straight.config.model.dropout_rate > 0
   for expected, got in zip(straight.model.weights, resumed.model.weights):
@@ -360,7 +387,7 @@ def test_6_a_resumed_run_with_dropout_repeats_the_uninterrupted_one(straight_and
 
 
 def test_7_a_resumed_epochs_record_covers_the_whole_epoch(straight_and_resumed):
-  _, straight_result, _, resumed_result = straight_and_resumed
+  _, straight_result, _, _, resumed_result = straight_and_resumed
   expected, got = straight_result.history[-1], resumed_result.history[-1]
   assert got["complete"] and got["steps_in_epoch"] == expected["steps_in_epoch"] == 6
   for name in ("train_loss", "train_accuracy"):
@@ -368,12 +395,13 @@ def test_7_a_resumed_epochs_record_covers_the_whole_epoch(straight_and_resumed):
   assert "partial" not in got
 
 
-def test_7_a_checkpoint_from_before_the_added_state_resumes_marked_partial(tmp_path):
+def test_7_a_checkpoint_from_before_the_added_state_resumes_marked_partial(
+    tmp_path, straight_and_resumed):
   """A checkpoint written the way the code before issue #32 wrote it (no dropout
-  state, no epoch sums) still restores; the epoch's record then says partial."""
+  state, no epoch sums) still restores; the epoch's record then says partial.
+  It holds the state of the Trainer straight_and_resumed stopped at step 4."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  trainer = _trainer(tmp_path / "scratch", 4)
-  trainer.fit(_synthetic_batches)
+  trainer = straight_and_resumed[2]
   legacy = tf.train.Checkpoint(model=trainer.model, optimizer=trainer.optimizer,
                                epoch=trainer.epoch, step_in_epoch=trainer.step_in_epoch,
                                steps_per_epoch=trainer.steps_per_epoch)
@@ -482,18 +510,18 @@ def test_9_running_out_of_memory_while_building_the_model_is_one_line(
   assert sorted(p.name for p in model_dir.iterdir()) == ["train.lock"]
 
 
-def test_9_ctrl_c_during_start_up_is_one_line_and_the_rerun_starts(
-    tmp_path, small_data, tutorial_tokenizer_path):
-  model_dir = tmp_path / "run"
-  args = _args(model_dir, small_data, tutorial_tokenizer_path, 6)
-  code, output = _run(args, "sigint_after_lock")
+def test_9_ctrl_c_during_start_up_is_one_line_and_the_rerun_starts(interrupted_runs):
+  model_dir, (interrupted, rerun, _) = interrupted_runs
+  code, output, paths = interrupted
   assert code == 128 + signal.SIGINT, output[-3000:]
   assert _error_lines(output) == [
       "train.py: error: interrupted by Ctrl-C; rerun the same command to resume from the "
       "last checkpoint"], output[-3000:]
-  assert not (model_dir / "config.json").exists()
-  code, output = _run(args)  # the lock of the interrupted process is stale
-  assert code == 0, output[-3000:]
+  assert Path("config.json") not in paths
+  # The lock of the interrupted process is stale: the rerun trains up to its
+  # first checkpoint (where interrupted_runs kills it), the next one to the end.
+  code, output, paths = rerun
+  assert code == -signal.SIGKILL and Path("checkpoints/ckpt-5_temp") in paths, output[-3000:]
   assert _checkpoint_steps(model_dir)[-1] == 6
 
 
@@ -553,9 +581,10 @@ def test_9_output_and_export_dirs_that_are_files_are_one_line(tmp_path, finished
         f"evaluate.py: error: --{flag}={a_file} exists and is not a folder"], result.stderr
 
 
-def test_9_translate_into_a_closed_pipe_ends_quietly(tiny_translator_dir):
+def test_9_translate_into_a_closed_pipe_ends_quietly(finished_run):
+  translator = finished_run / "export" / "translator"
   command = (f"yes 'olá .' | head -200 | {sys.executable} translate.py "
-             f"--export_dir={tiny_translator_dir} --method=greedy --batch_size=1 | head -1")
+             f"--export_dir={translator} --method=greedy --batch_size=1 | head -1")
   result = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=REPO_DIR, env=_env(),
                           capture_output=True, text=True, timeout=240, check=False)
   assert result.stdout.count("\n") == 1

@@ -25,9 +25,9 @@ def _env():
   return {**os.environ, "PYTHONPATH": str(REPO_DIR), "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
-def _train(*args, timeout=60):
+def _train(*args):
   return subprocess.run([sys.executable, "train.py", *args], cwd=REPO_DIR, env=_env(),
-                        capture_output=True, text=True, timeout=timeout)
+                        capture_output=True, text=True, timeout=60)
 
 
 def test_help_mentions_every_flag():
@@ -117,25 +117,6 @@ def _latest_step(model_dir):
   return int(latest.rsplit("-", 1)[1]) if latest else None
 
 
-def test_sigterm_writes_checkpoint_and_exits_cleanly(tmp_path, tutorial_tokenizer_path,
-                                                     ted_data_dir):
-  model_dir = tmp_path / "run"
-  proc = _start(_run_args(model_dir, tutorial_tokenizer_path, ted_data_dir, steps=10000),
-                tmp_path / "log.txt")
-  first = _wait_for_checkpoint(model_dir, proc)
-  time.sleep(1.0)
-  proc.send_signal(signal.SIGTERM)
-  _wait_or_fail(proc, 60, "train.py did not stop after SIGTERM")
-  log = (tmp_path / "log.txt").read_text()
-  assert proc.returncode == 128 + signal.SIGTERM, log[-3000:]
-  match = re.search(r"train.py: stopped by SIGTERM at step (\d+); checkpoint saved", log)
-  assert match, log[-3000:]
-  stopped_at = int(match.group(1))
-  assert stopped_at >= first
-  assert _latest_step(model_dir) == stopped_at  # the checkpoint at the stopping step
-  assert "Traceback" not in log
-
-
 def test_kill_and_resume_continues_from_checkpoint(tmp_path, tutorial_tokenizer_path,
                                                    ted_data_dir):
   model_dir = tmp_path / "run"
@@ -193,20 +174,25 @@ def test_kill_and_resume_continues_from_checkpoint(tmp_path, tutorial_tokenizer_
 
 
 # train.py run in-process by a driver that records every step's loss and can
-# send itself SIGTERM right after a chosen step (a step no checkpoint falls on).
+# pause after a chosen step (a step no checkpoint falls on), writing
+# <model_dir>.paused, until a SIGTERM has come (StopSignals' handler, once it
+# has run, puts the previous one back).
 _DRIVER = """
-import os, runpy, signal, sys
+import os, runpy, signal, sys, time
 from transformer import training
 
 fit = training.Trainer.fit
-stop_at = int(os.environ["STOP_AT_STEP"])
+pause_at = int(os.environ["PAUSE_AT_STEP"])
 
 def recording_fit(self, *args, **kwargs):
   def after_step(step, loss):
     with open(os.environ["LOSSES_FILE"], "a") as f:
       f.write(f"{step} {loss!r}\\n")
-    if step == stop_at:
-      os.kill(os.getpid(), signal.SIGTERM)
+    if step == pause_at:
+      handler = signal.getsignal(signal.SIGTERM)
+      open(os.environ["PAUSED_FILE"], "w").close()
+      while signal.getsignal(signal.SIGTERM) == handler:
+        time.sleep(0.1)
   return fit(self, *args, step_callback=after_step, **kwargs)
 
 training.Trainer.fit = recording_fit
@@ -215,17 +201,29 @@ runpy.run_path("train.py", run_name="__main__")
 """
 
 
-def _recorded_run(model_dir, tokenizer, data_dir, steps, log_path, stop_at=0):
+def _recorded_run(model_dir, tokenizer, data_dir, steps, log_path, pause_at=0):
   """Starts train.py (tiny model, dropout on, checkpoints every 10 steps, epochs
   of 20 batches) through the driver; losses go to <model_dir>.losses."""
   args = [a for a in _run_args(model_dir, tokenizer, data_dir, steps)
           if not a.startswith("--config.training.checkpoint_every_steps")]
   args += ["--config.training.checkpoint_every_steps=10",
            "--config.model.attention_dropout_rate=0.1"]
-  env = {**_env(), "STOP_AT_STEP": str(stop_at), "LOSSES_FILE": f"{model_dir}.losses"}
+  env = {**_env(), "PAUSE_AT_STEP": str(pause_at), "LOSSES_FILE": f"{model_dir}.losses",
+         "PAUSED_FILE": f"{model_dir}.paused"}
   log = open(log_path, "w")
   return subprocess.Popen([sys.executable, "-c", _DRIVER, *args[1:]], cwd=REPO_DIR, env=env,
                           stdout=log, stderr=subprocess.STDOUT, text=True)
+
+
+def _sigterm_once_paused(proc, model_dir, timeout=180):
+  """Sends SIGTERM, as a scheduler would, once the driver has paused."""
+  deadline = time.time() + timeout
+  while not Path(f"{model_dir}.paused").exists():
+    if proc.poll() is not None or time.time() > deadline:
+      proc.kill()
+      pytest.fail(f"train.py did not pause within {timeout} s (exit status {proc.poll()})")
+    time.sleep(0.1)
+  proc.send_signal(signal.SIGTERM)
 
 
 def _losses(model_dir):
@@ -244,32 +242,57 @@ def _checkpoint_values(model_dir, step):
           if not name.startswith(("save_counter", "epoch_sums/seconds"))}
 
 
-def test_resumed_runs_repeat_the_uninterrupted_run_exactly(tmp_path, tutorial_tokenizer_path,
-                                                           ted_data_dir):
-  """30 steps in one process, against the same 30 steps in three: stopped by
-  train_steps at step 12, by SIGTERM after step 23 (no checkpoint step: those
-  are every 10 steps and each epoch's end at 20), then resumed to 30. With
-  dropout on, the per-step losses and the final weights and optimizer state
-  are bitwise equal, which they are not if a resume restarts its epoch at batch
-  0, reshuffles it, or loses the Adam moments or dropout's random state."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  straight_dir, resumed_dir = tmp_path / "straight", tmp_path / "resumed"
+@pytest.fixture(scope="module")
+def straight_and_resumed(tmp_path_factory, tutorial_tokenizer_path, ted_data_dir):
+  """30 steps in one process, and the same 30 steps in three: stopped by
+  train_steps at step 12, by a SIGTERM from this process while paused after
+  step 23 (no checkpoint step: those are every 10 steps and each epoch's end at
+  20), then resumed to 30. Returns the two run folders and the logs of the
+  three parts; the exit statuses are the tests' to check."""
+  root = tmp_path_factory.mktemp("resume")
+  straight_dir, resumed_dir = root / "straight", root / "resumed"
   straight = _recorded_run(straight_dir, tutorial_tokenizer_path, ted_data_dir, 30,
-                           tmp_path / "straight.txt")
-  logs = []
-  for part, (steps, stop_at) in enumerate([(12, 0), (30, 23), (30, 0)]):
-    logs.append(tmp_path / f"part{part}.txt")
+                           root / "straight.txt")
+  logs, codes = [], []
+  for part, (steps, pause_at) in enumerate([(12, 0), (30, 23), (30, 0)]):
+    logs.append(root / f"part{part}.txt")
     proc = _recorded_run(resumed_dir, tutorial_tokenizer_path, ted_data_dir, steps, logs[-1],
-                         stop_at)
+                         pause_at)
+    if pause_at:
+      _sigterm_once_paused(proc, resumed_dir)
     _wait_or_fail(proc, 240, f"part {part} of the resumed run did not finish")
-    assert proc.returncode == (128 + signal.SIGTERM if stop_at else 0), (
-        logs[-1].read_text()[-3000:])
+    codes.append(proc.returncode)
   _wait_or_fail(straight, 240, "the uninterrupted run did not finish")
-  assert straight.returncode == 0, (tmp_path / "straight.txt").read_text()[-3000:]
+  assert straight.returncode == 0, (root / "straight.txt").read_text()[-3000:]
+  return straight_dir, resumed_dir, [(code, log.read_text()) for code, log in zip(codes, logs)]
 
-  assert "stopped by SIGTERM at step 23" in logs[1].read_text()
-  for log, step in ((logs[1], 12), (logs[2], 23)):
-    assert re.search(rf"restored checkpoint \S+ckpt-{step} at step {step}", log.read_text())
+
+def test_sigterm_writes_checkpoint_and_exits_cleanly(straight_and_resumed):
+  _, _, parts = straight_and_resumed
+  code, log = parts[1]
+  assert code == 128 + signal.SIGTERM, log[-3000:]
+  match = re.search(r"train.py: stopped by SIGTERM at step (\d+); checkpoint saved", log)
+  assert match, log[-3000:]
+  stopped_at = int(match.group(1))
+  assert stopped_at == 23
+  assert "Traceback" not in log
+  # The checkpoint at the stopping step was the newest: the rerun restores it.
+  assert re.search(rf"restored checkpoint \S+ckpt-{stopped_at} at step {stopped_at}",
+                   parts[2][1]), parts[2][1][-3000:]
+
+
+def test_resumed_runs_repeat_the_uninterrupted_run_exactly(straight_and_resumed):
+  """With dropout on, the per-step losses and the final weights and optimizer
+  state of the run in three parts are bitwise equal to the uninterrupted
+  one's, which they are not if a resume restarts its epoch at batch 0,
+  reshuffles it, or loses the Adam moments or dropout's random state."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  straight_dir, resumed_dir, parts = straight_and_resumed
+  for (code, log), expected in zip(parts, (0, 128 + signal.SIGTERM, 0)):
+    assert code == expected, log[-3000:]
+  assert "stopped by SIGTERM at step 23" in parts[1][1]
+  for (_, log), step in ((parts[1], 12), (parts[2], 23)):
+    assert re.search(rf"restored checkpoint \S+ckpt-{step} at step {step}", log)
   steps = [step for step, _ in _losses(resumed_dir)]
   assert steps == list(range(1, 31))  # each step ran once, none twice
   assert _losses(resumed_dir) == _losses(straight_dir)
@@ -278,25 +301,6 @@ def test_resumed_runs_repeat_the_uninterrupted_run_exactly(tmp_path, tutorial_to
   assert any(name.startswith("optimizer/") for name in expected)
   for name, value in expected.items():
     np.testing.assert_array_equal(resumed[name], value, err_msg=name)
-
-
-def test_bleu_covers_every_validation_pair_by_default(tmp_path, tutorial_tokenizer_path):
-  """--bleu_examples=-1 (the default) scores all validation pairs, the last one included."""
-  data_dir = tmp_path / "data"
-  data_dir.mkdir()
-  pairs = {"train": [("olá .", "hello ."), ("obrigado .", "thank you .")] * 8,
-           "dev": [("sim .", "yes ."), ("não .", "no ."), ("talvez .", "maybe .")]}
-  for split, split_pairs in pairs.items():
-    (data_dir / f"pt.{split}").write_text("".join(p + "\n" for p, _ in split_pairs))
-    (data_dir / f"en.{split}").write_text("".join(e + "\n" for _, e in split_pairs))
-  model_dir = tmp_path / "run"
-  result = _train("--config=configs/tiny.py", "--config.training.train_steps=2",
-                  "--bleu_method=greedy", "--noexport", f"--data={data_dir}",
-                  f"--tokenizer={tutorial_tokenizer_path}", f"--model_dir={model_dir}",
-                  timeout=300)
-  assert result.returncode == 0, result.stderr[-2000:]
-  record = json.loads((model_dir / "bleu" / "validation.greedy.json").read_text())
-  assert record["num_sentences"] == 3
 
 
 # train.py run in-process with Trainer.fit wrapped to record the padded lengths
@@ -322,35 +326,56 @@ runpy.run_path("train.py", run_name="__main__")
 """
 
 
+@pytest.fixture(scope="module")
+def short_runs(tmp_path_factory, tutorial_tokenizer_path):
+  """train.py for 2 steps on 24 pairs of 1 to 12 words (the first 3 also the
+  validation split), with and without --jit_compile: {jit_compile: (model_dir,
+  padded lengths of each batch)}. The run without it also scores BLEU (greedy)
+  with --bleu_examples at its default."""
+  root = tmp_path_factory.mktemp("short")
+  data_dir = root / "data"
+  data_dir.mkdir()
+  words = "um dois três quatro cinco seis sete oito nove dez onze doze".split()
+  train = [(" ".join(words[:n]), " ".join(["one"] * n)) for n in range(1, 13)] * 2
+  pairs = {"train": train, "dev": train[:3]}
+  for split, split_pairs in pairs.items():
+    (data_dir / f"pt.{split}").write_text("".join(p + "\n" for p, _ in split_pairs))
+    (data_dir / f"en.{split}").write_text("".join(e + "\n" for _, e in split_pairs))
+  runs = {}
+  for jit_compile, bleu_flags in ((True, ["--bleu_examples=0"]),
+                                  (False, ["--bleu_method=greedy"])):
+    model_dir = root / f"jit_compile_{jit_compile}"
+    shapes_file = root / f"shapes_{jit_compile}.json"
+    args = ["--config=configs/tiny.py", "--config.training.train_steps=2",
+            "--config.data.tokens_per_batch=64", f"--jit_compile={jit_compile}", *bleu_flags,
+            "--noexport", f"--data={data_dir}", f"--tokenizer={tutorial_tokenizer_path}",
+            f"--model_dir={model_dir}"]
+    result = subprocess.run([sys.executable, "-c", _BATCH_SHAPES_DRIVER, "train.py", *args],
+                            cwd=REPO_DIR, env={**_env(), "SHAPES_FILE": str(shapes_file)},
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    runs[jit_compile] = model_dir, json.loads(shapes_file.read_text())
+  return runs
+
+
+def test_bleu_covers_every_validation_pair_by_default(short_runs):
+  """--bleu_examples=-1 (the default) scores all validation pairs, the last one included."""
+  model_dir, _ = short_runs[False]
+  record = json.loads((model_dir / "bleu" / "validation.greedy.json").read_text())
+  assert record["num_sentences"] == 3
+
+
 @pytest.mark.parametrize("jit_compile", [True, False])
-def test_jit_compile_trains_on_bucket_padded_batches(tmp_path, tutorial_tokenizer_path,
-                                                     jit_compile):
+def test_jit_compile_trains_on_bucket_padded_batches(short_runs, jit_compile):
   """--jit_compile: train.py pads every batch to its bucket's length (pipeline
   static_shapes), so XLA compiles a step per bucket; without it, to the longest
   sentence of each side."""
   from transformer import pipeline
-  data_dir = tmp_path / "data"
-  data_dir.mkdir()
-  words = "um dois três quatro cinco seis sete oito nove dez onze doze".split()
-  train = [(" ".join(words[:n]), " ".join(["one"] * n)) for n in range(1, 13)] * 2
-  pairs = {"train": train, "dev": train[:4]}
-  for split, split_pairs in pairs.items():
-    (data_dir / f"pt.{split}").write_text("".join(p + "\n" for p, _ in split_pairs))
-    (data_dir / f"en.{split}").write_text("".join(e + "\n" for _, e in split_pairs))
-  model_dir = tmp_path / "run"
-  shapes_file = tmp_path / "shapes.json"
-  args = ["--config=configs/tiny.py", "--config.training.train_steps=4",
-          "--config.data.tokens_per_batch=64", f"--jit_compile={jit_compile}",
-          "--bleu_examples=0", "--noexport", f"--data={data_dir}",
-          f"--tokenizer={tutorial_tokenizer_path}", f"--model_dir={model_dir}"]
-  result = subprocess.run([sys.executable, "-c", _BATCH_SHAPES_DRIVER, "train.py", *args],
-                          cwd=REPO_DIR, env={**_env(), "SHAPES_FILE": str(shapes_file)},
-                          capture_output=True, text=True, timeout=300)
-  assert result.returncode == 0, result.stderr[-2000:]
-  record = json.loads((model_dir / "metrics.jsonl").read_text().splitlines()[-1])
-  assert record["step"] == 4 and record["val_loss"] > 0
+  model_dir, shapes = short_runs[jit_compile]
+  records = [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
+  record = [r for r in records if "val_loss" in r][-1]  # the epoch's, before BLEU's
+  assert record["step"] == 2 and record["val_loss"] > 0
 
-  shapes = json.loads(shapes_file.read_text())
   batches = shapes["train"] + shapes["validation"]
   assert len(shapes["train"]) > 1 and shapes["validation"]
   max_tokens = 64  # configs/tiny.py
