@@ -88,6 +88,8 @@ acquire = checkpointing.RunLock.acquire
 def acquire_then_interrupt(self):
   acquire(self)
   if fault == "sigint_after_lock":
+    # Ctrl-C as in a terminal, also when the suite started with SIGINT ignored (nohup ... &).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     os.kill(os.getpid(), signal.SIGINT)
 checkpointing.RunLock.acquire = acquire_then_interrupt
 

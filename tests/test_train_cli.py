@@ -21,6 +21,11 @@ FLAGS = ("config", "data", "tokenizer", "tokenizer_cache_dir", "model_dir", "str
          "log_every_steps")
 
 
+# Only there so that a hang fails: on a loaded machine a run that exports and
+# scores BLEU can take minutes of wall time.
+HANG_TIMEOUT = 600
+
+
 def _env():
   return {**os.environ, "PYTHONPATH": str(REPO_DIR), "TF_CPP_MIN_LOG_LEVEL": "2"}
 
@@ -132,7 +137,7 @@ def test_kill_and_resume_continues_from_checkpoint(tmp_path, tutorial_tokenizer_
   final_args = [a for a in args if a not in ("--noexport", "--bleu_examples=0")]
   proc = _start(final_args + ["--bleu_examples=8", "--bleu_method=greedy"],
                 tmp_path / "log2.txt")
-  _wait_or_fail(proc, 240, "the resumed run did not finish")
+  _wait_or_fail(proc, HANG_TIMEOUT, "the resumed run did not finish")
   log = (tmp_path / "log2.txt").read_text()
   assert proc.returncode == 0, log[-3000:]
   restored = re.search(r"restored checkpoint \S+ckpt-(\d+) at step (\d+)", log)
@@ -260,9 +265,9 @@ def straight_and_resumed(tmp_path_factory, tutorial_tokenizer_path, ted_data_dir
                          pause_at)
     if pause_at:
       _sigterm_once_paused(proc, resumed_dir)
-    _wait_or_fail(proc, 240, f"part {part} of the resumed run did not finish")
+    _wait_or_fail(proc, HANG_TIMEOUT, f"part {part} of the resumed run did not finish")
     codes.append(proc.returncode)
-  _wait_or_fail(straight, 240, "the uninterrupted run did not finish")
+  _wait_or_fail(straight, HANG_TIMEOUT, "the uninterrupted run did not finish")
   assert straight.returncode == 0, (root / "straight.txt").read_text()[-3000:]
   return straight_dir, resumed_dir, [(code, log.read_text()) for code, log in zip(codes, logs)]
 
