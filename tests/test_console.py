@@ -1,5 +1,7 @@
-"""What train.py and translate.py print: what a person needs, not TensorFlow's
-own log lines (C++ start-up messages, SavedModel details), unless --verbose."""
+"""What translate.py prints: what a person needs, not TensorFlow's own log lines
+(C++ start-up messages, SavedModel details), unless --verbose; and how the
+scripts start TensorFlow (threads, allocator). train.py's console:
+test_console_truth.py, which shares its runs."""
 
 import logging
 import os
@@ -48,22 +50,6 @@ def test_translate_verbose_shows_tensorflow_logs(tiny_translator_dir):
   stderr = result.stderr.decode()
   assert CPP_LOG_LINE.search(stderr) or TF_PYTHON_LOG_LINE.search(stderr), stderr[-3000:]
   assert len(result.stdout.splitlines()) == 1
-
-
-def test_train_shows_its_progress_and_no_tensorflow_logs(tmp_path, ted_data_dir,
-                                                         tutorial_tokenizer_path):
-  result = run_script(
-      "train.py", "--config=configs/tiny.py", "--train_examples=200",
-      "--config.training.train_steps=5", "--bleu_examples=5", "--bleu_method=greedy",
-      f"--tokenizer={tutorial_tokenizer_path}", f"--data={ted_data_dir}",
-      f"--model_dir={tmp_path / 'run'}")
-  output = result.stdout.decode() + result.stderr.decode()
-  assert result.returncode == 0, output[-3000:]
-  assert not CPP_LOG_LINE.search(output), output[-3000:]
-  assert "InitializeLog" not in output and "signature_serialization" not in output
-  assert not TF_PYTHON_LOG_LINE.search(output), output[-3000:]
-  for needed in ("200 training pairs", "exported", "validation BLEU (greedy, 5 sentences)"):
-    assert needed in output, output[-3000:]
 
 
 def test_export_drops_the_signature_renaming_notices(tutorial_tokenizers, tmp_path,

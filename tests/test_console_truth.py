@@ -2,7 +2,8 @@
 run, "Epoch k/N" knows N, the ETA leaves out the tracing step, the last line
 counts what ran; a file or a pipe gets plain lines, one per epoch; evaluate.py
 shows progress and takes a limit; export and BLEU say what they do and how long
-it took, and BLEU reaches TensorBoard."""
+it took, and BLEU reaches TensorBoard; none of TensorFlow's own log lines
+without --verbose."""
 
 import io
 import json
@@ -15,6 +16,8 @@ import sys
 
 import pytest
 
+from test_console import CPP_LOG_LINE
+from test_console import TF_PYTHON_LOG_LINE
 from transformer.training import progress
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,7 +147,9 @@ def _train_args(model_dir, ted_data_dir, tokenizer, *extra):
 
 
 def _env():
-  return {**os.environ, "PYTHONPATH": str(ROOT), "TF_NUM_INTRAOP_THREADS": "1",
+  """TF_CPP_MIN_LOG_LEVEL is removed: the scripts' defaults are tested."""
+  env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  return {**env, "PYTHONPATH": str(ROOT), "TF_NUM_INTRAOP_THREADS": "1",
           "TF_NUM_INTEROP_THREADS": "1"}
 
 
@@ -234,6 +239,17 @@ def test_a_pipe_gets_one_plain_line_per_epoch(piped_run):
   assert [line.split(" (step")[0] for line in lines] == ["Epoch 1/3", "Epoch 2/3",
                                                           "Epoch 3/3"], result.stdout
   assert all("BLEU" in line for line in lines[:2])  # --eval_bleu_every_epochs=1
+
+
+@pytest.mark.slow
+def test_train_shows_its_progress_and_no_tensorflow_logs(piped_run):
+  result, _ = piped_run
+  output = result.stdout + result.stderr
+  assert not CPP_LOG_LINE.search(output), output[-3000:]
+  assert "InitializeLog" not in output and "signature_serialization" not in output
+  assert not TF_PYTHON_LOG_LINE.search(output), output[-3000:]
+  for needed in ("200 training pairs", "exported", "validation BLEU (greedy, 4 sentences)"):
+    assert needed in output, output[-3000:]
 
 
 @pytest.mark.slow
