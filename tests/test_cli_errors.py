@@ -67,7 +67,7 @@ for command in commands:
       status = e.code if isinstance(e.code, int) else int(e.code is not None)
       if isinstance(e.code, str):
         print(e.code, file=sys.stderr)
-    except BaseException:  # pylint: disable=broad-except
+    except BaseException:
       status = 1
       traceback.print_exc()
     sys.stdout.flush()
