@@ -1,6 +1,9 @@
-"""What train.py and translate.py print: what a person needs, not TensorFlow's
-own log lines (C++ start-up messages, SavedModel details), unless --verbose."""
+"""What translate.py prints: what a person needs, not TensorFlow's own log lines
+(C++ start-up messages, SavedModel details), unless --verbose; and how the
+scripts start TensorFlow (threads, allocator). train.py's console:
+test_console_truth.py, which shares its runs."""
 
+import functools
 import logging
 import os
 from pathlib import Path
@@ -50,22 +53,6 @@ def test_translate_verbose_shows_tensorflow_logs(tiny_translator_dir):
   assert len(result.stdout.splitlines()) == 1
 
 
-def test_train_shows_its_progress_and_no_tensorflow_logs(tmp_path, ted_data_dir,
-                                                         tutorial_tokenizer_path):
-  result = run_script(
-      "train.py", "--config=configs/tiny.py", "--train_examples=200",
-      "--config.training.train_steps=5", "--bleu_examples=5", "--bleu_method=greedy",
-      f"--tokenizer={tutorial_tokenizer_path}", f"--data={ted_data_dir}",
-      f"--model_dir={tmp_path / 'run'}")
-  output = result.stdout.decode() + result.stderr.decode()
-  assert result.returncode == 0, output[-3000:]
-  assert not CPP_LOG_LINE.search(output), output[-3000:]
-  assert "InitializeLog" not in output and "signature_serialization" not in output
-  assert not TF_PYTHON_LOG_LINE.search(output), output[-3000:]
-  for needed in ("200 training pairs", "exported", "validation BLEU (greedy, 5 sentences)"):
-    assert needed in output, output[-3000:]
-
-
 def test_export_drops_the_signature_renaming_notices(tutorial_tokenizers, tmp_path,
                                                      monkeypatch, caplog):
   from configs import tiny  # pylint: disable=g-import-not-at-top
@@ -85,21 +72,57 @@ def test_export_drops_the_signature_renaming_notices(tutorial_tokenizers, tmp_pa
   assert [r.getMessage() for r in caplog.records] == ["a record of builder_impl"]
 
 
-THREADS_PROBE = """
-import os, sys
-os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+# How TensorFlow starts: train.py, evaluate.py and translate.py through
+# runtime.import_tensorflow; a benchmark by importing bench.machine first and
+# then modules of transformer/ that import TensorFlow (bench/sweep.py's order).
+STARTS = {
+    "script": "from transformer.training import runtime\ntf = runtime.import_tensorflow(verbose=False)",
+    "benchmark": "from bench import machine\nfrom transformer.training import Trainer\nimport tensorflow as tf",
+}
+# Pinned to one core, as `taskset -c 0` does.
+PINNED = "import os\nos.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+# After the start: set_cpu_threads(argv[1]) if given, then the pools' threads
+# and which allocator CPU tensors use. Only a BFC allocator counts the bytes it
+# hands out: with malloc TensorFlow raises on some CPUs and reports a peak of 0
+# on others (an AVX-512 EPYC).
+PROBE = """
+import sys
 from transformer.training import runtime
-tf = runtime.import_tensorflow(verbose=False)
 if len(sys.argv) > 1:
   runtime.set_cpu_threads(tf, int(sys.argv[1]))
 print(tf.config.threading.get_intra_op_parallelism_threads(),
       tf.config.threading.get_inter_op_parallelism_threads())
+tf.linalg.matmul(tf.ones([64, 64]), tf.ones([64, 64]))
+try:
+  peak = tf.config.experimental.get_memory_info("CPU:0")["peak"]
+except ValueError:
+  peak = 0
+print("bfc" if peak > 0 else "malloc")
 """
+# The probes the thread and allocator tests ask: (start, set_cpu_threads'
+# argument or None, environment). Each answers a thread test and an allocator
+# test, as TensorFlow loads once per process and TF_NUM_* and
+# TF_CPU_ALLOCATOR_USE_BFC do not touch each other.
+PROBES = {
+    "script": ("script", None, {}),
+    "script, thread variables, no BFC": (
+        "script", None, {"TF_NUM_INTRAOP_THREADS": "3", "TF_NUM_INTEROP_THREADS": "2",
+                         "TF_CPU_ALLOCATOR_USE_BFC": "0"}),
+    "benchmark --threads=3": (
+        "benchmark", 3, {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}),
+    "benchmark, no BFC": ("benchmark", None, {"TF_CPU_ALLOCATOR_USE_BFC": "0"}),
+}
 
 
-def _probe_threads(*args, **env):
-  clean = {k: v for k, v in os.environ.items() if not k.startswith("TF_NUM_")}
-  result = subprocess.run([sys.executable, "-c", THREADS_PROBE, *args], cwd=ROOT,
+@functools.cache
+def _probe(name):
+  """PROBES[name] in a fresh Python pinned to one core: [intra-op threads,
+  inter-op threads, "bfc" or "malloc"]."""
+  start, threads, env = PROBES[name]
+  clean = {k: v for k, v in os.environ.items()
+           if not k.startswith("TF_NUM_") and k != "TF_CPU_ALLOCATOR_USE_BFC"}
+  result = subprocess.run([sys.executable, "-c", PINNED + STARTS[start] + PROBE,
+                           *([] if threads is None else [str(threads)])], cwd=ROOT,
                           env={**clean, "PYTHONPATH": str(ROOT), **env},
                           capture_output=True, text=True, timeout=300, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
@@ -109,48 +132,23 @@ def _probe_threads(*args, **env):
 def test_threads_follow_the_cores_the_process_may_use():
   # Pinned to one core (as `taskset -c 0` does), TensorFlow's default would
   # still be one thread per machine core.
-  assert _probe_threads() == ["1", "1"]
+  assert _probe("script")[:2] == ["1", "1"]
 
 
 def test_thread_environment_variables_win():
   # Set in the environment, TensorFlow reads them itself; the pools are left
   # unset (0) by import_tensorflow.
-  assert _probe_threads(TF_NUM_INTRAOP_THREADS="3", TF_NUM_INTEROP_THREADS="2") == ["0", "0"]
+  assert _probe("script, thread variables, no BFC")[:2] == ["0", "0"]
 
 
 def test_an_explicit_thread_count_wins_over_cores_and_environment():
   # A benchmark's --threads: both pools get exactly that many, whatever the
   # affinity and the TF_NUM_* variables say.
-  assert _probe_threads("3", TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1") == ["3", "3"]
+  assert _probe("benchmark --threads=3")[:2] == ["3", "3"]
 
 
-# Only a BFC allocator counts the bytes it hands out: with malloc TensorFlow
-# raises on some CPUs and reports a peak of 0 on others (an AVX-512 EPYC).
-ALLOCATOR_PROBE = """
-tf.linalg.matmul(tf.ones([64, 64]), tf.ones([64, 64]))
-try:
-  peak = tf.config.experimental.get_memory_info("CPU:0")["peak"]
-except ValueError:
-  peak = 0
-print("bfc" if peak > 0 else "malloc")
-"""
-# How TensorFlow starts: train.py, evaluate.py and translate.py through
-# runtime.import_tensorflow; a benchmark by importing bench.machine first and
-# then modules of transformer/ that import TensorFlow (bench/sweep.py's order).
-STARTS = {
-    "script": "from transformer.training import runtime\ntf = runtime.import_tensorflow(verbose=False)",
-    "benchmark": "from bench import machine\nfrom transformer.training import Trainer\nimport tensorflow as tf",
-}
-
-
-@pytest.mark.parametrize("start", sorted(STARTS))
-@pytest.mark.parametrize("setting, expected", [(None, "bfc"), ("0", "malloc")])
-def test_cpu_tensors_use_the_bfc_allocator_unless_the_user_says_no(start, setting, expected):
-  env = {k: v for k, v in os.environ.items() if k != "TF_CPU_ALLOCATOR_USE_BFC"}
-  if setting is not None:
-    env["TF_CPU_ALLOCATOR_USE_BFC"] = setting
-  result = subprocess.run([sys.executable, "-c", STARTS[start] + ALLOCATOR_PROBE], cwd=ROOT,
-                          env={**env, "PYTHONPATH": str(ROOT)},
-                          capture_output=True, text=True, timeout=300, check=False)
-  assert result.returncode == 0, result.stderr[-3000:]
-  assert result.stdout.split() == [expected]
+@pytest.mark.parametrize("probe, expected", [
+    ("script", "bfc"), ("script, thread variables, no BFC", "malloc"),
+    ("benchmark --threads=3", "bfc"), ("benchmark, no BFC", "malloc")])
+def test_cpu_tensors_use_the_bfc_allocator_unless_the_user_says_no(probe, expected):
+  assert _probe(probe)[2] == expected

@@ -2,7 +2,8 @@
 run, "Epoch k/N" knows N, the ETA leaves out the tracing step, the last line
 counts what ran; a file or a pipe gets plain lines, one per epoch; evaluate.py
 shows progress and takes a limit; export and BLEU say what they do and how long
-it took, and BLEU reaches TensorBoard."""
+it took, and BLEU reaches TensorBoard; none of TensorFlow's own log lines
+without --verbose."""
 
 import io
 import json
@@ -15,6 +16,8 @@ import sys
 
 import pytest
 
+from test_console import CPP_LOG_LINE
+from test_console import TF_PYTHON_LOG_LINE
 from transformer.training import progress
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,7 +124,8 @@ def test_a_time_budgets_epoch_count_follows_its_plan(monkeypatch, capsys):
     return record
   monkeypatch.setattr(training.Trainer, "_run_epoch", timed)
   config = tiny.get_config()
-  config.model.output_weights = "untied"
+  # One layer: only the epochs are counted, so the smallest model traces fastest.
+  config.model.update(output_weights="untied", num_layers=1)
   config.training.update(epochs=100, time_budget_minutes=1.0, cooldown_fraction=1 / 3,
                          warmup_steps=4)
   rng = np.random.default_rng(0)
@@ -137,14 +141,19 @@ def test_a_time_budgets_epoch_count_follows_its_plan(monkeypatch, capsys):
 # ------------------------------------------------------------- tiny real runs
 
 def _train_args(model_dir, ted_data_dir, tokenizer, *extra):
+  """A tiny run with one layer: the console is looked at, not the model, and
+  its steps, BLEU and export trace half the graph of two layers."""
   return [sys.executable, "train.py", "--config=configs/tiny.py", "--train_examples=200",
           "--validation_examples=32", "--config.training.epochs=5",
+          "--config.model.num_layers=1",
           f"--config.training.train_steps={STEPS}", f"--data={ted_data_dir}",
           f"--tokenizer={tokenizer}", f"--model_dir={model_dir}", *extra]
 
 
 def _env():
-  return {**os.environ, "PYTHONPATH": str(ROOT), "TF_NUM_INTRAOP_THREADS": "1",
+  """TF_CPP_MIN_LOG_LEVEL is removed: the scripts' defaults are tested."""
+  env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  return {**env, "PYTHONPATH": str(ROOT), "TF_NUM_INTRAOP_THREADS": "1",
           "TF_NUM_INTEROP_THREADS": "1"}
 
 
@@ -234,6 +243,17 @@ def test_a_pipe_gets_one_plain_line_per_epoch(piped_run):
   assert [line.split(" (step")[0] for line in lines] == ["Epoch 1/3", "Epoch 2/3",
                                                           "Epoch 3/3"], result.stdout
   assert all("BLEU" in line for line in lines[:2])  # --eval_bleu_every_epochs=1
+
+
+@pytest.mark.slow
+def test_train_shows_its_progress_and_no_tensorflow_logs(piped_run):
+  result, _ = piped_run
+  output = result.stdout + result.stderr
+  assert not CPP_LOG_LINE.search(output), output[-3000:]
+  assert "InitializeLog" not in output and "signature_serialization" not in output
+  assert not TF_PYTHON_LOG_LINE.search(output), output[-3000:]
+  for needed in ("200 training pairs", "exported", "validation BLEU (greedy, 4 sentences)"):
+    assert needed in output, output[-3000:]
 
 
 @pytest.mark.slow
