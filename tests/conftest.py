@@ -103,13 +103,15 @@ def guide_tokenizers(guide_tokenizers_build):
 @pytest.fixture(scope="session")
 def tiny_translator_dir(tutorial_tokenizers, tmp_path_factory) -> Path:
   """An exported translator SavedModel of an untrained configs/tiny.py model
-  (seeded), with the tutorial's tokenizers: for command-line tests."""
+  with one layer a stack (seeded; cheaper to export and load), with the
+  tutorial's tokenizers: for command-line tests."""
   import keras  # pylint: disable=g-import-not-at-top
   from configs import tiny  # pylint: disable=g-import-not-at-top
   from transformer import export  # pylint: disable=g-import-not-at-top
   from transformer import tokenizers  # pylint: disable=g-import-not-at-top
   from transformer.model import Transformer  # pylint: disable=g-import-not-at-top
   config = tiny.get_config()
+  config.model.num_layers = 1
   keras.utils.set_random_seed(0)
   model = Transformer.from_model_config(config.model,
                                         *tokenizers.vocab_sizes(tutorial_tokenizers))
