@@ -7,9 +7,10 @@ Times README's test commands (``python -m pytest`` and ``python -m pytest -m
 "not slow"``) with pytest's cache in a new temporary folder, as on a fresh
 clone in CI (the guide's tokenizers are then built within the run). Writes
 ``--output``: per tier the command, its exit code and test counts, wall
-seconds, and CPU seconds of everything it waited for (pytest, its workers and
-their subprocesses); the machine; and what else was running at the start and
-the end of each tier, since a timing beside other work is not a measurement.
+seconds, CPU seconds of everything it waited for (pytest, its workers and
+their subprocesses) and its slowest tests; the machine; and what else was
+running at the start and the end of each tier, since a timing beside other work
+is not a measurement.
 """
 
 import json
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import xml.etree.ElementTree as ET
 
 from absl import app
 from absl import flags
@@ -44,21 +46,26 @@ def children_cpu_seconds() -> float:
 
 def time_tier(name: str):
   """Runs one tier to its end; returns its record."""
-  with tempfile.TemporaryDirectory() as cache:
-    command = [sys.executable, "-m", "pytest", "-q", "-o", f"cache_dir={cache}", *TIERS[name],
-               *_PYTEST_ARGS.value]
+  with tempfile.TemporaryDirectory() as scratch:
+    report = Path(scratch) / "report.xml"
+    command = [sys.executable, "-m", "pytest", "-q", "-o", f"cache_dir={scratch}/cache",
+               f"--junitxml={report}", *TIERS[name], *_PYTEST_ARGS.value]
     before = machine.other_activity()
     cpu, start = children_cpu_seconds(), time.time()
     result = subprocess.run(command, cwd=machine.REPO_ROOT, capture_output=True, text=True,
                             check=False)
     wall, cpu = time.time() - start, children_cpu_seconds() - cpu
+    tests = ([(float(case.get("time")), f"{case.get('classname')}::{case.get('name')}")
+              for case in ET.parse(report).iter("testcase")] if report.exists() else [])
   summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
   counts = {kind: int(n) for n, kind in re.findall(
       r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)", summary)}
   return {"command": ["python", "-m", "pytest", *TIERS[name], *_PYTEST_ARGS.value],
           "exit_code": result.returncode,
           "counts": counts, "summary": summary, "wall_seconds": round(wall, 1),
-          "cpu_seconds": round(cpu, 1), "other_activity_before": before,
+          "cpu_seconds": round(cpu, 1),
+          "slowest_tests": [{"seconds": t, "test": n} for t, n in sorted(tests, reverse=True)[:15]],
+          "other_activity_before": before,
           "other_activity_after": machine.other_activity()}
 
 

@@ -29,6 +29,9 @@ def test_a_tier_is_timed_with_its_counts_and_cpu_seconds(tmp_path):
                              "tests/test_config.py", "-n", "0"]
   assert tier["exit_code"] == 0 and tier["counts"]["passed"] > 5, tier["summary"]
   assert tier["wall_seconds"] > 0 and tier["cpu_seconds"] > 0
+  slowest = tier["slowest_tests"]
+  assert len(slowest) == min(15, tier["counts"]["passed"]) and slowest[0]["test"].startswith(
+      "tests.test_config::") and slowest[0]["seconds"] >= slowest[-1]["seconds"]
   assert "load_average" in tier["other_activity_before"]
   assert record["machine"]["cores"] >= 1
   assert result.stdout.startswith("quick: ") and "min wall" in result.stdout
