@@ -14,6 +14,7 @@ is not a measurement.
 """
 
 import json
+import os
 from pathlib import Path
 import re
 import resource
@@ -28,7 +29,12 @@ from absl import flags
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+# The environment the tests get: as the shell gave it, before this process
+# sets TensorFlow's allocator and log level for itself.
+TEST_ENVIRONMENT = dict(os.environ)
+
 from bench import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
+from transformer.training import runtime  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 TIERS = {"whole": [], "quick": ["-m", "not slow"]}
 
@@ -52,8 +58,8 @@ def time_tier(name: str):
                f"--junitxml={report}", *TIERS[name], *_PYTEST_ARGS.value]
     before = machine.other_activity()
     cpu, start = children_cpu_seconds(), time.time()
-    result = subprocess.run(command, cwd=machine.REPO_ROOT, capture_output=True, text=True,
-                            check=False)
+    result = subprocess.run(command, cwd=machine.REPO_ROOT, env=TEST_ENVIRONMENT,
+                            capture_output=True, text=True, check=False)
     wall, cpu = time.time() - start, children_cpu_seconds() - cpu
     tests = ([(float(case.get("time")), f"{case.get('classname')}::{case.get('name')}")
               for case in ET.parse(report).iter("testcase")] if report.exists() else [])
@@ -74,6 +80,7 @@ def main(argv):
   unknown = set(_TIERS.value) - set(TIERS)
   if unknown:
     raise app.UsageError(f"--tiers: unknown {sorted(unknown)}; choose from {list(TIERS)}")
+  runtime.import_tensorflow(verbose=False)
   record = {"machine": machine.description(), "tiers": {}}
   for name in _TIERS.value:
     print(f"{name}: running ...", file=sys.stderr, flush=True)

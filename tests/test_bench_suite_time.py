@@ -35,6 +35,8 @@ def test_a_tier_is_timed_with_its_counts_and_cpu_seconds(tmp_path):
   assert "load_average" in tier["other_activity_before"]
   assert record["machine"]["cores"] >= 1
   assert result.stdout.startswith("quick: ") and "min wall" in result.stdout
+  # Only its own progress on stderr: none of TensorFlow's start-up lines.
+  assert result.stderr.splitlines() == ["quick: running ..."], result.stderr[-3000:]
 
 
 def test_a_tier_that_does_not_pass_is_one_error_line(tmp_path):
