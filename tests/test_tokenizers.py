@@ -217,11 +217,8 @@ def test_load_tokenizers_errors(tmp_path):
 @pytest.mark.parametrize("language, sentences, vocab_size", [(0, 400, 200), (1, 400, 250)])
 def test_learn_wordpiece_gives_the_librarys_vocabulary(train_pairs, language, sentences,
                                                       vocab_size):
-  from tensorflow_text.python.ops import bert_tokenizer  # pylint: disable=g-import-not-at-top
   from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner  # pylint: disable=g-import-not-at-top
-  text = tf.data.Dataset.from_tensor_slices(
-      [pair[language] for pair in train_pairs[:sentences]]).batch(500)
-  counts = learner.count_words(text.map(bert_tokenizer.BasicTokenizer(lower_case=True).tokenize))
+  counts = tokenizers.count_words([pair[language] for pair in train_pairs[:sentences]])
   reserved = list(tokenizers.RESERVED_TOKENS)
   ours = tokenizers.learn_wordpiece(counts, vocab_size, reserved)
   assert ours == learner.learn(counts, vocab_size, reserved)

@@ -75,13 +75,19 @@ def learn_vocabulary(sentences: Sequence[str], vocab_size: int = 8000,
   logging.info("learning the %s WordPiece vocabulary (target size %d) from %d "
                "sentences; this takes a minute or two on the full training split",
                name, vocab_size, len(sentences))
-  dataset = tf.data.Dataset.from_tensor_slices(
-      tf.constant(list(sentences), dtype=tf.string)).batch(_LEARNER_BATCH)
-  words = dataset.map(bert_tokenizer.BasicTokenizer(**BERT_TOKENIZER_PARAMS).tokenize)
-  vocab = learn_wordpiece(learner.count_words(words), vocab_size, list(RESERVED_TOKENS))
+  vocab = learn_wordpiece(count_words(sentences), vocab_size, list(RESERVED_TOKENS))
   logging.info("learned the %s vocabulary: %d tokens in %.1f s",
                name, len(vocab), time.time() - start)
   return vocab
+
+
+def count_words(sentences: Sequence[str]):
+  """{word: count} of ``sentences`` split into words as BERT's tokenizer splits
+  them, with the subword guide's settings (lower case)."""
+  dataset = tf.data.Dataset.from_tensor_slices(
+      tf.constant(list(sentences), dtype=tf.string)).batch(_LEARNER_BATCH)
+  return learner.count_words(
+      dataset.map(bert_tokenizer.BasicTokenizer(**BERT_TOKENIZER_PARAMS).tokenize))
 
 
 def learn_wordpiece(word_counts, vocab_size: int, reserved_tokens: List[str]) -> List[str]:
