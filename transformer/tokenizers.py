@@ -151,29 +151,30 @@ def _subtoken_counts(words, starts, params):
   """{subtoken: count} over ``words`` ((word, count) pairs) of every substring
   that begins at one of ``starts(word)`` (None: skip the word), a suffix marked
   with the joiner; each count then minus the counts of the longer subtokens it
-  begins (as the library's learner does, longest first)."""
+  begins, as the library's learner reduces them (longest first).
+
+  The library subtracts each subtoken's reduced count from all its prefixes.
+  Every prefix of a counted subtoken is counted too, so that telescopes: a
+  subtoken's reduced count is its count minus the counts of the subtokens one
+  character longer that it begins, one subtraction per subtoken.
+  """
   by_length = [{} for _ in range(params.max_token_length + 1)]
   for word, count in words:
     word_starts = starts(word)
     if word_starts is None:
       continue
     for start in word_starts:
+      mark = params.joiner if start > 0 else ""
       for end in range(start + 1, len(word) + 1):
-        subtoken = word[start:end]
+        subtoken = mark + word[start:end]
         counts = by_length[end - start]
-        if start > 0:
-          subtoken = params.joiner + subtoken
         counts[subtoken] = counts.get(subtoken, 0) + count
-  final = {}
-  joiner_length = len(params.joiner)
-  for length in range(params.max_token_length, 0, -1):
-    for subtoken, count in by_length[length].items():
-      final[subtoken] = count
-      offset = joiner_length if len(subtoken) > length else 0
-      for prefix_length in range(1, length):
-        prefix = subtoken[:prefix_length + offset]
-        if prefix in by_length[prefix_length]:
-          by_length[prefix_length][prefix] -= count
+  final = {}  # longest first, the library's order
+  for counts in reversed(by_length):
+    final.update(counts)
+  for counts in by_length[2:]:
+    for subtoken, count in counts.items():
+      final[subtoken[:-1]] -= count
   return final
 
 
