@@ -374,6 +374,7 @@ class Bleu:
     self.model_dir, self.pairs = model_dir, pairs
     self.available = bool(pairs) and chief
     self.summaries = summaries
+    self._in_memory_translator = None  # one for every epoch: traced once
 
   def __call__(self, split_name, step, translator=None):
     """BLEU of `translator` (default: an in-memory one over the current model) on
@@ -382,7 +383,10 @@ class Bleu:
     from transformer import evaluation  # pylint: disable=g-import-not-at-top
     from transformer import export as export_lib  # pylint: disable=g-import-not-at-top
     if translator is None:
-      translator = export_lib.Translator(self.tokenizers, self.model, self.config.decoding)
+      if self._in_memory_translator is None:
+        self._in_memory_translator = export_lib.Translator(self.tokenizers, self.model,
+                                                           self.config.decoding)
+      translator = self._in_memory_translator
     method = _BLEU_METHOD.value
     with progress.announced(f"translating {len(self.pairs)} validation sentences "
                             f"({method}) for BLEU"):

@@ -1,11 +1,16 @@
-"""A tiny model for tests and smoke runs: trains in seconds on a CPU."""
+"""A tiny model for tests and smoke runs: trains in seconds on a CPU.
+
+One layer a stack: tests look at the machinery around the model, and one layer
+traces in about 70% of the time of two (a train.py run of a few steps takes
+19 instead of 27 CPU seconds). Tests of stacking build their own models.
+"""
 
 from transformer.config import default_config
 
 
 def get_config():
   config = default_config()
-  config.model.num_layers = 2
+  config.model.num_layers = 1
   config.model.d_model = 32
   config.model.dff = 64
   config.model.num_heads = 4

@@ -4,6 +4,7 @@ The real data lives beside the project at ``../shared/data`` (see its README);
 tests that need it skip, saying why, when it is absent.
 """
 
+import collections
 import fcntl
 from pathlib import Path
 import time
@@ -14,6 +15,20 @@ from transformer.config import SHARED_DATA_DIR
 
 # The project modules import TensorFlow, so fixtures import them lazily to keep
 # collection fast for tests that do not need it.
+
+
+def pytest_collection_modifyitems(items):
+  """Modules of slow tests only first, then the others with slow tests, each
+  group with the most slow tests first; the order within a module is kept. The
+  two workers take whole modules in this order (setup.cfg: --dist loadfile
+  --no-loadscope-reorder), so the long modules start early and the quick ones
+  even out the end."""
+  tests, slow = collections.Counter(), collections.Counter()
+  for item in items:
+    tests[item.module.__name__] += 1
+    slow[item.module.__name__] += bool(item.get_closest_marker("slow"))
+  items.sort(key=lambda item: (slow[item.module.__name__] < tests[item.module.__name__],
+                               -slow[item.module.__name__]))
 
 
 def _require(path: Path, what: str) -> Path:
@@ -103,15 +118,13 @@ def guide_tokenizers(guide_tokenizers_build):
 @pytest.fixture(scope="session")
 def tiny_translator_dir(tutorial_tokenizers, tmp_path_factory) -> Path:
   """An exported translator SavedModel of an untrained configs/tiny.py model
-  with one layer a stack (seeded; cheaper to export and load), with the
-  tutorial's tokenizers: for command-line tests."""
+  (seeded), with the tutorial's tokenizers: for command-line tests."""
   import keras  # pylint: disable=g-import-not-at-top
   from configs import tiny  # pylint: disable=g-import-not-at-top
   from transformer import export  # pylint: disable=g-import-not-at-top
   from transformer import tokenizers  # pylint: disable=g-import-not-at-top
   from transformer.model import Transformer  # pylint: disable=g-import-not-at-top
   config = tiny.get_config()
-  config.model.num_layers = 1
   keras.utils.set_random_seed(0)
   model = Transformer.from_model_config(config.model,
                                         *tokenizers.vocab_sizes(tutorial_tokenizers))

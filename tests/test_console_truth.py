@@ -124,8 +124,7 @@ def test_a_time_budgets_epoch_count_follows_its_plan(monkeypatch, capsys):
     return record
   monkeypatch.setattr(training.Trainer, "_run_epoch", timed)
   config = tiny.get_config()
-  # One layer: only the epochs are counted, so the smallest model traces fastest.
-  config.model.update(output_weights="untied", num_layers=1)
+  config.model.output_weights = "untied"
   config.training.update(epochs=100, time_budget_minutes=1.0, cooldown_fraction=1 / 3,
                          warmup_steps=4)
   rng = np.random.default_rng(0)
@@ -141,11 +140,9 @@ def test_a_time_budgets_epoch_count_follows_its_plan(monkeypatch, capsys):
 # ------------------------------------------------------------- tiny real runs
 
 def _train_args(model_dir, ted_data_dir, tokenizer, *extra):
-  """A tiny run with one layer: the console is looked at, not the model, and
-  its steps, BLEU and export trace half the graph of two layers."""
+  """A tiny run: the console is looked at, not the model."""
   return [sys.executable, "train.py", "--config=configs/tiny.py", "--train_examples=200",
           "--validation_examples=32", "--config.training.epochs=5",
-          "--config.model.num_layers=1",
           f"--config.training.train_steps={STEPS}", f"--data={ted_data_dir}",
           f"--tokenizer={tokenizer}", f"--model_dir={model_dir}", *extra]
 

@@ -156,8 +156,9 @@ def test_last_checkpoints_refuses_to_average_more_than_there_are(tmp_path):
     {"num_layers": 1},  # some of the model's variables are missing
 ], ids=["d_model", "more_layers", "fewer_layers"])
 def test_restore_refuses_a_checkpoint_of_another_model(tmp_path, overrides):
-  (path,), _ = write_trainer_checkpoints(tmp_path, tiny_config(**overrides), 1)
-  model = build_model(tiny_config())
+  two_layers = {"num_layers": 2}  # so that the checkpoint can have fewer
+  (path,), _ = write_trainer_checkpoints(tmp_path, tiny_config(**{**two_layers, **overrides}), 1)
+  model = build_model(tiny_config(**two_layers))
   with pytest.raises(training.CheckpointError, match=path):
     averaging.restore_model(model, path)
   with pytest.raises(training.CheckpointError, match=path):

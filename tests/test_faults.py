@@ -320,15 +320,26 @@ def test_4_a_refused_run_leaves_config_json_as_it_was(tmp_path, finished_run, sm
   assert (model_dir / "config.json").read_bytes() == before
 
 
-# ------------------------------------------------------------ 5. a signal during the export
+# ------------------------------------------------- 5, 9. a signal or a full disk at the export
 
-def test_5_sigterm_during_the_export_finishes_it_and_says_so(tmp_path, finished_run,
-                                                             small_data, tutorial_tokenizer_path):
-  model_dir = _copy(finished_run, tmp_path)
-  assert json.loads((model_dir / "export" / "export_info.json").read_text()) == {"step": 6}
+@pytest.fixture(scope="module")
+def export_faults(tmp_path_factory, finished_run, small_data, tutorial_tokenizer_path):
+  """A copy of the finished run (exported at step 6) trained on to step 8 by a
+  run whose disk fills as its export starts, then rerun with a SIGTERM as its
+  export starts. Returns the folder, the export's files before, (exit status,
+  output) of the first run, the export's files and the checkpoint steps after
+  it, and (exit status, output) of the rerun."""
+  model_dir = _copy(finished_run, tmp_path_factory.mktemp("export_faults"))
+  before = _files(model_dir / "export")
   args = [a for a in _args(model_dir, small_data, tutorial_tokenizer_path, 8)
           if a != "--noexport"]
-  code, output = _run(args, "sigterm_in_export")
+  full_disk = _run(args, "full_disk_in_export")
+  after_full_disk = _files(model_dir / "export"), _checkpoint_steps(model_dir)
+  return model_dir, before, full_disk, after_full_disk, _run(args, "sigterm_in_export")
+
+
+def test_5_sigterm_during_the_export_finishes_it_and_says_so(export_faults):
+  model_dir, _, _, _, (code, output) = export_faults
   assert code == 128 + signal.SIGTERM, output[-3000:]
   assert (f"train.py: stopped by SIGTERM during the export, which was finished first: "
           f"{model_dir / 'export'} holds step 8") in output
@@ -475,24 +486,18 @@ def test_9_a_full_disk_at_a_checkpoint_names_it_and_the_last_good_one(
   assert not list(checkpoints.glob("*_temp"))
 
 
-def test_9_a_full_disk_at_the_export_keeps_the_old_one_and_the_rerun_exports(
-    tmp_path, finished_run, small_data, tutorial_tokenizer_path):
-  model_dir = _copy(finished_run, tmp_path)
+def test_9_a_full_disk_at_the_export_keeps_the_old_one_and_the_rerun_exports(export_faults):
+  model_dir, before, (code, output), (export_after, steps_after), _ = export_faults
   export = model_dir / "export"
-  before = _files(export)
-  args = [a for a in _args(model_dir, small_data, tutorial_tokenizer_path, 8)
-          if a != "--noexport"]
-  code, output = _run(args, "full_disk_in_export")
+  assert json.loads(before[Path("export_info.json")]) == {"step": 6}
   _assert_fails_in_one_line(
       code, output,
       rf"train.py: error: cannot write the export to {model_dir / 'export.new'}: .*File too "
       rf"large.*; {export} is left as it was, and the trained model is in "
       rf"{model_dir / 'checkpoints' / 'ckpt-8'}\. Free space and rerun")
-  assert _files(export) == before
-  assert _checkpoint_steps(model_dir)[-1] == 8
-
-  code, output = _run(args)
-  assert code == 0, output[-3000:]
+  assert export_after == before
+  assert steps_after[-1] == 8
+  # The rerun (test 5's, stopped by a signal only after its export) exported step 8.
   assert json.loads((export / "export_info.json").read_text()) == {"step": 8}
   assert sorted(p.name for p in model_dir.glob("export*")) == ["export"]
 
