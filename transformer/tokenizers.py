@@ -96,9 +96,10 @@ def learn_wordpiece(word_counts, vocab_size: int, reserved_tokens: List[str]) ->
 
   That learner searches for the count threshold that gives ``vocab_size``
   tokens, and for every threshold it tries it counts every substring of every
-  word again. Those first counts do not depend on the threshold, so they are
-  counted once here; only the later iterations, which split words with the
-  tokens the threshold kept, are counted per threshold.
+  word again. Here a count is one per piece (:func:`_rest_counts` says why
+  that is the same), and the first counts, which do not depend on the
+  threshold, are made once; only the later iterations, which split words with
+  the tokens the threshold kept, are counted per threshold.
   tests/test_tokenizers.py checks the result against the library's.
   """
   params = learner.Params(
@@ -113,7 +114,7 @@ def learn_wordpiece(word_counts, vocab_size: int, reserved_tokens: List[str]) ->
       all_counts, learner.get_allowed_chars(all_counts, params.max_unique_chars),
       params.max_input_tokens)
   chars = learner.extract_char_tokens(words)
-  every_start = _subtoken_counts(words, lambda word: range(len(word)), params)
+  every_start = _rest_counts(words, lambda word: range(len(word)), params.joiner)
 
   def vocabulary_at(threshold):
     def kept(counts):
@@ -122,8 +123,8 @@ def learn_wordpiece(word_counts, vocab_size: int, reserved_tokens: List[str]) ->
           params.include_joiner_token, params.joiner)
     tokens = kept(every_start)
     for _ in range(params.num_iterations - 1):
-      tokens = kept(_subtoken_counts(
-          words, lambda word: _piece_starts(word, tokens, params), params))  # pylint: disable=cell-var-from-loop
+      tokens = kept(_rest_counts(
+          words, lambda word: _piece_starts(word, tokens, params), params.joiner))  # pylint: disable=cell-var-from-loop
     return learner.generate_final_vocabulary(reserved_tokens, chars, tokens)
 
   # The library's binary search, step for step.
@@ -147,35 +148,27 @@ def _piece_starts(word, tokens, params):
   return [0, *ends[:-1]] if ends else None
 
 
-def _subtoken_counts(words, starts, params):
-  """{subtoken: count} over ``words`` ((word, count) pairs) of every substring
-  that begins at one of ``starts(word)`` (None: skip the word), a suffix marked
-  with the joiner; each count then minus the counts of the longer subtokens it
-  begins, as the library's learner reduces them (longest first).
+def _rest_counts(words, starts, joiner):
+  """{token: count} over ``words`` ((word, count) pairs) of the rest of each
+  word from each of ``starts(word)`` (None: skip the word), a suffix marked
+  with the joiner: the counts the library's learner keeps tokens by.
 
-  The library subtracts each subtoken's reduced count from all its prefixes.
-  Every prefix of a counted subtoken is counted too, so that telescopes: a
-  subtoken's reduced count is its count minus the counts of the subtokens one
-  character longer that it begins, one subtraction per subtoken.
+  The library counts every substring that begins at a start, then takes from
+  each count those of the longer substrings it begins. Every prefix of a
+  counted substring is counted too, so that telescopes: what is left of a
+  substring's count is how often it runs from a start to the word's end. (The
+  substrings left at 0, which the library also keeps, never pass a threshold,
+  which here is at least 1.)
   """
-  by_length = [{} for _ in range(params.max_token_length + 1)]
+  counts = {}
   for word, count in words:
     word_starts = starts(word)
     if word_starts is None:
       continue
     for start in word_starts:
-      mark = params.joiner if start > 0 else ""
-      for end in range(start + 1, len(word) + 1):
-        subtoken = mark + word[start:end]
-        counts = by_length[end - start]
-        counts[subtoken] = counts.get(subtoken, 0) + count
-  final = {}  # longest first, the library's order
-  for counts in reversed(by_length):
-    final.update(counts)
-  for counts in by_length[2:]:
-    for subtoken, count in counts.items():
-      final[subtoken[:-1]] -= count
-  return final
+      token = joiner + word[start:] if start > 0 else word
+      counts[token] = counts.get(token, 0) + count
+  return counts
 
 
 def write_vocab_file(vocab: Iterable[str], path: PathLike) -> Path:
