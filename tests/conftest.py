@@ -90,7 +90,7 @@ def tokenizer_cache_dir(request, tmp_path_factory) -> Path:
 def guide_tokenizers_build(tokenizer_cache_dir, train_pairs):
   """Our tokenizers built with the subword guide's settings on the full train split.
 
-  The build takes minutes on 2 cores, so it is cached in pytest's cache folder
+  The build takes about a minute of one core, so it is cached in pytest's cache folder
   and reused across sessions: ``pytest --cache-clear`` forces a rebuild (and
   ``-p no:cacheprovider`` builds into a temporary folder).
 
