@@ -90,7 +90,6 @@ from absl import app
 from absl import flags
 
 from bench import machine
-from bench.fixed_batches import fingerprint, make_batches, shuffled_train_pairs
 
 PAPER_CSV = machine.SHARED_DATA.parent / "paper" / "table3.csv"
 BASE_SEEDS = (0, 1, 2)
@@ -317,6 +316,8 @@ def run_arm(name, base, tokenizers, batches, out_dir: Path, work_dir: Path):
 def prepare(base, steps: int):
   """Tokenizers and every arm's data: (training batches, validation batches,
   the pairs :func:`final_metrics` reads, the training batches' SHA-256)."""
+  # Here, not at the top: they import TensorFlow, which --report does without.
+  from bench.fixed_batches import fingerprint, make_batches, shuffled_train_pairs  # pylint: disable=g-import-not-at-top
   from transformer.tokenizers import load_tokenizers  # pylint: disable=g-import-not-at-top
   tokenizers = load_tokenizers(_TOKENIZER.value)
   train, validation, validation_pairs = make_batches(

@@ -2,6 +2,10 @@
 an interrupted one, and the side-by-side table (bench/table3_report.py)."""
 
 import json
+import os
+from pathlib import Path
+import subprocess
+import sys
 
 from absl import flags
 from absl.testing import flagsaver
@@ -165,6 +169,22 @@ def test_report_marks_arms_not_run(tmp_path, paper_csv):
   assert "25.00 (+5.00)" in a_h1 and "8.00 (-2.00)" in a_h1
   assert a_h1.count("same direction") == 2
   assert "not yet run" in next(line for line in text.splitlines() if "`A_h2`" in line)
+
+
+def test_the_report_command_says_one_line_and_leaves_tensorflow_out(tmp_path, paper_csv):
+  """TensorFlow's start-up lines would be on stderr: the report does not load it."""
+  repo = Path(__file__).resolve().parents[1]
+  table3.write_json(table3.result_path(tmp_path, "base_s0"), {
+      "val_perplexity": 20.0, "bleu": 10.0, "val_accuracy": 0.5, "bleu_whole_word": 9.0,
+      "train_accuracy": 0.6, "parameters": 1000})
+  result = subprocess.run(
+      [sys.executable, "bench/table3.py", "--report", f"--out_dir={tmp_path}",
+       f"--paper_csv={paper_csv}"],
+      cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, capture_output=True, text=True,
+      timeout=120, check=False)
+  assert (result.returncode, result.stderr) == (0, "")
+  assert result.stdout == f"wrote {tmp_path / 'table.md'}\n"
+  assert (tmp_path / "table.md").read_text().startswith("Base: 1 of 3 seeds run.")
 
 
 def test_every_arm_changes_only_its_fields_of_the_base():
