@@ -73,7 +73,7 @@ def learn_vocabulary(sentences: Sequence[str], vocab_size: int = 8000,
   :func:`learn_wordpiece`."""
   start = time.time()
   logging.info("learning the %s WordPiece vocabulary (target size %d) from %d "
-               "sentences; this takes a minute or two on the full training split",
+               "sentences; this takes under a minute on the full training split",
                name, vocab_size, len(sentences))
   vocab = learn_wordpiece(count_words(sentences), vocab_size, list(RESERVED_TOKENS))
   logging.info("learned the %s vocabulary: %d tokens in %.1f s",
