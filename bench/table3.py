@@ -2,7 +2,7 @@ r"""The paper's Table 3 and the √d_model hypotheses on Portuguese→English (i
 
   PYTHONPATH=. taskset -c 0 nice python bench/table3.py --shard=0/2
   PYTHONPATH=. taskset -c 1 nice python bench/table3.py --shard=1/2
-  PYTHONPATH=. python bench/table3.py --report        # results/table3/table.md
+  PYTHONPATH=. python bench/table3.py --report        # results/table3/table.md, curves.png
 
 Successor of ``bench/scaling_ablation.py``: one row per arm, every arm a small
 paper-style base with one change, trained from the same seed on the SAME
@@ -162,7 +162,8 @@ _DATA_DIR = flags.DEFINE_string("ted_data_dir", str(machine.SHARED_DATA / "ted_h
                                 "Folder with the TED HRLR files.")
 _TOKENIZER = flags.DEFINE_string("tokenizer", str(machine.SHARED_DATA / "tutorial_tokenizer"),
                                  "Tokenizer SavedModel.")
-_REPORT = flags.DEFINE_bool("report", False, "Only write <out_dir>/table.md from the JSONs.")
+_REPORT = flags.DEFINE_bool("report", False, "Only write <out_dir>/table.md and curves.png "
+                            "from the JSONs.")
 _PAPER_CSV = flags.DEFINE_string("paper_csv", str(PAPER_CSV), "The paper's Table 3.")
 
 
@@ -335,8 +336,8 @@ def main(argv):
   out_dir = Path(_OUT_DIR.value)
   if _REPORT.value:
     from bench import table3_report  # pylint: disable=g-import-not-at-top
-    path = table3_report.write_table(out_dir, Path(_PAPER_CSV.value), ARMS)
-    print(f"wrote {path}")
+    paths = table3_report.write_report(out_dir, Path(_PAPER_CSV.value), ARMS)
+    print(f"wrote {' and '.join(str(path) for path in paths)}")
     return
   todo = [name for name in select_arms(_ARMS.value, _SHARD.value)
           if not result_path(out_dir, name).exists()]

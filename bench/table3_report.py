@@ -1,6 +1,6 @@
 """The side-by-side table of bench/table3.py's arms and the paper's Table 3.
 
-  PYTHONPATH=. python bench/table3.py --report     # writes <out_dir>/table.md
+  PYTHONPATH=. python bench/table3.py --report     # <out_dir>/table.md, curves.png
 
 Reads ``<out_dir>/arms/*.json`` and the paper's ``table3.csv`` where it lies
 (``../shared/paper``); ``arms`` is bench/table3.py's ``ARMS``, {name: (paper
@@ -10,13 +10,15 @@ the base seeds, and per metric "same direction" or "differs". Our difference
 counts as no change when it is within the base seeds' spread (largest minus
 smallest); the paper's only when it is exactly 0 (it reports one run). Arms
 not run yet are listed as such. The √d_model arms, which have no paper row,
-get a table of their own.
+get a table of their own. ``curves.png`` draws each row's validation accuracy
+against the step, over the base seeds' curves.
 """
 
 import csv
 import json
 from pathlib import Path
 
+from matplotlib.figure import Figure
 import numpy as np
 
 METRICS = ("val_perplexity", "bleu")
@@ -141,9 +143,51 @@ def markdown(results, paper, arms):
   return "\n".join(lines) + "\n"
 
 
-def write_table(out_dir: Path, paper_csv: Path, arms) -> Path:
-  path = out_dir / "table.md"
-  path.parent.mkdir(parents=True, exist_ok=True)
-  path.write_text(markdown(read_results(out_dir), read_paper(paper_csv), arms),
-                  encoding="utf-8")
+PANELS = {"A": "A: heads at equal computation", "B": "B: key and value width",
+          "C": "C: depth and width", "D": "D: dropout and label smoothing",
+          "E": "E: learned positions", "sqrt": "√d_model arms"}
+
+
+def curve_panels(results, arms):
+  """{panel: [(arm, steps, validation accuracies)]}: every panel the base seeds'
+  curves first, then its row's finished arms, in ``arms``' order."""
+  def curve(name):
+    points = results[name].get("curve", [])
+    return name, [p["step"] for p in points], [p["val_accuracy"] for p in points]
+
+  seeds = [curve(name) for name, arm in arms.items() if arm[0] == "base" and name in results]
+  return {row: seeds + [curve(name) for name, arm in arms.items()
+                        if arm[0] == row and name in results]
+          for row in PANELS}
+
+
+def write_curves(out_dir: Path, results, arms) -> Path:
+  """curves.png: one panel per row, the base seeds in grey beneath the arms."""
+  figure = Figure(figsize=(15, 8.5), layout="constrained")
+  axes = figure.subplots(2, 3, sharex=True, sharey=True).ravel()
+  for ax, (row, series) in zip(axes, curve_panels(results, arms).items()):
+    for i, (name, steps, accuracy) in enumerate(series):
+      if arms[name][0] == "base":  # one legend entry for all seeds
+        ax.plot(steps, accuracy, color="0.6", linestyle="--",
+                label="base seeds" if i == 0 else "_nolegend_")
+      else:
+        ax.plot(steps, accuracy, marker=".", label=name)
+    ax.set_title(PANELS[row])
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+  for ax in axes[3:]:
+    ax.set_xlabel("step")
+  for ax in axes[::3]:
+    ax.set_ylabel("validation accuracy")
+  path = out_dir / "curves.png"
+  figure.savefig(path, dpi=80)
   return path
+
+
+def write_report(out_dir: Path, paper_csv: Path, arms):
+  """table.md and curves.png in ``out_dir``; returns their paths."""
+  out_dir.mkdir(parents=True, exist_ok=True)
+  results = read_results(out_dir)
+  table = out_dir / "table.md"
+  table.write_text(markdown(results, read_paper(paper_csv), arms), encoding="utf-8")
+  return table, write_curves(out_dir, results, arms)

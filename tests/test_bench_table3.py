@@ -162,7 +162,7 @@ def test_report_marks_arms_not_run(tmp_path, paper_csv):
   table3.write_json(table3.result_path(tmp_path, "base_s0"), record)
   table3.write_json(table3.result_path(tmp_path, "A_h1"),
                     {**record, "bleu": 8.0, "val_perplexity": 25.0})
-  path = table3_report.write_table(tmp_path, paper_csv, table3.ARMS)
+  path, _ = table3_report.write_report(tmp_path, paper_csv, table3.ARMS)
   text = path.read_text()
   a_h1 = next(line for line in text.splitlines() if "`A_h1`" in line)
   # Paper: PPL 5.29 vs 4.92, BLEU 24.9 vs 25.8; ours: up 5 and down 2 (spread 0, one seed).
@@ -183,8 +183,27 @@ def test_the_report_command_says_one_line_and_leaves_tensorflow_out(tmp_path, pa
       cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, capture_output=True, text=True,
       timeout=120, check=False)
   assert (result.returncode, result.stderr) == (0, "")
-  assert result.stdout == f"wrote {tmp_path / 'table.md'}\n"
+  assert result.stdout == f"wrote {tmp_path / 'table.md'} and {tmp_path / 'curves.png'}\n"
   assert (tmp_path / "table.md").read_text().startswith("Base: 1 of 3 seeds run.")
+  assert (tmp_path / "curves.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_each_panel_draws_the_base_seeds_under_its_rows_arms(tmp_path):
+  def curve(*accuracies):
+    return [{"step": 250 * (i + 1), "val_accuracy": a} for i, a in enumerate(accuracies)]
+
+  results = {"base_s0": {"curve": curve(0.2, 0.4)}, "base_s2": {"curve": curve(0.3, 0.5)},
+             "C_n1": {"curve": curve(0.25, 0.55)}, "C_n3": {"curve": curve(0.1, 0.3)},
+             "sqrt_ratio": {"curve": curve(0.05)}}
+  panels = table3_report.curve_panels(results, table3.ARMS)
+  assert list(panels) == ["A", "B", "C", "D", "E", "sqrt"]
+  seeds = [("base_s0", [250, 500], [0.2, 0.4]), ("base_s2", [250, 500], [0.3, 0.5])]
+  assert panels["A"] == seeds  # no A arm has finished
+  assert panels["C"] == seeds + [("C_n1", [250, 500], [0.25, 0.55]),
+                                 ("C_n3", [250, 500], [0.1, 0.3])]
+  assert panels["sqrt"] == seeds + [("sqrt_ratio", [250], [0.05])]
+  path = table3_report.write_curves(tmp_path, results, table3.ARMS)
+  assert path == tmp_path / "curves.png" and path.read_bytes().startswith(b"\x89PNG")
 
 
 def test_every_arm_changes_only_its_fields_of_the_base():
