@@ -26,7 +26,8 @@ def get_config(sizing: str = "epochs"):
     raise ValueError(f"configs/cpu_2h.py:{sizing}: choose 'epochs' or 'clock'")
   config = default_config()
   # Sweeps and whole runs behind each choice: results/cpu_2h/sweeps.md (sections named below).
-  # 2 + 2 layers: ahead of 3 + 3 and of d_model 384 at equal training time ("Width, depth").
+  # 2 + 2 layers: ahead of 3 + 3, 1 + 1 and d_model 384 at equal training time ("Width,
+  # depth"; "One layer a stack").
   config.model.num_layers = 2
   config.model.d_model = 256
   config.model.num_heads = 4
