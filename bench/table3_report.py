@@ -6,7 +6,7 @@ Reads ``<out_dir>/arms/*.json`` and the paper's ``table3.csv`` where it lies
 (``../shared/paper``); ``arms`` is bench/table3.py's ``ARMS``, {name: (paper
 row, paper column, paper value, overrides)}. For each Table 3 row: the paper's perplexity and BLEU
 and their difference from its base, ours and our difference from the mean of
-the base seeds, and per metric "same direction" or "differs". Our difference
+the base seeds, and per metric "same direction" or "differs" (and how). Our difference
 counts as no change when it is within the base seeds' spread (largest minus
 smallest); the paper's only when it is exactly 0 (it reports one run). Arms
 not run yet are listed as such. The √d_model arms, which have no paper row,
@@ -64,8 +64,16 @@ def direction(delta: float, tolerance: float) -> int:
 
 
 def verdict(paper_delta: float, our_delta: float, spread: float) -> str:
-  return ("same direction" if direction(paper_delta, 0.0) == direction(our_delta, spread)
-          else "differs")
+  """"same direction", or "differs" and how: a reader must tell an effect
+  that reverses from one too small for our seeds to show."""
+  paper, ours = direction(paper_delta, 0.0), direction(our_delta, spread)
+  if paper == ours:
+    return "same direction"
+  if ours == 0:
+    return "differs: within our spread"
+  if paper == 0:
+    return "differs: paper no change"
+  return "differs: opposite"
 
 
 def _ours(record, key, base):

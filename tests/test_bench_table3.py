@@ -152,8 +152,10 @@ def test_every_paper_row_is_found_and_the_verdict_reads_the_spread(paper_csv):
   assert len(found) > 5  # distinct rows, not the base every time
   assert table3_report.paper_row(paper, "A", "h", 1)["BLEU_dev"] == "24.9"
   assert table3_report.verdict(-0.9, -0.5, 0.2) == "same direction"
-  assert table3_report.verdict(-0.9, -0.1, 0.2) == "differs"  # within the seeds' spread
+  assert table3_report.verdict(-0.9, -0.1, 0.2) == "differs: within our spread"
   assert table3_report.verdict(0.0, 0.1, 0.2) == "same direction"
+  assert table3_report.verdict(0.0, 0.3, 0.2) == "differs: paper no change"
+  assert table3_report.verdict(-0.9, 0.3, 0.2) == "differs: opposite"
 
 
 def test_report_marks_arms_not_run(tmp_path, paper_csv):
