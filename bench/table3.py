@@ -131,10 +131,13 @@ ARMS = _arms()
 # The base seeds and an arm of every row first, so that a run cut short
 # already covers each row; then the rest. A_h16 and A_h8 come early: they tell
 # whether B_dk16's lead over the base (results/table3/README.md) comes from
-# the heads' width or from fewer parameters.
+# the heads' width or from fewer parameters. The untied √d_model arms before
+# the rest of the rows: answer (1), tying, needs them.
 FIRST_ARMS = ("base_s0", "base_s1", "base_s2", "A_h1", "B_dk16", "C_n1", "D_drop0", "E_learned",
               "A_h16", "sqrt_uniform_unscaled_tied", "A_h8", "sqrt_normal_scaled_tied",
-              "D_ls0", "sqrt_normal_unscaled_tied", "sqrt_ratio")
+              "D_ls0", "sqrt_normal_unscaled_tied", "sqrt_ratio", "sqrt_uniform_unscaled_untied",
+              "sqrt_uniform_scaled_untied", "sqrt_normal_unscaled_untied",
+              "sqrt_normal_scaled_untied")
 RUN_ORDER = FIRST_ARMS + tuple(name for name in ARMS if name not in FIRST_ARMS)
 
 _OUT_DIR = flags.DEFINE_string("out_dir", "results/table3", "Per-arm JSON and the table.")
