@@ -64,8 +64,8 @@ def direction(delta: float, tolerance: float) -> int:
 
 
 def verdict(paper_delta: float, our_delta: float, spread: float) -> str:
-  """"same direction", or "differs" and how: a reader must tell an effect
-  that reverses from one too small for our seeds to show."""
+  """Either "same direction" or "differs" and how: a reader must tell an
+  effect that reverses from one too small for our seeds to show."""
   paper, ours = direction(paper_delta, 0.0), direction(our_delta, spread)
   if paper == ours:
     return "same direction"
