@@ -77,7 +77,10 @@ from its checkpoint in ``<work_dir>/<arm>/`` (written every ``--eval_every``
 steps; its dropout masks after the resume differ from an uninterrupted run's).
 A non-finite training loss ends the arm and is recorded (``diverged_at``).
 ``--arms`` runs the arms named, ``--shard=k/n`` every n-th arm from the k-th, so
-that one process per core splits them.
+that one process per core splits them. A process holds the lock of the arm it
+trains (``<work_dir>/<arm>/train.lock``, as ``train.py`` does) and passes over
+an arm another process holds, so processes started on the same ``--arms`` share
+them as a queue: each takes the next arm nobody has.
 """
 
 import json
@@ -319,6 +322,24 @@ def run_arm(name, base, tokenizers, batches, out_dir: Path, work_dir: Path):
   return record
 
 
+def claim_arm(name: str, out_dir: Path, work_dir: Path):
+  """The arm's held :class:`RunLock`, or None when another process trains the arm
+  or finished it after this one listed its arms."""
+  from transformer.training import checkpointing  # pylint: disable=g-import-not-at-top
+  arm_dir = work_dir / name
+  arm_dir.mkdir(parents=True, exist_ok=True)
+  lock = checkpointing.RunLock(arm_dir)
+  try:
+    lock.acquire()
+  except checkpointing.RunLockedError as e:
+    print(f"--- {name}: passed over, PID {e.holder} is training it", flush=True)
+    return None
+  if result_path(out_dir, name).exists():
+    lock.release()
+    return None
+  return lock
+
+
 def prepare(base, steps: int):
   """Tokenizers and every arm's data: (training batches, validation batches,
   the pairs :func:`final_metrics` reads, the training batches' SHA-256)."""
@@ -352,8 +373,14 @@ def main(argv):
   base = base_config(_STEPS.value, _WARMUP.value, _COOLDOWN.value, _TOKENS_PER_BATCH.value)
   tokenizers, batches = prepare(base, _STEPS.value)
   for name in todo:
+    lock = claim_arm(name, out_dir, Path(_WORK_DIR.value))
+    if lock is None:
+      continue
     print(f"--- {name}", flush=True)
-    run_arm(name, base, tokenizers, batches, out_dir, Path(_WORK_DIR.value))
+    try:
+      run_arm(name, base, tokenizers, batches, out_dir, Path(_WORK_DIR.value))
+    finally:
+      lock.release()
 
 
 if __name__ == "__main__":

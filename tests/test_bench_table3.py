@@ -17,6 +17,7 @@ from bench import table3
 from bench import table3_report
 from configs import tiny
 from transformer.training import Trainer
+from transformer.training.checkpointing import RunLock
 
 STEPS, EVAL_EVERY = 4, 2
 FIELDS = ("val_perplexity", "val_accuracy", "bleu", "bleu_whole_word", "train_accuracy",
@@ -120,6 +121,26 @@ def test_arms_write_their_json_resume_and_are_skipped_once_done(bench, monkeypat
   run(arms=["base_s0", "E_learned"])
   assert len(steps_run) == 3  # nothing trained again
   assert table3.result_path(out_dir, "base_s0").stat().st_mtime_ns == mtime
+
+
+def test_an_arm_another_process_holds_or_finished_is_passed_over(bench, tmp_path, capsys):
+  """Processes on the same --arms share them: an arm whose lock is held is left
+  to its holder, one finished meanwhile is not trained again."""
+  run, out_dir, steps_run = bench
+  work_dir = tmp_path / "work"
+  (work_dir / "E_learned").mkdir(parents=True)
+  holder = RunLock(work_dir / "E_learned")
+  holder.acquire()
+  run(arms=["E_learned"])
+  assert steps_run == [] and not table3.result_path(out_dir, "E_learned").exists()
+  assert f"E_learned: passed over, PID {os.getpid()} is training it" in capsys.readouterr().out
+  holder.release()
+  table3.write_json(table3.result_path(out_dir, "E_learned"), {"arm": "E_learned"})
+  assert table3.claim_arm("E_learned", out_dir, work_dir) is None
+  table3.result_path(out_dir, "E_learned").unlink()
+  lock = table3.claim_arm("E_learned", out_dir, work_dir)
+  assert lock is not None
+  lock.release()
 
 
 def test_shards_split_the_arms_without_overlap():

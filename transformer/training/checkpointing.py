@@ -55,7 +55,11 @@ class CheckpointError(TrainingError):
 
 
 class RunLockedError(TrainingError):
-  """Another running process holds the run folder's lock."""
+  """Another running process holds the run folder's lock; ``holder`` is its PID."""
+
+  def __init__(self, message: str, holder: str):
+    super().__init__(message)
+    self.holder = holder
 
 
 def checkpoint_step(prefix: str) -> int:
@@ -175,7 +179,7 @@ class RunLock:
       os.close(fd)
       raise RunLockedError(
           f"{self.path.parent} is in use by another train.py (PID {holder}); wait for it "
-          "to end or stop it, or use another --model_dir") from e
+          "to end or stop it, or use another --model_dir", holder) from e
     previous = os.read(fd, 64).decode("ascii", "replace").strip()
     if previous:
       logging.warning("taking over the stale lock %s of PID %s, which no longer runs",
