@@ -295,8 +295,7 @@ def run_arm(name, base, tokenizers, batches, out_dir: Path, work_dir: Path):
   from transformer.training import Trainer  # pylint: disable=g-import-not-at-top
   train, validation, pairs, sha256 = batches
   config = arm_config(name, base)
-  arm_dir = work_dir / name
-  arm_dir.mkdir(parents=True, exist_ok=True)
+  arm_dir = work_dir / name  # made by claim_arm
   input_vocab, target_vocab = vocab_sizes(tokenizers)
   trainer = Trainer(config, input_vocab_size=input_vocab, target_vocab_size=target_vocab,
                     model_dir=arm_dir, progress=False)
