@@ -1,8 +1,8 @@
 r"""The paper's Table 3 and the √d_model hypotheses on Portuguese→English (issue #34).
 
-  PYTHONPATH=. taskset -c 0 nice python bench/table3.py --shard=0/2
-  PYTHONPATH=. taskset -c 1 nice python bench/table3.py --shard=1/2
-  PYTHONPATH=. python bench/table3.py --report        # results/table3/table.md, curves.png
+  taskset -c 0 nice python bench/table3.py --shard=0/2
+  taskset -c 1 nice python bench/table3.py --shard=1/2
+  python bench/table3.py --report        # results/table3/table.md, curves.png
 
 Successor of ``bench/scaling_ablation.py``: one row per arm, every arm a small
 paper-style base with one change, trained from the same seed on the SAME
@@ -87,12 +87,14 @@ import json
 import math
 from pathlib import Path
 import shutil
+import sys
 import time
 
 from absl import app
 from absl import flags
 
-from bench import machine
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 PAPER_CSV = machine.SHARED_DATA.parent / "paper" / "table3.csv"
 BASE_SEEDS = (0, 1, 2)

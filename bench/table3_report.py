@@ -1,6 +1,6 @@
 """The side-by-side table of bench/table3.py's arms and the paper's Table 3.
 
-  PYTHONPATH=. python bench/table3.py --report     # <out_dir>/table.md, curves.png
+  python bench/table3.py --report     # <out_dir>/table.md, curves.png
 
 Reads ``<out_dir>/arms/*.json`` and the paper's ``table3.csv`` where it lies
 (``../shared/paper``); ``arms`` is bench/table3.py's ``ARMS``, {name: (paper
