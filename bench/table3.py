@@ -95,7 +95,6 @@ from absl import flags
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
-from transformer.training import runtime  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 PAPER_CSV = machine.SHARED_DATA.parent / "paper" / "table3.csv"
 BASE_SEEDS = (0, 1, 2)
@@ -174,7 +173,6 @@ _TOKENIZER = flags.DEFINE_string("tokenizer", str(machine.SHARED_DATA / "tutoria
 _REPORT = flags.DEFINE_bool("report", False, "Only write <out_dir>/table.md and curves.png "
                             "from the JSONs.")
 _PAPER_CSV = flags.DEFINE_string("paper_csv", str(PAPER_CSV), "The paper's Table 3.")
-_VERBOSE = flags.DEFINE_bool("verbose", False, "Also print TensorFlow's own log lines.")
 
 
 def base_config(steps: int, warmup_steps: int, cooldown_fraction: float,
@@ -371,8 +369,6 @@ def main(argv):
   print(f"arms to run: {', '.join(todo) or 'none'}", flush=True)
   if not todo:
     return
-  # First, before anything else loads TensorFlow: the logs keep only the bench's lines.
-  runtime.import_tensorflow(_VERBOSE.value)
   if _THREADS.value:
     machine.set_threads(_THREADS.value)
   base = base_config(_STEPS.value, _WARMUP.value, _COOLDOWN.value, _TOKENS_PER_BATCH.value)

@@ -213,26 +213,6 @@ def test_the_report_command_says_one_line_and_leaves_tensorflow_out(tmp_path, pa
   assert (tmp_path / "curves.png").read_bytes().startswith(b"\x89PNG")
 
 
-def test_an_arm_run_logs_only_the_benchs_own_lines(tmp_path, ted_data_dir,
-                                                  tutorial_tokenizer_path):
-  """TensorFlow's start-up, SavedModel and saver lines stay out of an arm's log
-  unless --verbose: the real base for 2 steps, as the Commands section runs it,
-  at the bench's own TensorFlow log level."""
-  repo = Path(__file__).resolve().parents[1]
-  env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL")}
-  result = subprocess.run(
-      [sys.executable, "bench/table3.py", "--arms=base_s0", "--steps=2", "--eval_every=2",
-       "--warmup_steps=1", "--bleu_sentences=2", "--train_eval_pairs=4",
-       f"--out_dir={tmp_path / 'results'}", f"--work_dir={tmp_path / 'work'}",
-       f"--ted_data_dir={small_data_dir(ted_data_dir, tmp_path / 'data')}",
-       f"--tokenizer={tutorial_tokenizer_path}"],
-      cwd=repo, env=env, capture_output=True, text=True, timeout=300, check=False)
-  assert result.returncode == 0, result.stderr
-  assert result.stdout.startswith("arms to run: base_s0\n--- base_s0\nstep 2: val accuracy")
-  assert [line for line in result.stderr.splitlines() if "saved checkpoint" not in line] == []
-  assert table3.result_path(tmp_path / "results", "base_s0").exists()
-
-
 def test_each_panel_draws_the_base_seeds_under_its_rows_arms(tmp_path):
   def curve(*accuracies):
     return [{"step": 250 * (i + 1), "val_accuracy": a} for i, a in enumerate(accuracies)]
