@@ -27,7 +27,6 @@ from absl import flags
 from absl import logging
 
 from transformer.training import runtime
-from transformer.training.errors import describe_error
 
 _EXPORT_DIR = flags.DEFINE_string(
     "export_dir", None,
@@ -105,18 +104,20 @@ def check_export_dir(export_dir: str) -> None:
                      f"{_EXPORT_HINT}")
 
 
-def load_translator(tf, export_dir: str):
+def load_translator(export_dir: str):
   """The translator SavedModel at ``export_dir``; InputError if it is not one."""
+  from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
   try:
-    translator = tf.saved_model.load(export_dir)
-  except Exception as e:  # pylint: disable=broad-except  (OSError, DecodeError, OpError...)
-    raise InputError(f"--export_dir={export_dir}: cannot load the SavedModel "
-                     f"({describe_error(e)})") from e
-  missing = [name for name in ("translate", "translate_greedy")
-             if not hasattr(translator, name)]
-  if missing:
-    raise InputError(f"--export_dir={export_dir}: a SavedModel but not a translator (no "
-                     f"{', '.join(missing)}); {_EXPORT_HINT}")
+    translator = tokenizers_lib.load_saved_model(export_dir, "translator")
+    missing = [name for name in ("translate", "translate_greedy", "tokenizers")
+               if not hasattr(translator, name)]
+    if missing:
+      raise InputError(f"--export_dir={export_dir}: a SavedModel but not a translator (no "
+                       f"{', '.join(missing)}); {_EXPORT_HINT}")
+    # The tokenizers' token tables come from assets/*.txt: the files saved?
+    tokenizers_lib.check_vocabulary_files(translator.tokenizers)
+  except tokenizers_lib.TokenizerError as e:
+    raise InputError(f"--export_dir={export_dir}: {e}") from e
   return translator
 
 
@@ -149,7 +150,7 @@ def main(argv):
   if not _VERBOSE.value:
     logging.set_verbosity(logging.ERROR)
   tf = runtime.import_tensorflow(_VERBOSE.value)
-  translator = load_translator(tf, _EXPORT_DIR.value)
+  translator = load_translator(_EXPORT_DIR.value)
   translate = (translator.translate if _METHOD.value == "beam"
                else translator.translate_greedy)
   translate_and_print(tf, translate, sentences, _BATCH_SIZE.value)
