@@ -38,6 +38,7 @@ from transformer import config as config_lib
 from transformer import run_folder
 from transformer.training import progress
 from transformer.training import runtime
+from transformer.training import stop_signals
 
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None,
@@ -152,17 +153,22 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
              max_sentences: int = 0) -> dict:
   """Restores the model of ``model_dir`` and scores it; returns the BLEU record."""
   from transformer import evaluation  # pylint: disable=g-import-not-at-top
-  from transformer.export import Translator, export_translator  # pylint: disable=g-import-not-at-top
+  from transformer.export import Translator  # pylint: disable=g-import-not-at-top
+  from transformer.training.checkpointing import write_text_atomically  # pylint: disable=g-import-not-at-top
   pairs = load_pairs(data_dir, split, max_sentences)  # before the model: bad data fails at once
   start = time.monotonic()
   config, tokenizers, model, checkpoints = run_folder.restore_model_dir(model_dir, average_last)
   # Said after the fact: a checkpoint that cannot be read is one error line alone.
-  restored = f"averaged the last {average_last} checkpoints" if average_last else (
-      "restored the latest checkpoint")
+  names = ", ".join(Path(path).name for path in checkpoints)
+  restored = f"averaged the last {average_last} checkpoints ({names})" if average_last else (
+      f"restored the checkpoint {names}")
   say(f"{restored} of {model_dir}: took {time.monotonic() - start:.1f} s")
+  skipped = newer_unreadable_checkpoints(model_dir, checkpoints[-1])
+  if skipped:
+    say(f"evaluate.py: warning: skipped the newer {', '.join(skipped)}: cannot be read in full "
+        "(truncated or corrupt)")
   if export_dir:
-    with progress.announced(f"exporting the translator to {export_dir}", say):
-      translator = export_translator(model, tokenizers, export_dir, config.decoding)
+    translator = export(model, tokenizers, config, export_dir, checkpoints)
   else:
     translator = Translator(tokenizers, model, config.decoding)
   output_dir = Path(output_dir or Path(model_dir) / "bleu")
@@ -173,9 +179,39 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
   result = {**result, "checkpoints": checkpoints, "export_dir": export_dir,
             "teacher_forced": teacher_forced}
   # The JSON beside the hypotheses also says which checkpoints were scored.
-  (output_dir / f"{split}.{method}.json").write_text(json.dumps(result, indent=2) + "\n",
-                                                     encoding="utf-8")
+  write_text_atomically(output_dir / f"{split}.{method}.json",
+                        json.dumps(result, indent=2) + "\n")
   return result
+
+
+def newer_unreadable_checkpoints(model_dir, used: str) -> list:
+  """The names of the checkpoints of ``model_dir``'s index newer than ``used``:
+  those the restore skipped because they cannot be read in full."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from transformer.training.checkpointing import CHECKPOINT_SUBDIR, checkpoint_step  # pylint: disable=g-import-not-at-top
+  state = tf.train.get_checkpoint_state(str(Path(model_dir) / CHECKPOINT_SUBDIR))
+  listed = state.all_model_checkpoint_paths if state else []
+  return [Path(path).name for path in listed if checkpoint_step(path) > checkpoint_step(used)]
+
+
+def export(model, tokenizers, config, export_dir, checkpoints):
+  """Exports the translator SavedModel to ``export_dir``, swapped in whole
+  (:func:`transformer.export.begin_swap`): a kill or a full disk leaves the
+  previous export. Returns the translator, in memory."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from transformer import export as export_lib  # pylint: disable=g-import-not-at-top
+  from transformer.training.checkpointing import checkpoint_step  # pylint: disable=g-import-not-at-top
+  from transformer.training.errors import describe_error  # pylint: disable=g-import-not-at-top
+  staging = export_lib.begin_swap(export_dir)
+  try:
+    with progress.announced(f"exporting the translator to {export_dir}", say):
+      translator = export_lib.export_translator(model, tokenizers, staging, config.decoding)
+      export_lib.finish_swap(staging, export_dir, checkpoint_step(checkpoints[-1]),
+                             checkpoints=[Path(path).name for path in checkpoints])
+  except (OSError, tf.errors.OpError) as e:
+    raise UsageError(f"cannot write the export to {staging}: {describe_error(e)}; "
+                     f"{export_dir} is left as it was") from e
+  return translator
 
 
 def evaluate_translator(translator_dir, split: str, method: str, data_dir, output_dir=None,
@@ -221,9 +257,15 @@ def main(argv):
 
 
 def run(argv):
-  """main, with expected failures turned into one line and exit status 1."""
+  """main, with expected failures turned into one line and exit status 1, and
+  SIGINT/SIGTERM into one line and 128 + the signal's number."""
+  stop_signals.interrupt_on_signals()
   try:
     main(argv)
+  except stop_signals.Interrupted as e:
+    print(f"evaluate.py: stopped by {e.name} before it finished (it leaves no file half "
+          "written); rerun the same command to score", file=sys.stderr)
+    sys.exit(128 + e.signum)
   except UsageError as e:
     sys.exit(f"evaluate.py: error: {e}")
   except Exception as e:  # pylint: disable=broad-except
@@ -235,4 +277,4 @@ def run(argv):
 
 
 if __name__ == "__main__":
-  app.run(run)
+  app.run(run, flags_parser=runtime.flags_parser("evaluate.py"))

@@ -27,6 +27,7 @@ from absl import flags
 from absl import logging
 
 from transformer.training import runtime
+from transformer.training import stop_signals
 
 _EXPORT_DIR = flags.DEFINE_string(
     "export_dir", None,
@@ -157,8 +158,13 @@ def main(argv):
 
 
 def run(argv):
+  stop_signals.interrupt_on_signals()
   try:
     main(argv)
+  except stop_signals.Interrupted as e:
+    # The translations printed so far are whole lines, in input order.
+    print(f"translate.py: stopped by {e.name}", file=sys.stderr)
+    sys.exit(128 + e.signum)
   except BrokenPipeError:
     # The reader left (``| head -1``): end quietly, as Unix filters do. stdout
     # points at the null device so that Python's flush at exit fails no more.
@@ -171,4 +177,4 @@ def run(argv):
 
 
 if __name__ == "__main__":
-  app.run(run)
+  app.run(run, flags_parser=runtime.flags_parser("translate.py", exit_code=2))

@@ -10,6 +10,11 @@ scheduler sees the run as unfinished and reruns it.
 The first signal also puts the previous handler back, so that a second one acts
 at once (Ctrl-C twice aborts). Python runs signal handlers on the main thread
 only, so on any other thread nothing is installed and ``received`` stays None.
+
+``evaluate.py`` and ``translate.py``, which have nothing to save, stop at once
+instead: :func:`interrupt_on_signals` makes both signals raise
+:class:`Interrupted`, which they report in one line before exiting 128 + the
+signal number.
 """
 
 import signal
@@ -19,6 +24,28 @@ from typing import Optional
 from absl import logging
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Interrupted(KeyboardInterrupt):
+  """SIGTERM or SIGINT arrived (see :func:`interrupt_on_signals`); ``signum``
+  is its number, ``name`` its name."""
+
+  def __init__(self, signum: int):
+    self.signum = signum
+    self.name = signal.Signals(signum).name
+    super().__init__(self.name)
+
+
+def interrupt_on_signals() -> None:
+  """From now on SIGTERM and SIGINT raise :class:`Interrupted` in the main
+  thread (a signal ignored when the process started, e.g. SIGINT under
+  ``nohup ... &``, stays ignored). Python runs the handler between bytecodes:
+  a TensorFlow op running then finishes first."""
+  def interrupt(signum, frame):  # pylint: disable=unused-argument
+    raise Interrupted(signum)
+  for signum in SIGNALS:
+    if signal.getsignal(signum) is not signal.SIG_IGN:
+      signal.signal(signum, interrupt)
 
 
 class StopSignals:
