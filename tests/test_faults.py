@@ -45,12 +45,20 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1",
 #     fails as it does when memory runs out (a kernel OOM kill is SIGKILL, which
 #     the kill tests cover);
 #   sigint_after_lock: SIGINT (Ctrl-C) to itself once the run folder is locked,
-#     during start-up.
+#     during start-up;
+#   kill_after_epoch_checkpoint: SIGKILL right after the checkpoint that closes
+#     epoch FAULT_STEP is saved (its "saved checkpoint" log line);
+#   kill_after_epoch_record: SIGKILL right after epoch FAULT_STEP's record is
+#     appended to metrics.jsonl;
+#   cut_epoch_record: SIGKILL in the middle of the append of epoch FAULT_STEP's
+#     record (its first 40 characters written);
+#   kill_after_translator_save: SIGKILL once a translator SavedModel is written.
+# The driver runs the script named first (train.py, evaluate.py).
 _DRIVER = """
-import os, resource, runpy, signal, sys, time
+import json, os, resource, runpy, signal, sys, time
 from tensorflow.python.ops import gen_io_ops
 from transformer import export, training
-from transformer.training import checkpointing
+from transformer.training import checkpointing, summaries
 
 fault, fault_step = os.environ["FAULT"], int(os.environ.get("FAULT_STEP", "0"))
 model_dir = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--model_dir="))
@@ -103,10 +111,38 @@ def after_step(step, loss):
   if fault == "full_disk_after_step":
     limit_file_size(256 * 1024)
 
+save = checkpointing.Checkpoints.save
+def save_then_die(self):
+  path = save(self)
+  if (fault == "kill_after_epoch_checkpoint" and int(self._step_in_epoch.numpy()) == 0
+      and int(self._epoch.numpy()) == fault_step):
+    os.kill(os.getpid(), signal.SIGKILL)
+  return path
+checkpointing.Checkpoints.save = save_then_die
+
+append = summaries.Summaries.append_metrics
+def append_and_die(self, record):
+  if fault == "cut_epoch_record" and record.get("epoch") == fault_step:
+    with open(os.path.join(model_dir, "metrics.jsonl"), "a") as f:
+      f.write(json.dumps(record, sort_keys=True)[:40])
+    os.kill(os.getpid(), signal.SIGKILL)
+  append(self, record)
+  if fault == "kill_after_epoch_record" and record.get("epoch") == fault_step:
+    os.kill(os.getpid(), signal.SIGKILL)
+summaries.Summaries.append_metrics = append_and_die
+
+export_translator = export.export_translator
+def export_then_die(*args, **kwargs):
+  translator = export_translator(*args, **kwargs)
+  if fault == "kill_after_translator_save":
+    os.kill(os.getpid(), signal.SIGKILL)
+  return translator
+export.export_translator = export_then_die
+
 fit = training.Trainer.fit
 training.Trainer.fit = lambda self, *a, **k: fit(self, *a, step_callback=after_step, **k)
 sys.argv = sys.argv[1:]
-runpy.run_path("train.py", run_name="__main__")
+runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
@@ -540,6 +576,10 @@ def test_9_ctrl_c_during_start_up_is_one_line_and_the_rerun_starts(interrupted_r
     ("def get_config(:\n", None, r"--config: cannot load the configuration \(SyntaxError"),
     ("def get_config():\n  return [1]\n", None,
      r"--config: get_config\(\) returned a list, not an ml_collections.ConfigDict"),
+    (None, "--config=configs/tiny.py:bogus", r"--config=configs/tiny.py:bogus: TypeError: "
+     r"get_config\(\) takes 0 positional arguments but 1 was given$"),
+    (None, "--config.model.num_layers=abc",
+     r"--config.model.num_layers=abc: invalid literal for int\(\) with base 10: 'abc'$"),
 ])
 def test_9_bad_configurations_are_one_line(tmp_path, config_file, override, message):
   args = [override] if override else []
@@ -598,3 +638,233 @@ def test_9_translate_into_a_closed_pipe_ends_quietly(finished_run):
                           capture_output=True, text=True, timeout=240, check=False)
   assert result.stdout.count("\n") == 1
   assert result.stderr == "", result.stderr
+
+
+# ==================================================== second round (issue #48)
+
+def _records(model_dir):
+  """metrics.jsonl's lines, each parsed (a torn line fails the test)."""
+  return [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def _written_steps(model_dir):
+  return sorted(int(p.name[len("ckpt-"):-len(".index")])
+                for p in (model_dir / "checkpoints").glob("ckpt-*.index"))
+
+
+@pytest.fixture(scope="module")
+def epoch_end_kills(tmp_path_factory, small_data):
+  """One command (3 epochs of 6 steps, --tokenizer=build) killed at each
+  epoch's end: right after epoch 1's closing checkpoint, right after epoch 2's
+  record, in the middle of epoch 3's record; then run to its end. Returns the
+  folder, its arguments and (exit status, output) of each run."""
+  model_dir = tmp_path_factory.mktemp("epoch_end") / "run"
+  args = _args(model_dir, small_data, "build", 18)
+  runs = [_run(args, fault, epoch) for fault, epoch in (
+      ("kill_after_epoch_checkpoint", 1), ("kill_after_epoch_record", 2),
+      ("cut_epoch_record", 3), ("none", 0))]
+  return model_dir, args, runs
+
+
+def test_r2_2_a_kill_at_an_epochs_end_loses_no_record_and_writes_none_twice(
+    epoch_end_kills):
+  model_dir, _, runs = epoch_end_kills
+  checkpoint_line = f"saved checkpoint {model_dir / 'checkpoints' / 'ckpt-6'}"
+  assert runs[0][0] == -signal.SIGKILL and checkpoint_line in runs[0][1], runs[0][1][-3000:]
+  assert [code for code, _ in runs[1:3]] == [-signal.SIGKILL] * 2
+  # Epoch 2's record was written, its closing checkpoint not: redone once.
+  assert "dropping the records of epochs 2, written after the checkpoint at step 11" in (
+      runs[2][1]), runs[2][1][-3000:]
+  code, output = runs[3]
+  assert code == 0, output[-3000:]
+  assert f"{model_dir / 'metrics.jsonl'}: line 3 is not a whole record" in output, output
+  assert [(r["epoch"], r["step"]) for r in _records(model_dir)] == [(1, 6), (2, 12), (3, 18)]
+
+
+def test_r2_3_kills_and_resumes_keep_exactly_keep_checkpoints(epoch_end_kills):
+  model_dir, _, runs = epoch_end_kills
+  # Saved at 5, 6, 11, 12, 17, 18 across four processes; keep_checkpoints = 5.
+  assert _written_steps(model_dir) == _checkpoint_steps(model_dir) == [6, 11, 12, 17, 18]
+  assert not [output for _, output in runs if "deprecated" in output]
+
+
+def test_r2_3_right_after_a_resume_the_index_lists_every_checkpoint(tmp_path):
+  """Each round is a process that resumes, saves twice and is killed."""
+  from transformer import averaging  # pylint: disable=g-import-not-at-top
+  step = 0
+  for _ in range(4):
+    checkpoints, _, optimizer, _ = small_checkpoints(tmp_path)
+    assert checkpoints.restore() == step
+    written = _written_steps(tmp_path)
+    if written:
+      assert _checkpoint_steps(tmp_path) == written
+    if len(written) >= 3:
+      assert averaging.last_checkpoints(tmp_path / "checkpoints", 3)[-1].endswith(f"-{step}")
+    for _ in range(2):
+      step += 5
+      optimizer.iterations.assign(step)
+      checkpoints.save()
+  assert _written_steps(tmp_path) == _checkpoint_steps(tmp_path) == [20, 25, 30, 35, 40]
+
+
+def _swap_vocabularies(assets):
+  pt, en = assets / "pt_vocab.txt", assets / "en_vocab.txt"
+  pt_text = pt.read_bytes()
+  pt.write_bytes(en.read_bytes())
+  en.write_bytes(pt_text)
+
+
+def test_r2_1_swapped_vocabulary_files_of_the_runs_tokenizer_are_refused(
+    tmp_path, epoch_end_kills):
+  model_dir, args, _ = epoch_end_kills
+  copy = _copy(model_dir, tmp_path)
+  assets = next((copy / "tokenizers").glob("tokenizers_*")) / "assets"
+  _swap_vocabularies(assets)
+  code, output = _run([a.replace(str(model_dir), str(copy)) for a in args])
+  _assert_fails_in_one_line(code, output, rf"train.py: error: --tokenizer=build: "
+                            rf"{assets / 'pt_vocab.txt'} is not the .pt vocabulary")
+
+
+def test_r2_1_a_cut_vocabulary_hash_file_says_so(tmp_path, epoch_end_kills):
+  from transformer import tokenizers  # pylint: disable=g-import-not-at-top
+  model_dir, args, _ = epoch_end_kills
+  copy = _copy(model_dir, tmp_path)
+  hash_file = copy / tokenizers.VOCABULARY_HASH_FILE
+  hash_file.write_text(hash_file.read_text()[:12])
+  code, output = _run([a.replace(str(model_dir), str(copy)) for a in args])
+  _assert_fails_in_one_line(code, output, rf"train.py: error: --tokenizer=build: {hash_file} is "
+                            r"damaged \(it holds '[0-9a-f]{12}', not the 64 hex digits")
+
+
+def test_r2_1_an_empty_vocabulary_file_is_named(tmp_path, tutorial_tokenizer_path):
+  from transformer import tokenizers  # pylint: disable=g-import-not-at-top
+  copy = shutil.copytree(tutorial_tokenizer_path, tmp_path / "tokenizer")
+  (copy / "assets" / "en_vocab.txt").write_text("")
+  with pytest.raises(tokenizers.TokenizerError,
+                     match=f"^{copy / 'assets' / 'en_vocab.txt'} is empty"):
+    tokenizers.load_tokenizers(copy)
+
+
+def test_r2_1_translate_refuses_an_export_with_swapped_vocabulary_files(tmp_path,
+                                                                        finished_run):
+  translator = shutil.copytree(finished_run / "export" / "translator", tmp_path / "translator")
+  _swap_vocabularies(translator / "assets")
+  result = _run_script("translate.py", f"--export_dir={translator}", "olá .")
+  assert result.returncode == 1 and result.stdout == ""
+  assert _error_lines(result.stderr, "translate.py") == [
+      f"translate.py: error: --export_dir={translator}: {translator / 'assets' / 'pt_vocab.txt'} "
+      "is not the .pt vocabulary this tokenizer was saved with (7010 tokens, not 7765; they "
+      "differ from id 12 on): it was changed, cut or swapped since; restore it, or rebuild "
+      "the tokenizer"], result.stderr
+
+
+def test_r2_6_evaluate_with_a_corrupt_tokenizer_is_one_line(tmp_path, finished_run,
+                                                            tutorial_tokenizer_path):
+  model_dir = _copy(finished_run, tmp_path)
+  tokenizer = shutil.copytree(tutorial_tokenizer_path, tmp_path / "tokenizer")
+  (tokenizer / "saved_model.pb").write_bytes(b"not a SavedModel")
+  (model_dir / "tokenizer_path.txt").write_text(f"{tokenizer}\n")
+  result = _run_script("evaluate.py", f"--model_dir={model_dir}")
+  assert result.returncode == 1
+  lines = _error_lines(result.stderr, "evaluate.py")
+  assert len(lines) == 1 and lines[0].startswith(
+      f"evaluate.py: error: cannot load the SavedModel {tokenizer} ("), result.stderr
+
+
+def test_r2_4_7_evaluate_exports_whole_and_names_the_checkpoint_it_fell_back_to(
+    tmp_path, finished_run, small_data):
+  model_dir = _copy(finished_run, tmp_path)
+  export_dir = tmp_path / "averaged"
+  shutil.copytree(model_dir / "export" / "translator", export_dir)
+  before = _files(export_dir)
+  evaluate = ["evaluate.py", f"--model_dir={model_dir}", f"--export_dir={export_dir}",
+              "--method=greedy", "--max_sentences=2", f"--data={small_data}"]
+  # A kill once the new SavedModel is written: the previous export is whole.
+  code, output = _run(evaluate, "kill_after_translator_save")
+  assert code == -signal.SIGKILL, output[-3000:]
+  assert _files(export_dir) == before
+
+  _truncate(model_dir, 6)
+  result = _run_script(*evaluate)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert f"restored the checkpoint ckpt-5 of {model_dir}" in result.stderr, result.stderr
+  assert ("evaluate.py: warning: skipped the newer ckpt-6: cannot be read in full"
+          in result.stderr), result.stderr
+  assert json.loads((export_dir / "export_info.json").read_text()) == {
+      "step": 5, "checkpoints": ["ckpt-5"]}
+  assert sorted(p.name for p in tmp_path.glob("averaged*")) == ["averaged"]
+
+
+def test_r2_7_rerunning_a_finished_command_changes_nothing(tmp_path, finished_run, small_data,
+                                                          tutorial_tokenizer_path):
+  model_dir = _copy(finished_run, tmp_path)
+  before = _files(model_dir / "export"), (model_dir / "metrics.jsonl").read_text()
+  info_time = (model_dir / "export" / "export_info.json").stat().st_mtime_ns
+  code, output = _run([a for a in _args(model_dir, small_data, tutorial_tokenizer_path, 6)
+                       if a != "--noexport"])
+  assert code == 0, output[-3000:]
+  assert f"{model_dir / 'export'} already holds step 6: not exported again" in output
+  assert (_files(model_dir / "export"), (model_dir / "metrics.jsonl").read_text()) == before
+  assert (model_dir / "export" / "export_info.json").stat().st_mtime_ns == info_time
+
+
+def _signal_when(command, ready, signum, stdin=None):
+  """Runs ``command``, sends ``signum`` once ``ready(process)`` returns, and
+  returns (exit status, stdout, stderr). SIGINT acts as in a terminal, also
+  when the suite runs with it ignored."""
+  proc = subprocess.Popen([sys.executable, *command], cwd=REPO_DIR, env=_env(), text=True,
+                          stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+  try:
+    ready(proc)
+    proc.send_signal(signum)
+    stdout, stderr = proc.communicate(timeout=120)
+  finally:
+    proc.kill()
+  return proc.returncode, stdout, stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_r2_6_a_signal_during_evaluate_is_one_line(finished_run, signum):
+  def translating(proc):
+    for line in proc.stderr:
+      if line.startswith("translating"):
+        return
+  code, stdout, stderr = _signal_when(
+      ["evaluate.py", f"--model_dir={finished_run}", "--output_dir=/dev/null/never"],
+      translating, signum)
+  assert code == 128 + signum and stdout == "", stderr
+  assert stderr == (f"evaluate.py: stopped by {signal.Signals(signum).name} before it finished "
+                    "(it leaves no file half written); rerun the same command to score\n")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_r2_6_a_signal_while_translate_reads_stdin_is_one_line(finished_run, signum):
+  def one_translated(proc):
+    proc.stdin.write("olá .\n")
+    proc.stdin.flush()
+    proc.stdout.readline()
+  code, _, stderr = _signal_when(
+      ["translate.py", f"--export_dir={finished_run / 'export' / 'translator'}",
+       "--method=greedy", "--batch_size=1"], one_translated, signum, stdin=True)
+  assert code == 128 + signum, stderr
+  assert stderr == f"translate.py: stopped by {signal.Signals(signum).name}\n"
+
+
+def test_r2_5_readers_and_the_writer_of_metrics_jsonl_handle_a_cut_last_line(tmp_path,
+                                                                             caplog):
+  from transformer import plotting  # pylint: disable=g-import-not-at-top
+  from transformer.training import summaries  # pylint: disable=g-import-not-at-top
+  sys.path.insert(0, str(REPO_DIR / "bench"))
+  import compare_runs  # pylint: disable=g-import-not-at-top
+  metrics = tmp_path / "metrics.jsonl"
+  record = {"complete": True, "epoch": 1, "seconds": 60.0, "step": 6, "val_accuracy": 0.5}
+  metrics.write_text(json.dumps(record, sort_keys=True) + "\n" + json.dumps(record)[:30])
+  assert plotting.read_metrics(metrics) == [record]
+  assert compare_runs.parse_run(f"a:{tmp_path}") == ("a", [record])
+  assert f"{metrics}: line 2 is not a whole record" in caplog.text
+
+  summaries.Summaries(tmp_path, is_chief=True).append_metrics({**record, "epoch": 2})
+  assert f"{metrics}: removing its line 2, cut short" in caplog.text
+  assert [r["epoch"] for r in _records(tmp_path)] == [1, 2]
