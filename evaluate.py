@@ -19,7 +19,9 @@ sentences translated on a terminal); stdout holds only the JSON record.
 Prints the JSON record; TensorFlow's own logs are hidden unless ``--verbose``
 (or ``TF_CPP_MIN_LOG_LEVEL`` is set). Exit status: 0 on success, 1 with one
 ``evaluate.py: error: ...`` line on bad input (flags, data, a folder that is
-not a train.py output or translator, a missing or corrupt checkpoint).
+not a train.py output or translator, a missing or corrupt checkpoint), 130 or
+143 with one line when stopped by Ctrl-C or SIGTERM. ``--export_dir`` is
+swapped in whole (written as ``<export_dir>.new``, then renamed).
 Two scores: ``bleu``, this project's (see :mod:`transformer.evaluation` for what
 it does and does not compare with), and ``whole_word.bleu``, the scoring of
 published results on this split (:mod:`transformer.bleu`).

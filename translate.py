@@ -10,7 +10,9 @@ else. Without sentences it reads stdin, one sentence per line, unless stdin is
 a terminal. Input must be UTF-8: a line that is not stops the run after the
 lines before it are translated (--invalid_utf8=replace puts U+FFFD in place of
 the bad bytes instead). Errors are one line on stderr; exit status 2 for a bad
-command line, 1 for a bad --export_dir or input. TensorFlow's own log lines are
+command line, 1 for a bad --export_dir or input (also an export whose vocabulary
+files were changed since it was saved), 130 or 143 when stopped by Ctrl-C or
+SIGTERM. TensorFlow's own log lines are
 hidden unless --verbose (or TF_CPP_MIN_LOG_LEVEL is set).
 
 Needs only TensorFlow and tensorflow_text: the SavedModel from

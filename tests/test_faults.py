@@ -640,109 +640,13 @@ def test_9_translate_into_a_closed_pipe_ends_quietly(finished_run):
   assert result.stderr == "", result.stderr
 
 
-# ==================================================== second round (issue #48)
-
-def _records(model_dir):
-  """metrics.jsonl's lines, each parsed (a torn line fails the test)."""
-  return [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
-
-
-def _written_steps(model_dir):
-  return sorted(int(p.name[len("ckpt-"):-len(".index")])
-                for p in (model_dir / "checkpoints").glob("ckpt-*.index"))
-
-
-@pytest.fixture(scope="module")
-def epoch_end_kills(tmp_path_factory, small_data):
-  """One command (3 epochs of 6 steps, --tokenizer=build) killed at each
-  epoch's end: right after epoch 1's closing checkpoint, right after epoch 2's
-  record, in the middle of epoch 3's record; then run to its end. Returns the
-  folder, its arguments and (exit status, output) of each run."""
-  model_dir = tmp_path_factory.mktemp("epoch_end") / "run"
-  args = _args(model_dir, small_data, "build", 18)
-  runs = [_run(args, fault, epoch) for fault, epoch in (
-      ("kill_after_epoch_checkpoint", 1), ("kill_after_epoch_record", 2),
-      ("cut_epoch_record", 3), ("none", 0))]
-  return model_dir, args, runs
-
-
-def test_r2_2_a_kill_at_an_epochs_end_loses_no_record_and_writes_none_twice(
-    epoch_end_kills):
-  model_dir, _, runs = epoch_end_kills
-  checkpoint_line = f"saved checkpoint {model_dir / 'checkpoints' / 'ckpt-6'}"
-  assert runs[0][0] == -signal.SIGKILL and checkpoint_line in runs[0][1], runs[0][1][-3000:]
-  assert [code for code, _ in runs[1:3]] == [-signal.SIGKILL] * 2
-  # Epoch 2's record was written, its closing checkpoint not: redone once.
-  assert "dropping the records of epochs 2, written after the checkpoint at step 11" in (
-      runs[2][1]), runs[2][1][-3000:]
-  code, output = runs[3]
-  assert code == 0, output[-3000:]
-  assert f"{model_dir / 'metrics.jsonl'}: line 3 is not a whole record" in output, output
-  assert [(r["epoch"], r["step"]) for r in _records(model_dir)] == [(1, 6), (2, 12), (3, 18)]
-
-
-def test_r2_3_kills_and_resumes_keep_exactly_keep_checkpoints(epoch_end_kills):
-  model_dir, _, runs = epoch_end_kills
-  # Saved at 5, 6, 11, 12, 17, 18 across four processes; keep_checkpoints = 5.
-  assert _written_steps(model_dir) == _checkpoint_steps(model_dir) == [6, 11, 12, 17, 18]
-  assert not [output for _, output in runs if "deprecated" in output]
-
-
-def test_r2_3_right_after_a_resume_the_index_lists_every_checkpoint(tmp_path):
-  """Each round is a process that resumes, saves twice and is killed."""
-  from transformer import averaging  # pylint: disable=g-import-not-at-top
-  step = 0
-  for _ in range(4):
-    checkpoints, _, optimizer, _ = small_checkpoints(tmp_path)
-    assert checkpoints.restore() == step
-    written = _written_steps(tmp_path)
-    if written:
-      assert _checkpoint_steps(tmp_path) == written
-    if len(written) >= 3:
-      assert averaging.last_checkpoints(tmp_path / "checkpoints", 3)[-1].endswith(f"-{step}")
-    for _ in range(2):
-      step += 5
-      optimizer.iterations.assign(step)
-      checkpoints.save()
-  assert _written_steps(tmp_path) == _checkpoint_steps(tmp_path) == [20, 25, 30, 35, 40]
-
+# ============================== second round (issue #48; more in test_faults_round2.py)
 
 def _swap_vocabularies(assets):
   pt, en = assets / "pt_vocab.txt", assets / "en_vocab.txt"
   pt_text = pt.read_bytes()
   pt.write_bytes(en.read_bytes())
   en.write_bytes(pt_text)
-
-
-def test_r2_1_swapped_vocabulary_files_of_the_runs_tokenizer_are_refused(
-    tmp_path, epoch_end_kills):
-  model_dir, args, _ = epoch_end_kills
-  copy = _copy(model_dir, tmp_path)
-  assets = next((copy / "tokenizers").glob("tokenizers_*")) / "assets"
-  _swap_vocabularies(assets)
-  code, output = _run([a.replace(str(model_dir), str(copy)) for a in args])
-  _assert_fails_in_one_line(code, output, rf"train.py: error: --tokenizer=build: "
-                            rf"{assets / 'pt_vocab.txt'} is not the .pt vocabulary")
-
-
-def test_r2_1_a_cut_vocabulary_hash_file_says_so(tmp_path, epoch_end_kills):
-  from transformer import tokenizers  # pylint: disable=g-import-not-at-top
-  model_dir, args, _ = epoch_end_kills
-  copy = _copy(model_dir, tmp_path)
-  hash_file = copy / tokenizers.VOCABULARY_HASH_FILE
-  hash_file.write_text(hash_file.read_text()[:12])
-  code, output = _run([a.replace(str(model_dir), str(copy)) for a in args])
-  _assert_fails_in_one_line(code, output, rf"train.py: error: --tokenizer=build: {hash_file} is "
-                            r"damaged \(it holds '[0-9a-f]{12}', not the 64 hex digits")
-
-
-def test_r2_1_an_empty_vocabulary_file_is_named(tmp_path, tutorial_tokenizer_path):
-  from transformer import tokenizers  # pylint: disable=g-import-not-at-top
-  copy = shutil.copytree(tutorial_tokenizer_path, tmp_path / "tokenizer")
-  (copy / "assets" / "en_vocab.txt").write_text("")
-  with pytest.raises(tokenizers.TokenizerError,
-                     match=f"^{copy / 'assets' / 'en_vocab.txt'} is empty"):
-    tokenizers.load_tokenizers(copy)
 
 
 def test_r2_1_translate_refuses_an_export_with_swapped_vocabulary_files(tmp_path,
@@ -812,7 +716,9 @@ def _signal_when(command, ready, signum, stdin=None):
   """Runs ``command``, sends ``signum`` once ``ready(process)`` returns, and
   returns (exit status, stdout, stderr). SIGINT acts as in a terminal, also
   when the suite runs with it ignored."""
-  proc = subprocess.Popen([sys.executable, *command], cwd=REPO_DIR, env=_env(), text=True,
+  # The scripts' own log level, not _env()'s 2: on AVX-512 CPUs the first op logs a oneDNN ERROR line.
+  env = {k: v for k, v in _env().items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  proc = subprocess.Popen([sys.executable, *command], cwd=REPO_DIR, env=env, text=True,
                           stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -839,32 +745,13 @@ def test_r2_6_a_signal_during_evaluate_is_one_line(finished_run, signum):
                     "(it leaves no file half written); rerun the same command to score\n")
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_r2_6_a_signal_while_translate_reads_stdin_is_one_line(finished_run, signum):
+def test_r2_6_ctrl_c_while_translate_reads_stdin_is_one_line(finished_run):
   def one_translated(proc):
     proc.stdin.write("olá .\n")
     proc.stdin.flush()
     proc.stdout.readline()
   code, _, stderr = _signal_when(
       ["translate.py", f"--export_dir={finished_run / 'export' / 'translator'}",
-       "--method=greedy", "--batch_size=1"], one_translated, signum, stdin=True)
-  assert code == 128 + signum, stderr
-  assert stderr == f"translate.py: stopped by {signal.Signals(signum).name}\n"
-
-
-def test_r2_5_readers_and_the_writer_of_metrics_jsonl_handle_a_cut_last_line(tmp_path,
-                                                                             caplog):
-  from transformer import plotting  # pylint: disable=g-import-not-at-top
-  from transformer.training import summaries  # pylint: disable=g-import-not-at-top
-  sys.path.insert(0, str(REPO_DIR / "bench"))
-  import compare_runs  # pylint: disable=g-import-not-at-top
-  metrics = tmp_path / "metrics.jsonl"
-  record = {"complete": True, "epoch": 1, "seconds": 60.0, "step": 6, "val_accuracy": 0.5}
-  metrics.write_text(json.dumps(record, sort_keys=True) + "\n" + json.dumps(record)[:30])
-  assert plotting.read_metrics(metrics) == [record]
-  assert compare_runs.parse_run(f"a:{tmp_path}") == ("a", [record])
-  assert f"{metrics}: line 2 is not a whole record" in caplog.text
-
-  summaries.Summaries(tmp_path, is_chief=True).append_metrics({**record, "epoch": 2})
-  assert f"{metrics}: removing its line 2, cut short" in caplog.text
-  assert [r["epoch"] for r in _records(tmp_path)] == [1, 2]
+       "--method=greedy", "--batch_size=1"], one_translated, signal.SIGINT, stdin=True)
+  assert code == 128 + signal.SIGINT, stderr
+  assert stderr == "translate.py: stopped by SIGINT\n"
