@@ -45,6 +45,7 @@ from transformer import run_folder
 from transformer.training import distribute
 from transformer.training import progress
 from transformer.training import runtime
+from transformer.training import stop_signals
 from transformer.training.errors import describe_error
 
 REPO_DIR = Path(__file__).resolve().parent
@@ -266,7 +267,6 @@ def train(config, model_dir: Path, tf):
   from transformer.training import checkpointing  # pylint: disable=g-import-not-at-top
   from transformer import data  # pylint: disable=g-import-not-at-top
   from transformer import pipeline  # pylint: disable=g-import-not-at-top
-  from transformer.training import stop_signals  # pylint: disable=g-import-not-at-top
   from transformer.training import summaries as summaries_lib  # pylint: disable=g-import-not-at-top
   from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
   from transformer import training  # pylint: disable=g-import-not-at-top
@@ -479,14 +479,18 @@ def export(trainer, tokenizers, config, model_dir):
 
 
 def run(argv):
+  # SIGTERM too stops in one line where no StopSignals block (training, the
+  # export) finishes the work first: during start-up and the final BLEU.
+  stop_signals.interrupt_on_signals()
   try:
     main(argv)
   except (UsageError, RunError) as e:
     sys.exit(f"train.py: error: {e}")
-  except KeyboardInterrupt:
-    print("train.py: error: interrupted by Ctrl-C; rerun the same command to resume from the "
-          "last checkpoint", file=sys.stderr)
-    sys.exit(128 + 2)  # SIGINT, as a shell reports it
+  except KeyboardInterrupt as e:
+    signum = getattr(e, "signum", 2)  # a plain KeyboardInterrupt: SIGINT
+    print(f"train.py: error: interrupted by {'Ctrl-C' if signum == 2 else 'SIGTERM'}; rerun "
+          "the same command to resume from the last checkpoint", file=sys.stderr)
+    sys.exit(128 + signum)  # as a shell reports it
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1",
 #     the kill tests cover);
 #   sigint_after_lock: SIGINT (Ctrl-C) to itself once the run folder is locked,
 #     during start-up;
+#   sigterm_after_lock: the same with SIGTERM;
 #   kill_after_epoch_checkpoint: SIGKILL right after the checkpoint that closes
 #     epoch FAULT_STEP is saved (its "saved checkpoint" log line);
 #   kill_after_epoch_record: SIGKILL right after epoch FAULT_STEP's record is
@@ -99,6 +100,8 @@ def acquire_then_interrupt(self):
     # Ctrl-C as in a terminal, also when the suite started with SIGINT ignored (nohup ... &).
     signal.signal(signal.SIGINT, signal.default_int_handler)
     os.kill(os.getpid(), signal.SIGINT)
+  if fault == "sigterm_after_lock":
+    os.kill(os.getpid(), signal.SIGTERM)
 checkpointing.RunLock.acquire = acquire_then_interrupt
 
 def after_step(step, loss):
@@ -743,6 +746,16 @@ def test_r2_6_a_signal_during_evaluate_is_one_line(finished_run, signum):
   assert code == 128 + signum and stdout == "", stderr
   assert stderr == (f"evaluate.py: stopped by {signal.Signals(signum).name} before it finished "
                     "(it leaves no file half written); rerun the same command to score\n")
+
+
+def test_r2_6_sigterm_during_train_py_start_up_is_one_line(tmp_path, small_data,
+                                                           tutorial_tokenizer_path):
+  code, output = _run(_args(tmp_path / "run", small_data, tutorial_tokenizer_path, 6),
+                      "sigterm_after_lock")
+  assert code == 128 + signal.SIGTERM, output[-3000:]
+  assert _error_lines(output) == [
+      "train.py: error: interrupted by SIGTERM; rerun the same command to resume from the "
+      "last checkpoint"], output[-3000:]
 
 
 def test_r2_6_ctrl_c_while_translate_reads_stdin_is_one_line(finished_run):
