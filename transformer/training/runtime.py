@@ -12,7 +12,7 @@ their flags are checked (so that a bad flag answers at once), through
 import logging as python_logging
 import os
 import sys
-from typing import Callable, List
+from typing import Callable, List, Optional
 
 from absl import flags
 from absl import logging
@@ -100,15 +100,17 @@ def flag_error_line(error: Exception) -> str:
 
 
 def flags_parser(script: str, exit_code: int = 1,
-                 describe: Callable[[List[str], Exception], str] = lambda argv, e: flag_error_line(e)):
+                 describe: Optional[Callable[[List[str], Exception], str]] = None):
   """A ``flags_parser`` for ``app.run``: absl's, with a flag it refuses (a
   value of the wrong type, a config file that fails) in one ``script: error:``
   line on stderr and ``exit_code``, instead of absl's "FATAL Flags parsing
-  error" and help hint. ``describe(argv, error)`` gives the line's text."""
+  error" and help hint. ``describe(argv, error)`` gives the line's text
+  (default: :func:`flag_error_line`)."""
   def parse(argv):
     try:
       return flags.FLAGS(argv)
     except Exception as e:  # pylint: disable=broad-except  (flags.Error, what a config file raised)
-      print(f"{script}: error: {describe(argv, e)}", file=sys.stderr)
+      line = describe(argv, e) if describe else flag_error_line(e)
+      print(f"{script}: error: {line}", file=sys.stderr)
       sys.exit(exit_code)
   return parse

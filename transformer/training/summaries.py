@@ -72,6 +72,7 @@ class Summaries:
     if self._dir is None:
       return
     path = self._dir / METRICS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)  # before the first checkpoint makes it
     with open(path, "a+b") as f:
       f.seek(0)
       written = f.read()

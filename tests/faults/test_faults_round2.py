@@ -1,19 +1,19 @@
 """Faults, second round (issue #48): a kill at an epoch's end, resumes and the
 checkpoints they keep, vocabulary files changed under a run, a metrics.jsonl
-cut mid-line. The runs of train.py go through tests/test_faults.py's driver;
+cut mid-line. The runs of train.py go through the driver of tests/helpers/fault_runs.py;
 the faults that need its finished, exported run are tested there."""
 
 import json
+import re
 import shutil
 import signal
 import sys
 
 import pytest
 
-# The Checkpoints of a small Dense model, as the checkpointing tests make it.
-from test_checkpointing import _checkpoints as small_checkpoints
-from test_faults import (REPO_DIR, _assert_fails_in_one_line, _checkpoint_steps, _copy, _args,
-                         _run, _swap_vocabularies, small_data)  # pylint: disable=unused-import
+from helpers.checkpoints import small_checkpoints
+from helpers.fault_runs import (REPO_DIR, assert_fails_in_one_line, checkpoint_steps, copy_run,
+                                run_driver, swap_vocabularies, train_args)
 
 pytestmark = pytest.mark.slow
 
@@ -34,8 +34,8 @@ def epoch_end_kills(tmp_path_factory, small_data):
   record, in the middle of epoch 3's record; then run to its end. Returns the
   folder, its arguments and (exit status, output) of each run."""
   model_dir = tmp_path_factory.mktemp("epoch_end") / "run"
-  args = _args(model_dir, small_data, "build", 18)
-  runs = [_run(args, fault, epoch) for fault, epoch in (
+  args = train_args(model_dir, small_data, "build", 18)
+  runs = [run_driver(args, fault, epoch) for fault, epoch in (
       ("kill_after_epoch_checkpoint", 1), ("kill_after_epoch_record", 2),
       ("cut_epoch_record", 3), ("none", 0))]
   return model_dir, args, runs
@@ -59,7 +59,7 @@ def test_r2_2_a_kill_at_an_epochs_end_loses_no_record_and_writes_none_twice(
 def test_r2_3_kills_and_resumes_keep_exactly_keep_checkpoints(epoch_end_kills):
   model_dir, _, runs = epoch_end_kills
   # Saved at 5, 6, 11, 12, 17, 18 across four processes; keep_checkpoints = 5.
-  assert _written_steps(model_dir) == _checkpoint_steps(model_dir) == [6, 11, 12, 17, 18]
+  assert _written_steps(model_dir) == checkpoint_steps(model_dir) == [6, 11, 12, 17, 18]
   assert not [output for _, output in runs if "deprecated" in output]
 
 
@@ -72,36 +72,38 @@ def test_r2_3_right_after_a_resume_the_index_lists_every_checkpoint(tmp_path):
     assert checkpoints.restore() == step
     written = _written_steps(tmp_path)
     if written:
-      assert _checkpoint_steps(tmp_path) == written
+      assert checkpoint_steps(tmp_path) == written
     if len(written) >= 3:
       assert averaging.last_checkpoints(tmp_path / "checkpoints", 3)[-1].endswith(f"-{step}")
     for _ in range(2):
       step += 5
       optimizer.iterations.assign(step)
       checkpoints.save()
-  assert _written_steps(tmp_path) == _checkpoint_steps(tmp_path) == [20, 25, 30, 35, 40]
+  assert _written_steps(tmp_path) == checkpoint_steps(tmp_path) == [20, 25, 30, 35, 40]
 
 
 def test_r2_1_swapped_vocabulary_files_of_the_runs_tokenizer_are_refused(
     tmp_path, epoch_end_kills):
   model_dir, args, _ = epoch_end_kills
-  copy = _copy(model_dir, tmp_path)
+  copy = copy_run(model_dir, tmp_path)
   assets = next((copy / "tokenizers").glob("tokenizers_*")) / "assets"
-  _swap_vocabularies(assets)
-  code, output = _run([a.replace(str(model_dir), str(copy)) for a in args])
-  _assert_fails_in_one_line(code, output, rf"train.py: error: --tokenizer=build: "
-                            rf"{assets / 'pt_vocab.txt'} is not the .pt vocabulary")
+  swap_vocabularies(assets)
+  code, output = run_driver([a.replace(str(model_dir), str(copy)) for a in args])
+  assert_fails_in_one_line(code, output, rf"train.py: error: --tokenizer=build: "
+                           rf"{assets / 'pt_vocab.txt'} is not the .pt vocabulary")
 
 
-def test_r2_1_a_cut_vocabulary_hash_file_says_so(tmp_path, epoch_end_kills):
+def test_r2_1_a_cut_vocabulary_hash_file_says_so(tmp_path, tutorial_tokenizers):
+  """What train.py and evaluate.py say (test_r2_1_swapped_… runs train.py on the
+  message of the same check)."""
   from transformer import tokenizers  # pylint: disable=g-import-not-at-top
-  model_dir, args, _ = epoch_end_kills
-  copy = _copy(model_dir, tmp_path)
-  hash_file = copy / tokenizers.VOCABULARY_HASH_FILE
-  hash_file.write_text(hash_file.read_text()[:12])
-  code, output = _run([a.replace(str(model_dir), str(copy)) for a in args])
-  _assert_fails_in_one_line(code, output, rf"train.py: error: --tokenizer=build: {hash_file} is "
-                            r"damaged \(it holds '[0-9a-f]{12}', not the 64 hex digits")
+  hash_file = tmp_path / tokenizers.VOCABULARY_HASH_FILE
+  hash_file.write_text(tokenizers.vocabulary_hash(tutorial_tokenizers)[:12] + "\n")
+  assert re.fullmatch(
+      rf"{hash_file} is damaged \(it holds '[0-9a-f]{{12}}', not the 64 hex digits of a "
+      r"sha256\), so the run's tokenizer cannot be checked; if this is the run's tokenizer, "
+      r"delete the file \(the next run records it again\)",
+      tokenizers.vocabulary_mismatch(tmp_path, tutorial_tokenizers))
 
 
 def test_r2_1_an_empty_vocabulary_file_is_named(tmp_path, tutorial_tokenizer_path):
