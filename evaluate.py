@@ -219,20 +219,16 @@ def export(model, tokenizers, config, export_dir, checkpoints):
 def evaluate_translator(translator_dir, split: str, method: str, data_dir, output_dir=None,
                         batch_size: int = 64, max_sentences: int = 0) -> dict:
   """Scores an exported translator SavedModel; returns the BLEU record."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import  (tokenizer ops)
   from transformer import evaluation  # pylint: disable=g-import-not-at-top
-  from transformer.training.errors import describe_error  # pylint: disable=g-import-not-at-top
+  from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
   pairs = load_pairs(data_dir, split, max_sentences)
-  try:
-    translator = tf.saved_model.load(str(translator_dir))
-  except Exception as e:  # pylint: disable=broad-except  (OSError, DecodeError, OpError...)
-    raise UsageError(f"cannot load the SavedModel {translator_dir}: "
-                     f"{describe_error(e)}") from e
+  translator = tokenizers_lib.load_saved_model(translator_dir, "translator")
   if not all(hasattr(translator, name) for name in ("translate", "translate_greedy",
                                                     "tokenizers")):
     raise UsageError(f"{translator_dir} is a SavedModel but not an exported translator (it "
                      "lacks translate, translate_greedy or tokenizers)")
+  # The tokenizers' token tables come from assets/*.txt: the files saved?
+  tokenizers_lib.check_vocabulary_files(translator.tokenizers)
   result = score(evaluation.translator_batch_fn(translator, method), pairs,
                  output_dir or Path(translator_dir).parent / "bleu", split, method,
                  batch_size, translator.tokenizers.en)
