@@ -254,15 +254,19 @@ def main(argv):
   print(json.dumps(result, indent=2))
 
 
+def say_stopped(interrupted) -> None:
+  say(f"evaluate.py: stopped by {interrupted.name} before it finished (it leaves no file "
+      "half written); rerun the same command to score")
+
+
 def run(argv):
   """main, with expected failures turned into one line and exit status 1, and
   SIGINT/SIGTERM into one line and 128 + the signal's number."""
-  stop_signals.interrupt_on_signals()
+  stop_signals.interrupt_on_signals(say_stopped)
   try:
     main(argv)
   except stop_signals.Interrupted as e:
-    print(f"evaluate.py: stopped by {e.name} before it finished (it leaves no file half "
-          "written); rerun the same command to score", file=sys.stderr)
+    say_stopped(e)
     sys.exit(128 + e.signum)
   except UsageError as e:
     sys.exit(f"evaluate.py: error: {e}")

@@ -481,16 +481,21 @@ def export(trainer, tokenizers, config, model_dir):
 def run(argv):
   # SIGTERM too stops in one line where no StopSignals block (training, the
   # export) finishes the work first: during start-up and the final BLEU.
-  stop_signals.interrupt_on_signals()
+  stop_signals.interrupt_on_signals(say_interrupted)
   try:
     main(argv)
   except (UsageError, RunError) as e:
     sys.exit(f"train.py: error: {e}")
   except KeyboardInterrupt as e:
-    signum = getattr(e, "signum", 2)  # a plain KeyboardInterrupt: SIGINT
-    print(f"train.py: error: interrupted by {'Ctrl-C' if signum == 2 else 'SIGTERM'}; rerun "
-          "the same command to resume from the last checkpoint", file=sys.stderr)
-    sys.exit(128 + signum)  # as a shell reports it
+    say_interrupted(e)
+    sys.exit(128 + getattr(e, "signum", 2))  # as a shell reports it
+
+
+def say_interrupted(interrupted: KeyboardInterrupt) -> None:
+  """The line for a SIGTERM or SIGINT (a plain KeyboardInterrupt: SIGINT)."""
+  by = "SIGTERM" if getattr(interrupted, "signum", 2) != 2 else "Ctrl-C"
+  print(f"train.py: error: interrupted by {by}; rerun the same command to resume from the "
+        "last checkpoint", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

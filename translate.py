@@ -159,13 +159,17 @@ def main(argv):
   translate_and_print(tf, translate, sentences, _BATCH_SIZE.value)
 
 
+def say_stopped(interrupted) -> None:
+  # The translations printed so far are whole lines, in input order.
+  print(f"translate.py: stopped by {interrupted.name}", file=sys.stderr, flush=True)
+
+
 def run(argv):
-  stop_signals.interrupt_on_signals()
+  stop_signals.interrupt_on_signals(say_stopped)
   try:
     main(argv)
   except stop_signals.Interrupted as e:
-    # The translations printed so far are whole lines, in input order.
-    print(f"translate.py: stopped by {e.name}", file=sys.stderr)
+    say_stopped(e)
     sys.exit(128 + e.signum)
   except BrokenPipeError:
     # The reader left (``| head -1``): end quietly, as Unix filters do. stdout

@@ -17,9 +17,11 @@ instead: :func:`interrupt_on_signals` makes both signals raise
 signal number.
 """
 
+import os
 import signal
+import sys
 import threading
-from typing import Optional
+from typing import Callable, Optional
 
 from absl import logging
 
@@ -36,16 +38,36 @@ class Interrupted(KeyboardInterrupt):
     super().__init__(self.name)
 
 
-def interrupt_on_signals() -> None:
+def interrupt_on_signals(say_stopped: Callable[[Interrupted], None]) -> None:
   """From now on SIGTERM and SIGINT raise :class:`Interrupted` in the main
   thread (a signal ignored when the process started, e.g. SIGINT under
-  ``nohup ... &``, stays ignored). Python runs the handler between bytecodes:
-  a TensorFlow op running then finishes first."""
+  ``nohup ... &``, stays ignored), for the script to report with
+  ``say_stopped`` and exit 128 + its number. Python runs the handler between
+  bytecodes: a TensorFlow op running then finishes first.
+
+  When the signal lands in a destructor (``__del__``, which TensorFlow's
+  resources have), Python ignores the exception and the script would go on:
+  then ``say_stopped`` is called there and the process exits at once, with
+  stdout flushed.
+  """
   def interrupt(signum, frame):  # pylint: disable=unused-argument
     raise Interrupted(signum)
   for signum in SIGNALS:
     if signal.getsignal(signum) is not signal.SIG_IGN:
       signal.signal(signum, interrupt)
+  default_hook = sys.unraisablehook
+
+  def exit_if_interrupted(unraisable):
+    if not isinstance(unraisable.exc_value, Interrupted):
+      default_hook(unraisable)
+      return
+    say_stopped(unraisable.exc_value)
+    try:
+      sys.stdout.flush()
+    except (OSError, RuntimeError):  # a closed pipe; a flush the signal cut into
+      pass
+    os._exit(128 + unraisable.exc_value.signum)  # pylint: disable=protected-access
+  sys.unraisablehook = exit_if_interrupted
 
 
 class StopSignals:
