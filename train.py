@@ -31,6 +31,7 @@ start-up messages, SavedModel details) are hidden unless --verbose (or
 TF_CPP_MIN_LOG_LEVEL is set).
 """
 
+import atexit
 import json
 from pathlib import Path
 import sys
@@ -296,8 +297,12 @@ def train(config, model_dir: Path, tf):
 
   if chief:
     model_dir.mkdir(parents=True, exist_ok=True)
-    # Held until the process ends, however it ends.
-    checkpointing.RunLock(model_dir).acquire()
+    # Held until the process ends, however it ends; removed when Python ends
+    # it (finished, stopped by a signal, an error), so that the next run finds
+    # no stale lock. A killed run's lock is stale, and taken over.
+    lock = checkpointing.RunLock(model_dir)
+    lock.acquire()
+    atexit.register(lock.release)
   mismatch = tokenizers_lib.vocabulary_mismatch(model_dir, tokenizers)
   if mismatch and any((model_dir / checkpointing.CHECKPOINT_SUBDIR).glob("ckpt-*.index")):
     raise UsageError(f"--tokenizer={_TOKENIZER.value}: {mismatch}, or a new --model_dir")
