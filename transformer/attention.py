@@ -8,7 +8,7 @@ is deliberately not used: Keras 3's ``MultiHeadAttention`` removes
 code only the first encoder and first decoder self-attention see the padding
 mask, and the causal mask is lost when ``use_causal_mask=True`` meets dropout
 or returned scores (keras-team/keras#23038). The tests in
-``tests/test_masking.py`` check every layer.
+``tests/unit/test_masking.py`` check every layer.
 """
 
 import keras
