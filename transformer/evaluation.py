@@ -94,8 +94,9 @@ def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output
       the whole split).
   Returns:
     The JSON's content: bleu, signature, method, split, num_sentences,
-    partial (whether they are only the split's first ones), references, hypotheses_file, sacreBLEU's full result line, a note
-    that the text is tokenized on purpose, and ``whole_word``: the BLEU of
+    partial (whether they are only the split's first ones), references,
+    hypotheses_file, sacreBLEU's full result line, a note that the text is
+    tokenized on purpose, and ``whole_word``: the BLEU of
     :func:`transformer.bleu.whole_word_bleu` on the references as in the data.
   """
   if not pairs:

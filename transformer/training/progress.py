@@ -47,8 +47,8 @@ def epoch_summary(record: Dict, planned: Optional[int] = None, estimated: bool =
   acc 0.3400 | 12345 tok/s | 95.2 s``; the validation part only when the record
   has one, BLEU when it has it.
   """
-  parts = [f"{epoch_label(record['epoch'], planned, estimated)} (step {record['step']}): train loss "
-           f"{record['train_loss']:.4f} acc {record['train_accuracy']:.4f}"]
+  parts = [f"{epoch_label(record['epoch'], planned, estimated)} (step {record['step']}): "
+           f"train loss {record['train_loss']:.4f} acc {record['train_accuracy']:.4f}"]
   if "val_loss" in record:
     parts.append(f"val loss {record['val_loss']:.4f} acc {record['val_accuracy']:.4f}")
   if "bleu" in record:

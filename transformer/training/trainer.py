@@ -565,5 +565,6 @@ class Trainer:
         "seconds": seconds_before + elapsed,
     }
     if partial:
-      record["partial"] = True  # train_*, tokens_per_second and seconds cover this run's batches only
+      # train_*, tokens_per_second and seconds cover this run's batches only.
+      record["partial"] = True
     return record, elapsed
