@@ -23,11 +23,12 @@ With --export_dir it needs only TensorFlow and tensorflow_text: the SavedModel
 from ``transformer.export.export_translator`` holds the tokenizers and the model.
 """
 
+import json
 import os
 from pathlib import Path
 import signal
 import sys
-from typing import Optional
+from typing import Optional, Tuple
 
 from absl import app
 from absl import flags
@@ -133,29 +134,49 @@ def check_export_dir(export_dir: str) -> None:
                      f"{_EXPORT_HINT}")
 
 
-def check_model_dir(model_dir: str, average_last: int) -> Optional[str]:
-  """The checks of --model_dir that need no TensorFlow: returns its export's
-  path to translate with, or None for its checkpoints. InputError naming what
-  the folder holds when it has neither."""
+def exported_step(export_dir: Path) -> Optional[int]:
+  """The training step of a train.py export folder (its ``export_info.json``,
+  :data:`transformer.export.EXPORT_INFO_FILE`), or None when it does not say."""
+  try:
+    return int(json.loads((export_dir / "export_info.json").read_text())["step"])
+  except (OSError, ValueError, KeyError, TypeError):
+    return None
+
+
+def check_model_dir(model_dir: str, average_last: int) -> Tuple[Optional[str], str]:
+  """The checks of --model_dir that need no TensorFlow. Returns ``(export,
+  why)``: the path of its export to translate with, or None for its
+  checkpoints and why (no export yet, or one older than the checkpoints: a
+  finished run trained further). InputError naming what the folder holds when
+  it has neither."""
   path = Path(model_dir)
   if not path.is_dir():
     raise InputError(f"--model_dir={model_dir}: "
                      f"{'not a folder' if path.exists() else 'no such folder'}; pass the "
                      "folder given to train.py --model_dir")
+  checkpoint_steps = sorted(int(index.name[len("ckpt-"):-len(".index")]) for index in
+                            (path / "checkpoints").glob("ckpt-*.index")
+                            if index.name[len("ckpt-"):-len(".index")].isdigit())
   export = path / EXPORT_SUBDIR
-  if not average_last and (export / "saved_model.pb").is_file():
-    return str(export)
-  if not list((path / "checkpoints").glob("ckpt-*.index")):
+  why = f"no export in {model_dir} yet"
+  if (export / "saved_model.pb").is_file():
+    step = exported_step(export.parent)
+    if not average_last and (step is None or not checkpoint_steps
+                             or checkpoint_steps[-1] <= step):
+      return str(export), ""
+    why = f"the export of {model_dir} (step {step}) is older than its checkpoints"
+  if not checkpoint_steps:
     holds = sorted(child.name for child in path.iterdir())
     raise InputError(f"--model_dir={model_dir}: no export and no checkpoint yet (it holds "
                      f"{', '.join(holds) or 'nothing'}); train.py writes its first "
                      "checkpoint after config.training.checkpoint_every_steps steps")
-  return None
+  return None, why
 
 
-def restore_translator(model_dir: str, average_last: int):
+def restore_translator(model_dir: str, average_last: int, why: str):
   """An in-memory translator over the run's latest (or ``average_last``
-  averaged) checkpoints, with the run's tokenizer and decoding settings."""
+  averaged) checkpoints, with the run's tokenizer and decoding settings;
+  says which on stderr, after ``why`` when there is no --average_last."""
   from transformer import data  # pylint: disable=g-import-not-at-top
   from transformer import run_folder  # pylint: disable=g-import-not-at-top
   from transformer import tokenizers  # pylint: disable=g-import-not-at-top
@@ -167,9 +188,9 @@ def restore_translator(model_dir: str, average_last: int):
   except (TrainingError, tokenizers.TokenizerError, data.DataError, OSError) as e:
     raise InputError(f"--model_dir={model_dir}: {describe_error(e)}") from e
   names = ", ".join(Path(p).name for p in paths)
-  print(f"translate.py: {'no export in ' + model_dir + ' yet: ' if not average_last else ''}"
-        f"translating with {'the average of ' if average_last else 'its checkpoint '}{names}",
-        file=sys.stderr, flush=True)
+  said = (f"translating with the average of {names}" if average_last
+          else f"{why}: translating with its checkpoint {names}")
+  print(f"translate.py: {said}", file=sys.stderr, flush=True)
   return Translator(run_tokenizers, model, config.decoding)
 
 
@@ -218,8 +239,9 @@ def main(argv):
   if _AVERAGE_LAST.value and not _MODEL_DIR.value:
     raise UsageError("--average_last needs --model_dir")
   sentences = open_sentences(argv[1:], _INPUT_FILE.value, _INVALID_UTF8.value)
+  why = ""
   if _MODEL_DIR.value:
-    export_dir = check_model_dir(_MODEL_DIR.value, _AVERAGE_LAST.value)
+    export_dir, why = check_model_dir(_MODEL_DIR.value, _AVERAGE_LAST.value)
   else:
     export_dir = _EXPORT_DIR.value
     check_export_dir(export_dir)
@@ -227,7 +249,7 @@ def main(argv):
     logging.set_verbosity(logging.ERROR)
   tf = runtime.import_tensorflow(_VERBOSE.value)
   translator = (load_translator(tf, export_dir) if export_dir
-                else restore_translator(_MODEL_DIR.value, _AVERAGE_LAST.value))
+                else restore_translator(_MODEL_DIR.value, _AVERAGE_LAST.value, why))
   translate = (translator.translate if _METHOD.value == "beam"
                else translator.translate_greedy)
   translate_and_print(tf, translate, sentences, _BATCH_SIZE.value)

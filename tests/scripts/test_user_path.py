@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 import pty
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -146,6 +147,16 @@ def test_a_clone_without_shared_trains_is_stopped_translates_and_evaluates(tmp_p
   assert len(translated.stdout.splitlines()) == 1 and translated.stdout.strip()
   assert re.search(rf"no export in {re.escape(str(model_dir))} yet: translating with its "
                    r"checkpoint ckpt-\d+", translated.stderr), translated.stderr
+  # An export older than the checkpoints (a finished run trained further) is passed over.
+  (model_dir / "export" / "translator").mkdir(parents=True)
+  (model_dir / "export" / "translator" / "saved_model.pb").write_bytes(b"not read")
+  (model_dir / "export" / "export_info.json").write_text('{"step": 1}\n')
+  older = _run([sys.executable, "translate.py", f"--model_dir={model_dir}", "--method=greedy",
+                "eu gosto de ler livros ."], fake_tfds)
+  assert older.returncode == 0 and older.stdout == translated.stdout, older.stderr[-3000:]
+  assert f"the export of {model_dir} (step 1) is older than its checkpoints: translating " \
+         "with its checkpoint ckpt-" in older.stderr, older.stderr
+  shutil.rmtree(model_dir / "export")
   # The export's path, which does not exist yet, names what does.
   missing = _run([sys.executable, "translate.py",
                   f"--export_dir={model_dir / 'export' / 'translator'}", "olá ."], fake_tfds)
