@@ -318,8 +318,8 @@ def train(config, model_dir: Path, tf):
     # it (finished, stopped by a signal, an error), so that the next run finds
     # no stale lock. A killed run's lock is stale, and taken over.
     lock = checkpointing.RunLock(model_dir)
+    atexit.register(lock.release)  # first: a Ctrl-C right after acquire() is an exit too
     lock.acquire()
-    atexit.register(lock.release)
   mismatch = tokenizers_lib.vocabulary_mismatch(model_dir, tokenizers)
   if mismatch and any((model_dir / checkpointing.CHECKPOINT_SUBDIR).glob("ckpt-*.index")):
     raise UsageError(f"--tokenizer={_TOKENIZER.value}: {mismatch}, or a new --model_dir")

@@ -525,8 +525,9 @@ def test_9_ctrl_c_during_start_up_is_one_line_and_the_rerun_starts(interrupted_r
       "train.py: error: interrupted by Ctrl-C; rerun the same command to resume from the "
       "last checkpoint"], output[-3000:]
   assert Path("config.json") not in paths
-  # The lock of the interrupted process is stale: the rerun trains up to its
-  # first checkpoint (where interrupted_runs kills it), the next one to the end.
+  assert Path("train.lock") not in paths  # the interrupted process removed its lock
+  # The rerun trains up to its first checkpoint (where interrupted_runs kills
+  # it), the next one to the end.
   code, output, paths = rerun
   assert code == -signal.SIGKILL and Path("checkpoints/ckpt-5_temp") in paths, output[-3000:]
   assert _checkpoint_steps(model_dir)[-1] == 6
