@@ -49,7 +49,7 @@ def test_r2_2_a_kill_at_an_epochs_end_loses_no_record_and_writes_none_twice(
   assert [code for code, _ in runs[1:3]] == [-signal.SIGKILL] * 2
   assert [(r["epoch"], r["step"]) for r in _records(model_dir)] == [(1, 6), (2, 12), (3, 18)]
   # Epoch 2's record was written, its closing checkpoint not: redone once.
-  assert "dropping the records of epochs 2, written after the checkpoint at step 11" in (
+  assert "dropping the records of epoch 2, written after the checkpoint at step 11" in (
       runs[2][1]), runs[2][1][-3000:]
   code, output = runs[3]
   assert code == 0, output[-3000:]

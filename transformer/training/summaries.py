@@ -107,9 +107,10 @@ class Summaries:
     kept = [r for r in records if end(r) <= (step, epoch)]
     dropped = [r for r in records if end(r) > (step, epoch)]
     if dropped:
-      logging.warning("%s: dropping the records of epochs %s, written after the checkpoint "
-                      "at step %d: they are written again as the run goes on", path,
-                      ", ".join(str(r.get("epoch", "final")) for r in dropped), step)
+      logging.warning("%s: dropping the records of %s, written after the checkpoint at step "
+                      "%d: they are written again as the run goes on", path,
+                      ", ".join(f"epoch {r['epoch']}" if "epoch" in r else "the final step"
+                                for r in dropped), step)
     text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept)
     if text != path.read_text(encoding="utf-8", errors="replace"):
       write_text_atomically(path, text)
