@@ -41,6 +41,8 @@ import numpy as np
 import tensorflow as tf
 
 from transformer import data
+# Shared with the NumPy batches of prepared shards, which need no TensorFlow.
+from transformer.shards import bucket_boundaries, bucket_max_lengths, epoch_seed
 
 # Sentences tokenized per call: batching amortizes the per-call overhead of the
 # tokenizer's ops.
@@ -69,27 +71,6 @@ def tokenize_pairs(pairs_dataset: tf.data.Dataset, tokenizers,
           .map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
           .unbatch()
           .map(as_tensors))
-
-
-def bucket_boundaries(max_tokens: int, min_length: int = 8,
-                      growth: float = 1.1) -> List[int]:
-  """Bucket boundaries growing by about `growth` from `min_length` to `max_tokens`.
-
-  Bucket i holds sequences of length in [boundaries[i-1], boundaries[i]); the
-  last bucket holds lengths up to `max_tokens`. Geometric growth keeps the
-  padding within a bucket at about `growth - 1` of its length.
-  """
-  boundaries = []
-  length = min_length
-  while length <= max_tokens:
-    boundaries.append(length)
-    length = max(length + 1, int(length * growth))
-  return boundaries
-
-
-def bucket_max_lengths(boundaries: Sequence[int], max_tokens: int) -> List[int]:
-  """The longest sequence each bucket can hold."""
-  return [boundary - 1 for boundary in boundaries] + [max_tokens]
 
 
 def _split_target(pt_ids, en_ids):
@@ -212,13 +193,6 @@ def padding_fraction(batches: Iterable, max_batches: Optional[int] = None) -> fl
   if total == 0:
     raise ValueError("padding_fraction: no batches")
   return padding / total
-
-
-def epoch_seed(seed: int, epoch: int) -> int:
-  """The shuffle seed of ``epoch`` in a run seeded ``seed``: the same epoch
-  always gets the same batches in the same order, so a resumed epoch can skip
-  the ones already trained on."""
-  return seed * 100003 + epoch
 
 
 def training_batches(tokenized: tf.data.Dataset, config, epoch: int, *,

@@ -40,7 +40,7 @@ a step per batch shape:
   padding, which carry no loss), so an epoch has a few shapes and the next
   epoch none new;
 * the shuffle is a full permutation of the split seeded by the epoch
-  (:func:`transformer.pipeline.epoch_seed`), not ``tf.data``'s windowed
+  (:func:`epoch_seed`), not ``tf.data``'s windowed
   shuffle buffer: the same batches in the same order for the same epoch, as
   resuming needs, but not the ones ``tf.data`` draws.
 
@@ -52,18 +52,18 @@ import json
 import os
 from pathlib import Path
 import shutil
-from typing import Iterator, List, Sequence, Tuple, Union
+from typing import List, Sequence, Tuple, Union
 
 import numpy as np
+
+from transformer.run_folder import VOCABULARY_HASH_FILE
 
 PathLike = Union[str, os.PathLike]
 MANIFEST_FILE = "manifest.json"
 FORMAT_VERSION = 1
 LANGUAGES = ("pt", "en")
 # Batch lengths are rounded up to a multiple of this: few shapes for XLA.
-LENGTH_MULTIPLE = 8
-# The bucket boundaries of transformer.pipeline.bucket_boundaries (kept equal by a test).
-_MIN_BUCKET_LENGTH, _BUCKET_GROWTH = 8, 1.1
+LENGTH_MULTIPLE = 16
 
 
 class ShardError(ValueError):
@@ -116,7 +116,7 @@ def write_prepared(out_dir: PathLike, splits, vocabularies, manifest: dict,
     for language in LANGUAGES:
       (staging / f"vocab.{language}.txt").write_text(
           "".join(token + "\n" for token in vocabularies[language]), encoding="utf-8")
-    (staging / "tokenizer_vocabulary_sha256.txt").write_text(vocabulary_sha256 + "\n",
+    (staging / VOCABULARY_HASH_FILE).write_text(vocabulary_sha256 + "\n",
                                                              encoding="utf-8")
     # The manifest last: a folder with one is complete.
     (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n",
@@ -195,13 +195,32 @@ def load_split(prepared_dir: PathLike, split: str) -> Split:
   return Split(*sides)
 
 
-def bucket_boundaries(max_tokens: int) -> List[int]:
-  """:func:`transformer.pipeline.bucket_boundaries` (equal; that module needs TensorFlow)."""
-  boundaries, length = [], _MIN_BUCKET_LENGTH
+def bucket_boundaries(max_tokens: int, min_length: int = 8,
+                     growth: float = 1.1) -> List[int]:
+  """Bucket boundaries growing by about `growth` from `min_length` to `max_tokens`.
+
+  Bucket i holds sequences of length in [boundaries[i-1], boundaries[i]); the
+  last bucket holds lengths up to `max_tokens`. Geometric growth keeps the
+  padding within a bucket at about `growth - 1` of its length.
+  """
+  boundaries = []
+  length = min_length
   while length <= max_tokens:
     boundaries.append(length)
-    length = max(length + 1, int(length * _BUCKET_GROWTH))
+    length = max(length + 1, int(length * growth))
   return boundaries
+
+
+def bucket_max_lengths(boundaries: Sequence[int], max_tokens: int) -> List[int]:
+  """The longest sequence each bucket can hold."""
+  return [boundary - 1 for boundary in boundaries] + [max_tokens]
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+  """The shuffle seed of ``epoch`` in a run seeded ``seed``: the same epoch
+  always gets the same batches in the same order, so a resumed epoch can skip
+  the ones already trained on."""
+  return seed * 100003 + epoch
 
 
 def _padded_length(length: int, max_tokens: int) -> int:
@@ -216,7 +235,7 @@ def _group(order: np.ndarray, bucket_lengths: np.ndarray, data_config) -> List[T
     size = data_config.batch_size
     return [(list(order[i:i + size]), size) for i in range(0, len(order), size)]
   boundaries = bucket_boundaries(data_config.max_tokens)
-  max_lengths = [b - 1 for b in boundaries] + [data_config.max_tokens]
+  max_lengths = bucket_max_lengths(boundaries, data_config.max_tokens)
   sizes = ([data_config.tokens_per_batch // length for length in max_lengths]
            if data_config.tokens_per_batch else [data_config.batch_size] * len(max_lengths))
   open_batches = [[] for _ in max_lengths]
@@ -238,7 +257,7 @@ def epoch_batches(split: Split, data_config, *, seed: int = 0, shuffle: bool = T
   Args:
     split: trimmed to ``data_config.max_tokens`` already (:meth:`Split.trimmed`).
     data_config: ``config.data`` (batch_size, tokens_per_batch, bucketing, max_tokens).
-    seed: the shuffle's seed (:func:`transformer.pipeline.epoch_seed` of the epoch).
+    seed: the shuffle's seed (:func:`epoch_seed` of the epoch).
     shuffle: False keeps the split's order (validation).
     rows_multiple: each batch's rows are padded to a multiple of this (the
       number of devices a batch is split over).
@@ -263,8 +282,3 @@ def epoch_batches(split: Split, data_config, *, seed: int = 0, shuffle: bool = T
       labels[i, :len(en) - 1] = en[1:]
     batches.append(((source, target_input), labels))
   return batches
-
-
-def batch_shapes(batches) -> Iterator[Tuple[int, int]]:
-  """Each batch's ``(rows, length)``."""
-  return (labels.shape for _, labels in batches)
