@@ -1,0 +1,102 @@
+"""train.py on prepared shards under KERAS_BACKEND=jax (transformer/training/keras_loop.py)
+apart from the whole chain (tests/test_jax_chain.py): its checkpoints, data
+parallel training on two devices, and the command lines it refuses."""
+
+import json
+import os
+from pathlib import Path
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from transformer import shards
+from transformer.training import keras_checkpoints
+
+REPO_DIR = Path(__file__).resolve().parents[1]
+
+
+def prepared_folder(path: Path, pairs: int = 64) -> Path:
+  """A prepared folder of random ids (no tokenizer needed to train on it)."""
+  rng = np.random.default_rng(0)
+  def sentences():
+    return [rng.integers(4, 300, rng.integers(3, 15)).astype(np.int32) for _ in range(pairs)]
+  vocabularies = {language: [f"t{i}" for i in range(300)] for language in ("pt", "en")}
+  splits = {"train": (sentences(), sentences()), "validation": (sentences(), sentences())}
+  return shards.write_prepared(path, splits, vocabularies,
+                               {"max_tokens": 64, "tokenizer": str(path / "no_tokenizer")},
+                               "0" * 64)
+
+
+def train(*args, keras_backend="jax", devices=1):
+  env = {**os.environ, "PYTHONPATH": str(REPO_DIR), "KERAS_BACKEND": keras_backend,
+         "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
+  return subprocess.run([sys.executable, "train.py", "--config=configs/tiny.py", *args],
+                        cwd=REPO_DIR, env=env, capture_output=True, text=True, timeout=600)
+
+
+def small_model():
+  model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+  return model
+
+
+def save(directory, step, model, keep=2):
+  return keras_checkpoints.save(directory, step, model, [np.array(step)], [], {"step": step},
+                                keep=keep)
+
+
+def test_checkpoints_keep_the_newest_and_restore_past_an_unreadable_one(tmp_path):
+  model = small_model()
+  for step in (1, 2, 3):
+    save(tmp_path, step, model)
+  assert [p.name for p in keras_checkpoints.checkpoint_dirs(tmp_path)] == ["step-2", "step-3"]
+  (tmp_path / ".step-4.partial").mkdir()  # a save a kill interrupted
+  weights = tmp_path / "step-3" / keras_checkpoints.WEIGHTS_FILE
+  weights.write_bytes(weights.read_bytes()[:100])  # cut short
+  path, optimizer_values, _, state = keras_checkpoints.restore(tmp_path, model)
+  assert path.name == "step-2" and state == {"step": 2} and optimizer_values[0] == 2
+  assert (tmp_path / "unreadable" / "step-3").is_dir()
+  assert not (tmp_path / ".step-4.partial").exists()
+
+
+def test_checkpoint_of_another_model_is_refused_and_kept(tmp_path):
+  save(tmp_path, 1, small_model())
+  other = keras.Sequential([keras.Input((3,)), keras.layers.Dense(5)])
+  with pytest.raises(keras_checkpoints.CheckpointError, match="different model"):
+    keras_checkpoints.restore(tmp_path, other)
+  assert (tmp_path / "step-1").is_dir()
+
+
+def test_prepared_shards_are_refused_under_the_tensorflow_backend(tmp_path):
+  result = train(f"--data={prepared_folder(tmp_path / 'prepared')}",
+                 f"--model_dir={tmp_path / 'run'}", keras_backend="tensorflow")
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines() == [
+      f"train.py: error: --data={tmp_path / 'prepared'} is a prepare.py folder, which trains "
+      "under KERAS_BACKEND=jax (now tensorflow); set it, or pass the folder of the TED HRLR "
+      "files"]
+
+
+def test_jax_backend_asks_for_prepared_shards(tmp_path):
+  result = train(f"--data={tmp_path}", f"--model_dir={tmp_path / 'run'}")
+  assert result.returncode == 1
+  assert "run prepare.py first" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_two_devices_train_as_one(tmp_path):
+  """DataParallel over two (CPU) devices: the same losses as one device, the
+  batches split on their rows (dropout off: its masks are drawn per shard)."""
+  prepared = prepared_folder(tmp_path / "prepared")
+  records = {}
+  for strategy in ("default", "mirrored"):
+    result = train(f"--data={prepared}", f"--model_dir={tmp_path / strategy}",
+                   f"--strategy={strategy}", "--config.training.train_steps=3",
+                   "--config.model.dropout_rate=0", "--export=false", devices=2)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"on {1 if strategy == 'default' else 2} cpu device(s)" in result.stderr
+    records[strategy] = json.loads((tmp_path / strategy / "metrics.jsonl").read_text())
+  for key in ("train_loss", "val_loss", "val_accuracy"):
+    assert records["mirrored"][key] == pytest.approx(records["default"][key], rel=1e-5), key
