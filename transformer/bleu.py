@@ -13,7 +13,7 @@ data, split on spaces only (sacreBLEU ``tokenize='none'``, ``lowercase=True``:
 what ``multi-bleu.perl -lc`` computes on tokenized text). Not restored:
 accents the WordPiece normalization strips (``rūmī``) and Moses' abbreviations
 (``u.s.``, ``mr.``); on the dev set's own references these leave the round
-trip's score just under 100 (tests/test_bleu_tokenized.py).
+trip's score just under 100 (tests/unit/test_bleu_tokenized.py).
 
 :mod:`transformer.evaluation`'s score, computed beside it, is on the
 tokenizer's round trip of the references instead and counts ``' s`` as two

@@ -73,7 +73,7 @@ def default_config() -> ml_collections.ConfigDict:
   # The ε added to the variance in every LayerNormalization (§3.1 names the
   # layer but no ε). 1e-6: the paper's lineage (tensor2tensor). 1e-3: Keras'
   # default, which the tutorial keeps. A config.json without the field means
-  # 1e-6 (tests/test_model.py::test_model_config_without_layer_norm_epsilon_*).
+  # 1e-6 (tests/unit/test_model.py::test_model_config_without_layer_norm_epsilon_*).
   config.model.layer_norm_epsilon = 1e-6
   # Token embedding initializer. "uniform": Keras' Embedding default
   # U(-0.05, 0.05) (the tutorial's). "normal": N(0, sigma = d_model^-0.5), the

@@ -162,7 +162,7 @@ class Stack(keras.layers.Layer):
     # The tutorial's enc_layers / dec_layers, served here rather than by a
     # property: Keras' .keras saving walks properties in name order and would
     # file the weights under "dec_layers" instead of "layers", so that files
-    # written before would no longer load (tests/test_tutorial.py).
+    # written before would no longer load (tests/notebooks/test_tutorial.py).
     if name == self.tutorial_layers_name:
       return self.layers
     raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")

@@ -101,7 +101,7 @@ def learn_wordpiece(word_counts, vocab_size: int, reserved_tokens: List[str]) ->
   that is the same), and the first counts, which do not depend on the
   threshold, are made once; only the later iterations, which split words with
   the tokens the threshold kept, are counted per threshold.
-  tests/test_tokenizers.py checks the result against the library's.
+  tests/unit/test_tokenizers.py checks the result against the library's.
   """
   params = learner.Params(
       upper_thresh=int(1e7), lower_thresh=10, num_iterations=4, max_input_tokens=int(5e6),

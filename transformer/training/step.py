@@ -8,7 +8,7 @@ tutorial's ``padded_batch(64)`` most positions are padding, and every layer
 computes on them. ``groups > 1`` sorts the batch's sentences by length, splits
 them into that many sub-batches, cuts each sub-batch's trailing padding, and
 sums the sub-batches' gradients. The loss is a sum over real tokens and padding
-changes nothing at real positions (``tests/test_masking.py``), so this is the
+changes nothing at real positions (``tests/unit/test_masking.py``), so this is the
 same gradient, computed on fewer positions; only dropout draws other random
 numbers. The sub-batches are the iterations of one ``tf.while_loop``, run one
 after the other: the step is traced once whatever the number of groups.

@@ -22,7 +22,7 @@ from transformer import training
 from transformer.model import Transformer
 from transformer.training import checkpointing
 
-REPO_DIR = Path(__file__).resolve().parents[1]
+REPO_DIR = Path(__file__).resolve().parents[2]
 PAIRS = [("um dois três .", "one two three ."), ("olá .", "hello ."),
          ("o gato está no tapete .", "the cat is on the mat ."),
          ("ela não sabia .", "she did n't know ."), ("sim", "yes")]
@@ -358,7 +358,7 @@ def test_averaging_more_checkpoints_than_there_are_fails_in_one_line(cli_dirs):
 @pytest.mark.slow
 def test_corrupt_checkpoints_fail_in_one_line(tmp_path, cli_dirs):
   """Every checkpoint corrupt (a corrupt newest one alone is skipped, issue #32:
-  tests/test_faults.py)."""
+  tests/faults/test_faults.py)."""
   import shutil  # pylint: disable=g-import-not-at-top
   model_dir, data_dir = cli_dirs
   corrupt = tmp_path / "run"

@@ -18,7 +18,7 @@ from transformer import decoding
 from transformer.config import ConfigError, default_config, validate_config
 from transformer.model import Transformer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "scaling.ipynb"
 VOCAB = 30
 

@@ -16,7 +16,7 @@ from transformer import export
 from transformer.config import SHARED_DATA_DIR
 from transformer.model import Transformer
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TOKENIZER_PATH = SHARED_DATA_DIR / "tutorial_tokenizer"
 MAX_POSITION = 64
 LONG_SENTENCE = " ".join(["palavra"] * 10_000)

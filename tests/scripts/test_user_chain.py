@@ -15,7 +15,7 @@ import pytest
 # Trains, exports, translates and evaluates with the scripts.
 pytestmark = pytest.mark.slow
 
-REPO_DIR = Path(__file__).resolve().parents[1]
+REPO_DIR = Path(__file__).resolve().parents[2]
 TEST_PAIRS = 12  # test sentences evaluated and translated
 
 

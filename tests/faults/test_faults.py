@@ -21,13 +21,12 @@ import numpy as np
 import pytest
 
 from configs import tiny
-# The Checkpoints of a small Dense model, as the checkpointing tests make it.
-from test_checkpointing import _checkpoints as small_checkpoints
+from helpers.checkpoints import small_checkpoints
 
 # The faults are those of real train.py runs and multi-epoch fits.
 pytestmark = pytest.mark.slow
 
-REPO_DIR = Path(__file__).resolve().parents[1]
+REPO_DIR = Path(__file__).resolve().parents[2]
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1",
               "TF_NUM_INTEROP_THREADS": "1"}
 

@@ -6,7 +6,7 @@ import sys
 
 from bench import machine
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MIB = 2 ** 20
 
 

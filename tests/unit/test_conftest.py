@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_tokenizer_cache_dir_is_a_folder(tokenizer_cache_dir):
@@ -19,7 +19,7 @@ def test_tokenizer_cache_dir_without_the_cache_plugin():
   # -p no:cacheprovider leaves pytest's config without .cache.
   result = subprocess.run(
       [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "0",
-       f"tests/{Path(__file__).name}::test_tokenizer_cache_dir_is_a_folder"],
+       f"{Path(__file__).relative_to(ROOT)}::test_tokenizer_cache_dir_is_a_folder"],
       cwd=ROOT, capture_output=True, text=True, timeout=120,
       env={**os.environ, "PYTHONPATH": str(ROOT)})
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

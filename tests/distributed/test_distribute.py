@@ -14,7 +14,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from replica_scripts import SMALL_CONFIG, TWO_CPU_DEVICES, script_output, start_script
+from helpers.replica_scripts import SMALL_CONFIG, TWO_CPU_DEVICES, script_output, start_script
 from transformer.training import distribute
 
 
@@ -186,7 +186,7 @@ def test_time_budget_plans_alike_under_two_replicas(tmp_path):
   # The budget's cooldown variables are mirrored and the epoch seconds agreed
   # over replicas (distribute.mean_over_replicas); each epoch is reported as
   # 10 s, so 1 minute with a third cooling down is 6 epochs, as on one device
-  # (tests/test_budget.py).
+  # (tests/unit/test_budget.py).
   body = """
   from transformer.training import distribute
   run_epoch = training.Trainer._run_epoch

@@ -14,7 +14,7 @@ import pytest
 # Each test runs train.py in a fresh Python, most of them training.
 pytestmark = pytest.mark.slow
 
-REPO_DIR = Path(__file__).resolve().parents[1]
+REPO_DIR = Path(__file__).resolve().parents[2]
 FLAGS = ("config", "data", "tokenizer", "tokenizer_cache_dir", "model_dir", "strategy",
          "tpu", "mixed_precision", "jit_compile", "train_examples", "validation_examples",
          "eval_bleu_every_epochs", "bleu_examples", "bleu_method", "export",

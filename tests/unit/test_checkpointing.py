@@ -1,33 +1,20 @@
 """Checkpoints on a small Keras model: a position saved once, restore, no folder, a lost index."""
 
-import keras
 import pytest
-import tensorflow as tf
 
-from transformer.training import checkpointing
-
-
-def _checkpoints(model_dir):
-  model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
-  optimizer = keras.optimizers.Adam()
-  optimizer.build(model.trainable_variables)
-  position = [tf.Variable(0, dtype=tf.int64) for _ in range(3)]
-  checkpoints = checkpointing.Checkpoints(
-      model_dir, tf.distribute.get_strategy(), keep=5, model=model, optimizer=optimizer,
-      epoch=position[0], step_in_epoch=position[1], steps_per_epoch=position[2])
-  return checkpoints, model, optimizer, position
+from helpers.checkpoints import small_checkpoints
 
 
 def _restored(model_dir):
   """(step, epoch, step_in_epoch, weights) of the latest checkpoint in ``model_dir``."""
-  checkpoints, model, optimizer, (epoch, step_in_epoch, _) = _checkpoints(model_dir)
+  checkpoints, model, optimizer, (epoch, step_in_epoch, _) = small_checkpoints(model_dir)
   step = checkpoints.restore()
   assert step == int(optimizer.iterations.numpy())
   return step, int(epoch.numpy()), int(step_in_epoch.numpy()), model.get_weights()
 
 
 def test_a_position_is_saved_once(tmp_path):
-  checkpoints, model, optimizer, (epoch, step_in_epoch, _) = _checkpoints(tmp_path)
+  checkpoints, model, optimizer, (epoch, step_in_epoch, _) = small_checkpoints(tmp_path)
   optimizer.iterations.assign(7)
   step_in_epoch.assign(7)
   saved = model.get_weights()
@@ -49,7 +36,7 @@ def test_a_position_is_saved_once(tmp_path):
 
 
 def test_the_next_checkpoint_is_due_an_interval_after_the_last(tmp_path):
-  checkpoints, _, optimizer, _ = _checkpoints(tmp_path)
+  checkpoints, _, optimizer, _ = small_checkpoints(tmp_path)
   assert not checkpoints.due(499, 500)
   assert checkpoints.due(500, 500)
   # An epoch ends off the interval: the count starts again from its checkpoint.
@@ -58,21 +45,21 @@ def test_the_next_checkpoint_is_due_an_interval_after_the_last(tmp_path):
   assert not checkpoints.due(1000, 500)
   assert checkpoints.due(1156, 500)
   # A resumed run counts from the checkpoint it restored.
-  resumed = _checkpoints(tmp_path)[0]
+  resumed = small_checkpoints(tmp_path)[0]
   assert resumed.restore() == 656
   assert not resumed.due(1155, 500)
   assert resumed.due(1156, 500)
 
 
 def test_without_a_model_dir_nothing_is_kept(tmp_path):
-  checkpoints = _checkpoints(None)[0]
+  checkpoints = small_checkpoints(None)[0]
   assert checkpoints.save() is None and checkpoints.latest() is None
   assert checkpoints.restore() == 0
 
 
 def test_checkpoint_files_without_an_index_are_resumed_from(tmp_path):
   """A lost 'checkpoint' index file loses nothing: the files are listed again (#32)."""
-  checkpoints, _, optimizer, _ = _checkpoints(tmp_path)
+  checkpoints, _, optimizer, _ = small_checkpoints(tmp_path)
   optimizer.iterations.assign(7)
   checkpoints.save()
   (tmp_path / "checkpoints" / "checkpoint").unlink()

@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-REPO_DIR = Path(__file__).resolve().parents[1]
+REPO_DIR = Path(__file__).resolve().parents[2]
 
 # Splits the CPU into two logical devices: a MirroredStrategy's two replicas.
 TWO_CPU_DEVICES = """

@@ -16,11 +16,11 @@ import sys
 
 import pytest
 
-from test_console import CPP_LOG_LINE
-from test_console import TF_PYTHON_LOG_LINE
+from helpers.tf_log_lines import CPP_LOG_LINE
+from helpers.tf_log_lines import TF_PYTHON_LOG_LINE
 from transformer.training import progress
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ESCAPE = "\x1b"
 # A tiny run of 3 epochs: 200 pairs are 13 batches of 16, train_steps cuts the third.
 STEPS = 30

@@ -380,7 +380,7 @@ def test_checkpoints_and_keras_files_written_before_still_fit(tmp_path):
   import zipfile  # pylint: disable=g-import-not-at-top
   from pathlib import Path  # pylint: disable=g-import-not-at-top
   import h5py  # pylint: disable=g-import-not-at-top
-  layout = json.loads((Path(__file__).parent / "data" / "written_before_tutorial_defaults"
+  layout = json.loads((Path(__file__).parents[1] / "data" / "written_before_tutorial_defaults"
                        / "layout.json").read_text())
   model = keras.saving.deserialize_keras_object(layout["keras_config"])
   tf.train.Checkpoint(model=model).write(str(tmp_path / "ckpt"))

@@ -197,7 +197,7 @@ def test_report_marks_arms_not_run(tmp_path, paper_csv):
 def test_the_report_command_says_one_line_and_leaves_tensorflow_out(tmp_path, paper_csv):
   """TensorFlow's start-up lines would be on stderr: the report does not load it.
   Run as the Commands section runs it, without PYTHONPATH."""
-  repo = Path(__file__).resolve().parents[1]
+  repo = Path(__file__).resolve().parents[2]
   table3.write_json(table3.result_path(tmp_path, "base_s0"), {
       "val_perplexity": 20.0, "bleu": 10.0, "val_accuracy": 0.5, "bleu_whole_word": 9.0,
       "train_accuracy": 0.6, "parameters": 1000})

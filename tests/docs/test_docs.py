@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = sorted([ROOT / "README.md", ROOT / "bench" / "README.md",
                     ROOT / "results" / "README.md", *(ROOT / "docs").glob("*.md")])
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")

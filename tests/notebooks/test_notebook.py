@@ -17,7 +17,7 @@ import pytest
 # Executes the tutorial notebook.
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "transformer_tutorial.ipynb"
 DATA_LINE = "DATA = Path('../../shared/data/ted_hrlr_pt_to_en')  # or 'tfds'"
 TOKENIZER_LINE = "TUTORIAL_TOKENIZER = Path('../../shared/data/tutorial_tokenizer')"

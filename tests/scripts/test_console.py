@@ -7,23 +7,19 @@ import functools
 import logging
 import os
 from pathlib import Path
-import re
 import subprocess
 import sys
 
 import pytest
 
+from helpers.tf_log_lines import CPP_LOG_LINE
+from helpers.tf_log_lines import TF_PYTHON_LOG_LINE
+
 # Each test runs a script or a TensorFlow import in a fresh Python.
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SENTENCES = ["este é um problema que temos que resolver .", "olá ."]
-# absl's C++ log line: "I0000 00:00:1795341810.645245    5528 port.cc:153] ...".
-CPP_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ [\w.]+\.cc:\d+\]", re.MULTILINE)
-# Python INFO records of TensorFlow's SavedModel and checkpoint modules.
-TF_PYTHON_LOG_LINE = re.compile(
-    r"(load|fingerprinting_utils|functional_saver|builder_impl|signature_serialization)"
-    r"\.py:\d+\]")
 
 
 def run_script(script, *args):

@@ -23,7 +23,7 @@ import json
 import numpy as np
 import pytest
 
-from replica_scripts import SMALL_CONFIG, TWO_CPU_DEVICES, script_output, start_script
+from helpers.replica_scripts import SMALL_CONFIG, TWO_CPU_DEVICES, script_output, start_script
 
 pytestmark = pytest.mark.slow
 

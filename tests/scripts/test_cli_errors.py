@@ -17,7 +17,7 @@ from configs import tiny
 # Each test runs a script in a child Python, most of them after TensorFlow loads.
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GOOD_LINES = ["este é um problema que temos que resolver .", "olá ."]
 NOT_UTF8 = b"\xff\xfe mau"  # 0xff never occurs in UTF-8.
 AFTER = "mais uma frase ."

@@ -10,7 +10,7 @@ import pytest
 # Runs the script, which loads TensorFlow and starts pytest.
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _time(tmp_path, *args):
@@ -22,16 +22,16 @@ def _time(tmp_path, *args):
 
 
 def test_a_tier_is_timed_with_its_counts_and_cpu_seconds(tmp_path):
-  result, record = _time(tmp_path, "--pytest_args=tests/test_config.py,-n,0")
+  result, record = _time(tmp_path, "--pytest_args=tests/unit/test_config.py,-n,0")
   assert result.returncode == 0, result.stderr[-3000:]
   tier = record["tiers"]["quick"]
   assert tier["command"] == ["python", "-m", "pytest", "-m", "not slow",
-                             "tests/test_config.py", "-n", "0"]
+                             "tests/unit/test_config.py", "-n", "0"]
   assert tier["exit_code"] == 0 and tier["counts"]["passed"] > 5, tier["summary"]
   assert tier["wall_seconds"] > 0 and tier["cpu_seconds"] > 0
   slowest = tier["slowest_tests"]
   assert len(slowest) == min(15, tier["counts"]["passed"]) and slowest[0]["test"].startswith(
-      "tests.test_config::") and slowest[0]["seconds"] >= slowest[-1]["seconds"]
+      "tests.unit.test_config::") and slowest[0]["seconds"] >= slowest[-1]["seconds"]
   assert "load_average" in tier["other_activity_before"]
   assert record["machine"]["cores"] >= 1
   assert result.stdout.startswith("quick: ") and "min wall" in result.stdout
@@ -40,7 +40,7 @@ def test_a_tier_is_timed_with_its_counts_and_cpu_seconds(tmp_path):
 
 
 def test_a_tier_that_does_not_pass_is_one_error_line(tmp_path):
-  result, record = _time(tmp_path, "--pytest_args=tests/test_config.py,-n,0,-k,no_such_test")
+  result, record = _time(tmp_path, "--pytest_args=tests/unit/test_config.py,-n,0,-k,no_such_test")
   assert result.returncode == 1
   assert result.stderr.strip().splitlines()[-1].startswith(
       "suite_time.py: error: quick did not pass; see ")
