@@ -15,7 +15,7 @@ import pytest
 from transformer import shards
 from transformer.training import keras_checkpoints
 
-REPO_DIR = Path(__file__).resolve().parents[1]
+REPO_DIR = Path(__file__).resolve().parents[2]
 
 
 def prepared_folder(path: Path, pairs: int = 64) -> Path:
