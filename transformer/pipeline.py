@@ -42,7 +42,7 @@ import tensorflow as tf
 
 from transformer import data
 # Shared with the NumPy batches of prepared shards, which need no TensorFlow.
-from transformer.shards import bucket_boundaries, bucket_max_lengths, epoch_seed
+from transformer.shards import epoch_seed
 
 # Sentences tokenized per call: batching amortizes the per-call overhead of the
 # tokenizer's ops.
@@ -71,6 +71,27 @@ def tokenize_pairs(pairs_dataset: tf.data.Dataset, tokenizers,
           .map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
           .unbatch()
           .map(as_tensors))
+
+
+def bucket_boundaries(max_tokens: int, min_length: int = 8,
+                      growth: float = 1.1) -> List[int]:
+  """Bucket boundaries growing by about `growth` from `min_length` to `max_tokens`.
+
+  Bucket i holds sequences of length in [boundaries[i-1], boundaries[i]); the
+  last bucket holds lengths up to `max_tokens`. Geometric growth keeps the
+  padding within a bucket at about `growth - 1` of its length.
+  """
+  boundaries = []
+  length = min_length
+  while length <= max_tokens:
+    boundaries.append(length)
+    length = max(length + 1, int(length * growth))
+  return boundaries
+
+
+def bucket_max_lengths(boundaries: Sequence[int], max_tokens: int) -> List[int]:
+  """The longest sequence each bucket can hold."""
+  return [boundary - 1 for boundary in boundaries] + [max_tokens]
 
 
 def _split_target(pt_ids, en_ids):

@@ -29,16 +29,22 @@ prepared with: trimming again gives what preparing with it would give.
 
 :func:`epoch_batches` batches a split as :func:`transformer.pipeline.batch_tokenized`
 does, in NumPy: the same ``((source, target_input), labels)`` form, the same
-``config.data`` semantics (``batch_size`` sentences, or with ``bucketing``
-length buckets of the same boundaries, or ``tokens_per_batch`` per bucket
-batch) and the same trimming. Two things differ, both for XLA, which compiles
-a step per batch shape:
+``config.data`` semantics (``batch_size`` sentences in order, or with
+``bucketing`` sentences grouped by length as ``bucket_by_sequence_length``
+groups them, or ``tokens_per_batch`` sizing each bucket's batches) and the
+same trimming. Three things differ, all for XLA, which compiles a step per
+batch shape:
 
 * every batch is padded to a length that is a multiple of
   :data:`LENGTH_MULTIPLE` (source, decoder inputs and labels alike), and to
   its full number of rows (a bucket's last, partial batch gets rows of
   padding, which carry no loss), so an epoch has a few shapes and the next
-  epoch none new;
+  epoch none new: 8 for ``max_tokens`` 128, where padding to the sentences
+  would give about 90 (``bench/xla_cpu.py``);
+* the length buckets are those padded lengths (:func:`bucket_boundaries`),
+  not the pipeline's buckets growing by 10%, which would give each of their
+  40 lengths and batch sizes a step of its own; ``tokens_per_batch`` counts
+  a bucket's padded length, as in the pipeline;
 * the shuffle is a full permutation of the split seeded by the epoch
   (:func:`epoch_seed`), not ``tf.data``'s windowed
   shuffle buffer: the same batches in the same order for the same epoch, as
@@ -195,27 +201,6 @@ def load_split(prepared_dir: PathLike, split: str) -> Split:
   return Split(*sides)
 
 
-def bucket_boundaries(max_tokens: int, min_length: int = 8,
-                     growth: float = 1.1) -> List[int]:
-  """Bucket boundaries growing by about `growth` from `min_length` to `max_tokens`.
-
-  Bucket i holds sequences of length in [boundaries[i-1], boundaries[i]); the
-  last bucket holds lengths up to `max_tokens`. Geometric growth keeps the
-  padding within a bucket at about `growth - 1` of its length.
-  """
-  boundaries = []
-  length = min_length
-  while length <= max_tokens:
-    boundaries.append(length)
-    length = max(length + 1, int(length * growth))
-  return boundaries
-
-
-def bucket_max_lengths(boundaries: Sequence[int], max_tokens: int) -> List[int]:
-  """The longest sequence each bucket can hold."""
-  return [boundary - 1 for boundary in boundaries] + [max_tokens]
-
-
 def epoch_seed(seed: int, epoch: int) -> int:
   """The shuffle seed of ``epoch`` in a run seeded ``seed``: the same epoch
   always gets the same batches in the same order, so a resumed epoch can skip
@@ -228,14 +213,22 @@ def _padded_length(length: int, max_tokens: int) -> int:
   return max(length, min(rounded, max_tokens))
 
 
+def bucket_boundaries(max_tokens: int) -> List[int]:
+  """``bucket_by_sequence_length`` boundaries of buckets :data:`LENGTH_MULTIPLE`
+  long: bucket i holds the lengths ``(i·m, (i+1)·m]``, the last one up to
+  ``max_tokens``."""
+  return list(range(LENGTH_MULTIPLE + 1, max_tokens + 1, LENGTH_MULTIPLE))
+
+
 def _group(order: np.ndarray, bucket_lengths: np.ndarray, data_config) -> List[Tuple[List[int], int]]:
   """The batches' rows in ``order``, each with its full number of rows: the
-  ``bucket_by_sequence_length`` / ``padded_batch`` grouping of the pipeline."""
+  ``bucket_by_sequence_length`` / ``padded_batch`` grouping of the pipeline
+  (with :func:`bucket_boundaries`)."""
   if not (data_config.bucketing or data_config.tokens_per_batch):
     size = data_config.batch_size
     return [(list(order[i:i + size]), size) for i in range(0, len(order), size)]
   boundaries = bucket_boundaries(data_config.max_tokens)
-  max_lengths = bucket_max_lengths(boundaries, data_config.max_tokens)
+  max_lengths = [boundary - 1 for boundary in boundaries] + [data_config.max_tokens]
   sizes = ([data_config.tokens_per_batch // length for length in max_lengths]
            if data_config.tokens_per_batch else [data_config.batch_size] * len(max_lengths))
   open_batches = [[] for _ in max_lengths]

@@ -75,26 +75,36 @@ def unpadded(batches):
 
 
 @pytest.mark.parametrize("fields", [dict(), dict(bucketing=True), dict(tokens_per_batch=96)])
-def test_batches_hold_the_sentences_the_tf_data_pipeline_batches_together(fields):
+def test_batches_hold_the_sentences_tf_data_batches_together(fields):
+  """``padded_batch`` as in the pipeline; with buckets, ``bucket_by_sequence_length``
+  on :func:`shards.bucket_boundaries` (the pipeline's call, with JAX's buckets)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from transformer import pipeline  # pylint: disable=g-import-not-at-top
   pt, en = random_pairs(120, seed=1)
   config = data_config(**fields)
   split = shards.Split(pt, en).trimmed(config.max_tokens)
   dataset = tf.data.Dataset.from_generator(
-      lambda: zip(split.pt, split.en), output_signature=(
-          tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int32)))
-  expected = unpadded(pipeline.batch_tokenized(
-      dataset, max_tokens=config.max_tokens, batch_size=config.batch_size,
-      tokens_per_batch=config.tokens_per_batch, bucketing=config.bucketing, shuffle=False))
+      lambda: (((p, e[:-1]), e[1:]) for p, e in zip(split.pt, split.en)), output_signature=(
+          (tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int32)),
+          tf.TensorSpec([None], tf.int32)))
+  if config.bucketing or config.tokens_per_batch:
+    boundaries = shards.bucket_boundaries(config.max_tokens)
+    lengths = [b - 1 for b in boundaries] + [config.max_tokens]
+    expected = dataset.bucket_by_sequence_length(
+        lambda inputs, labels: tf.maximum(tf.shape(inputs[0])[0], tf.shape(labels)[0]),
+        boundaries, [config.tokens_per_batch // n if config.tokens_per_batch
+                     else config.batch_size for n in lengths])
+  else:
+    expected = dataset.padded_batch(config.batch_size)
   batches = shards.epoch_batches(split, config, shuffle=False, rows_multiple=3)
-  assert sorted(map(sorted, unpadded(batches))) == sorted(map(sorted, expected))
+  assert sorted(map(sorted, unpadded(batches))) == sorted(map(sorted, unpadded(expected)))
   for (source, target_input), labels in batches:
     # Few shapes: lengths a multiple of LENGTH_MULTIPLE (or max_tokens), rows a
-    # multiple of the devices.
+    # multiple of the devices and within the token budget.
     assert source.shape == target_input.shape == labels.shape
     assert source.shape[1] % shards.LENGTH_MULTIPLE == 0 or source.shape[1] == config.max_tokens
     assert source.shape[0] % 3 == 0
+    if config.tokens_per_batch:
+      assert (source.shape[0] - 2) * source.shape[1] <= config.tokens_per_batch
 
 
 def test_an_epoch_has_the_same_batches_for_the_same_seed_and_others_for_another():
