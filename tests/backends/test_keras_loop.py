@@ -5,6 +5,7 @@ parallel training on two devices, and the command lines it refuses."""
 import json
 import os
 from pathlib import Path
+import re
 import subprocess
 import sys
 
@@ -12,22 +13,10 @@ import keras
 import numpy as np
 import pytest
 
-from transformer import shards
+from helpers.prepared import random_prepared_folder
 from transformer.training import keras_checkpoints
 
 REPO_DIR = Path(__file__).resolve().parents[2]
-
-
-def prepared_folder(path: Path, pairs: int = 64) -> Path:
-  """A prepared folder of random ids (no tokenizer needed to train on it)."""
-  rng = np.random.default_rng(0)
-  def sentences():
-    return [rng.integers(4, 300, rng.integers(3, 15)).astype(np.int32) for _ in range(pairs)]
-  vocabularies = {language: [f"t{i}" for i in range(300)] for language in ("pt", "en")}
-  splits = {"train": (sentences(), sentences()), "validation": (sentences(), sentences())}
-  return shards.write_prepared(path, splits, vocabularies,
-                               {"max_tokens": 64, "tokenizer": str(path / "no_tokenizer")},
-                               "0" * 64)
 
 
 def train(*args, keras_backend="jax", devices=1):
@@ -38,8 +27,7 @@ def train(*args, keras_backend="jax", devices=1):
 
 
 def small_model():
-  model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
-  return model
+  return keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
 
 
 def save(directory, step, model, keep=2):
@@ -70,7 +58,7 @@ def test_checkpoint_of_another_model_is_refused_and_kept(tmp_path):
 
 
 def test_prepared_shards_are_refused_under_the_tensorflow_backend(tmp_path):
-  result = train(f"--data={prepared_folder(tmp_path / 'prepared')}",
+  result = train(f"--data={random_prepared_folder(tmp_path / 'prepared')}",
                  f"--model_dir={tmp_path / 'run'}", keras_backend="tensorflow")
   assert result.returncode == 1
   assert result.stderr.strip().splitlines() == [
@@ -89,7 +77,7 @@ def test_jax_backend_asks_for_prepared_shards(tmp_path):
 def test_two_devices_train_as_one(tmp_path):
   """DataParallel over two (CPU) devices: the same losses as one device, the
   batches split on their rows (dropout off: its masks are drawn per shard)."""
-  prepared = prepared_folder(tmp_path / "prepared")
+  prepared = random_prepared_folder(tmp_path / "prepared")
   records = {}
   for strategy in ("default", "mirrored"):
     result = train(f"--data={prepared}", f"--model_dir={tmp_path / strategy}",
@@ -100,3 +88,17 @@ def test_two_devices_train_as_one(tmp_path):
     records[strategy] = json.loads((tmp_path / strategy / "metrics.jsonl").read_text())
   for key in ("train_loss", "val_loss", "val_accuracy"):
     assert records["mirrored"][key] == pytest.approx(records["default"][key], rel=1e-5), key
+
+
+@pytest.mark.slow
+def test_a_non_finite_loss_stops_the_run_before_a_checkpoint(tmp_path):
+  # A learning rate 1e30 times the schedule's: the weights, then the loss, overflow.
+  result = train(f"--data={random_prepared_folder(tmp_path / 'prepared')}",
+                 f"--model_dir={tmp_path / 'run'}", "--config.training.learning_rate_scale=1e30",
+                 "--config.training.train_steps=6", "--config.training.checkpoint_every_steps=2")
+  assert result.returncode == 1
+  last = result.stderr.strip().splitlines()[-1]
+  assert re.match(r"train.py: error: the training loss is (nan|-?inf) at step [12] \(epoch 1\); "
+                  r"stopping without saving\. The last good checkpoint is kept: none was written "
+                  "yet", last), last
+  assert not (tmp_path / "run" / "checkpoints").exists()
