@@ -102,3 +102,34 @@ def test_a_non_finite_loss_stops_the_run_before_a_checkpoint(tmp_path):
                   r"stopping without saving\. The last good checkpoint is kept: none was written "
                   "yet", last), last
   assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def checkpoint_arrays(step_dir: Path) -> dict:
+  """Every array of a checkpoint: the weights file's datasets and the npz files'."""
+  import h5py  # pylint: disable=g-import-not-at-top
+  arrays = {}
+  with h5py.File(step_dir / keras_checkpoints.WEIGHTS_FILE, "r") as weights:
+    weights.visititems(lambda name, item: arrays.__setitem__(name, item[()])
+                       if isinstance(item, h5py.Dataset) else None)
+  for name in ("optimizer.npz", "non_trainable.npz"):
+    with np.load(step_dir / name) as npz:
+      arrays.update({f"{name}/{key}": npz[key] for key in npz.files})
+  return arrays
+
+
+@pytest.mark.slow
+def test_a_resumed_run_repeats_the_uninterrupted_one_bitwise(tmp_path):
+  """Stopped inside its first epoch and resumed, a run ends with the weights,
+  Adam moments and dropout random states of the run never stopped (dropout on)."""
+  prepared = random_prepared_folder(tmp_path / "prepared")  # 4 steps an epoch
+  for model_dir, stops in (("straight", [8]), ("resumed", [2, 8])):
+    for steps in stops:
+      result = train(f"--data={prepared}", f"--model_dir={tmp_path / model_dir}",
+                     f"--config.training.train_steps={steps}", "--export=false")
+      assert result.returncode == 0, result.stderr[-3000:]
+  assert "resuming epoch 1 after its first 2 batches" in result.stderr
+  straight = checkpoint_arrays(tmp_path / "straight" / "checkpoints" / "step-8")
+  resumed = checkpoint_arrays(tmp_path / "resumed" / "checkpoints" / "step-8")
+  assert straight.keys() == resumed.keys() and len(straight) > 10
+  for name, array in straight.items():
+    np.testing.assert_array_equal(resumed[name], array, err_msg=name)
