@@ -57,6 +57,21 @@ def test_checkpoint_of_another_model_is_refused_and_kept(tmp_path):
   assert (tmp_path / "step-1").is_dir()
 
 
+def test_the_last_checkpoints_weights_average(tmp_path):
+  model = small_model()
+  kernels = []
+  for step in (1, 2):
+    model.layers[0].kernel.assign(np.full((3, 2), float(step)))
+    kernels.append(model.layers[0].kernel.numpy())
+    save(tmp_path, step, model)
+  paths = keras_checkpoints.last_weights(tmp_path, 2)
+  assert [p.parent.name for p in paths] == ["step-1", "step-2"]
+  keras_checkpoints.load_weights(model, paths)
+  np.testing.assert_allclose(model.layers[0].kernel.numpy(), np.full((3, 2), 1.5))
+  with pytest.raises(keras_checkpoints.CheckpointError, match="last 3 checkpoints"):
+    keras_checkpoints.last_weights(tmp_path, 3)
+
+
 def test_prepared_shards_are_refused_under_the_tensorflow_backend(tmp_path):
   result = train(f"--data={random_prepared_folder(tmp_path / 'prepared')}",
                  f"--model_dir={tmp_path / 'run'}", keras_backend="tensorflow")
@@ -133,3 +148,18 @@ def test_a_resumed_run_repeats_the_uninterrupted_one_bitwise(tmp_path):
   assert straight.keys() == resumed.keys() and len(straight) > 10
   for name, array in straight.items():
     np.testing.assert_array_equal(resumed[name], array, err_msg=name)
+
+
+@pytest.mark.slow
+def test_the_time_budget_plans_the_epochs_and_cools_the_rate_to_zero(tmp_path):
+  # A minute for at most 3 epochs of 4 steps: the first epoch (the step's
+  # compilation) takes seconds, so 3 fit and the last ones cool down.
+  result = train(f"--data={random_prepared_folder(tmp_path / 'prepared')}",
+                 f"--model_dir={tmp_path / 'run'}", "--config.training.time_budget_minutes=1",
+                 "--config.training.cooldown_fraction=0.5", "--config.training.epochs=3",
+                 "--export=false")
+  assert result.returncode == 0, result.stderr[-3000:]
+  records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+  assert len(records) == records[-1]["planned_epochs"] >= 2, records
+  assert records[-1]["learning_rate"] == 0.0 < records[0]["learning_rate"]
+  assert "the learning rate falls to zero over the last" in result.stderr
