@@ -144,6 +144,7 @@ class Trainer:
     # The current epoch's sums and training seconds, checkpointed for a resumed epoch.
     self.epoch_sums, self.epoch_seconds = losses.TokenMetrics(), 0.0
     self._values = self._read_variables()
+    self._step = 0
     self._summaries = summaries.Summaries(self.model_dir, is_chief=True, tensorflow=False)
     if self._summaries.scalars_off:
       logging.warning("no TensorBoard scalars: %s", self._summaries.scalars_off)
@@ -158,13 +159,9 @@ class Trainer:
 
   @property
   def step(self) -> int:
-    """Optimizer steps taken (restored on resume)."""
-    return int(self._values[2][self._iterations_index])
-
-  @property
-  def _iterations_index(self) -> int:
-    return next(i for i, v in enumerate(self.optimizer.variables)
-                if v is self.optimizer.iterations)
+    """Optimizer steps taken (restored on resume), counted on the host: reading
+    the optimizer's counter would wait for the devices at every step."""
+    return self._step
 
   def learning_rate(self) -> float:
     """The schedule's rate at the current step (the optimizer's own counter
@@ -220,6 +217,7 @@ class Trainer:
         getattr(self.budget, name).assign(value)
       self._set_cooldown()
     self._values = self._read_variables()
+    self._step = int(self.optimizer.iterations.numpy())
     self._last_saved = (self.step, self.epoch, self.step_in_epoch)
     self._pending_record = state.get("record")
     logging.info("restored checkpoint %s at step %d (epoch %d, batch %d of the epoch)",
@@ -432,6 +430,7 @@ class Trainer:
     done = skip
     for index in range(skip, last):
       self._values, step_sums = self._train_step(self._values, self._on_devices(batches[index]))
+      self._step += 1
       pending.append((self.step, step_sums))
       done = index + 1
       step, now = self.step, time.monotonic()
