@@ -139,7 +139,8 @@ _EXPORT = flags.DEFINE_bool(
 _LOG_EVERY_STEPS = flags.DEFINE_integer(
     "log_every_steps", 100, "Write TensorBoard training scalars every N steps.")
 _VERBOSE = flags.DEFINE_bool("verbose", False,
-                             "Also show TensorFlow's own log lines (C++ and Python).")
+                             "Also show TensorFlow's own log lines (C++ and Python), or "
+                             "JAX's under KERAS_BACKEND=jax.")
 
 
 class UsageError(ValueError):
@@ -435,6 +436,7 @@ def train_on_shards(config, model_dir: Path) -> None:
   """Training from prepared shards on Keras and JAX, with no TensorFlow
   imported (transformer/training/keras_loop.py)."""
   from transformer.training import files  # pylint: disable=g-import-not-at-top
+  runtime.hide_jax_logs(_VERBOSE.value)
   from transformer.training import keras_loop  # pylint: disable=g-import-not-at-top  (JAX, Keras)
   import jax  # pylint: disable=g-import-not-at-top
   manifest = shards.read_manifest(_DATA.value)

@@ -53,6 +53,18 @@ def import_tensorflow(verbose: bool):
   return tf
 
 
+def hide_jax_logs(verbose: bool) -> None:
+  """Drops records below WARNING from JAX's own modules (e.g. its INFO line that
+  no TPU library was found) unless ``verbose``; call before JAX looks for devices."""
+  if verbose:
+    return
+  import jax  # pylint: disable=g-import-not-at-top
+  jax_dir = os.path.dirname(jax.__file__) + os.sep
+  logging.get_absl_handler().addFilter(
+      lambda record: record.levelno >= python_logging.WARNING
+      or not record.pathname.startswith(jax_dir))
+
+
 def keras_backend() -> str:
   """The backend Keras will load, found without importing Keras (which imports
   TensorFlow under its TensorFlow backend): ``$KERAS_BACKEND``, else the
