@@ -33,3 +33,20 @@ def test_small_runs_of_the_tutorial_and_base_configurations(tmp_path):
   assert config["model"]["output_weights"] == "tied" and config["data"]["tokens_per_batch"] == 1024
   # The epoch lines of train.py, with validation and tokens/s.
   assert result.stdout.count(" | val loss ") == 4 and result.stdout.count(" tok/s | ") == 4
+
+
+def test_step_speed_times_both_arms(tmp_path):
+  output = tmp_path / "step_speed.json"
+  result = subprocess.run([sys.executable, "bench/accelerator/step_speed.py", "--small",
+                           "--warmup=1", "--steps=3", f"--output={output}"], cwd=REPO_DIR,
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": ""})
+  assert result.returncode == 0, result.stderr[-3000:]
+  records = json.loads(output.read_text())
+  assert [r["arm"] for r in records] == ["tutorial_2021", "base_bf16"]
+  for record in records:
+    rows, length = record["batch"]
+    assert record["target_tokens_per_second"] == pytest.approx(
+        record["steps"] * rows * length / record["seconds"])
+    assert record["ratio_to_issue_47"] == pytest.approx(
+        record["target_tokens_per_second"] / record["issue_47_tokens_per_second"])
