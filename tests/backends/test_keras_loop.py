@@ -163,3 +163,19 @@ def test_the_time_budget_plans_the_epochs_and_cools_the_rate_to_zero(tmp_path):
   assert len(records) == records[-1]["planned_epochs"] >= 2, records
   assert records[-1]["learning_rate"] == 0.0 < records[0]["learning_rate"]
   assert "the learning rate falls to zero over the last" in result.stderr
+
+
+@pytest.mark.slow
+def test_an_epoch_record_lost_by_a_kill_after_its_checkpoint_comes_back(tmp_path):
+  """The record of an epoch is in the checkpoint that closes it: a kill before
+  the metrics.jsonl line costs nothing once the same command runs again."""
+  args = (f"--data={random_prepared_folder(tmp_path / 'prepared')}",
+          f"--model_dir={tmp_path / 'run'}", "--config.training.epochs=1", "--export=false")
+  assert train(*args).returncode == 0
+  metrics = tmp_path / "run" / "metrics.jsonl"
+  record = metrics.read_text()
+  metrics.write_text("")  # as if killed between the checkpoint and the append
+  again = train(*args)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "lacked epoch 1's record" in again.stderr
+  assert metrics.read_text() == record
