@@ -4,6 +4,7 @@ unimportable -> SIGKILL at a checkpoint -> the same command resumes ->
 evaluate.py (BLEU) exporting the translator -> translate.py. Each step reads
 the previous one's real output."""
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -16,7 +17,11 @@ import pytest
 
 from helpers.no_tensorflow import BLOCK_TENSORFLOW
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("jax") is None,
+                       reason="JAX is not installed (pip install -e '.[test]' brings its CPU wheel)"),
+]
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 # Runs a script (argv[1]) with TensorFlow impossible to import, and writes the

@@ -2,6 +2,7 @@
 apart from the whole chain (tests/test_jax_chain.py): its checkpoints, data
 parallel training on two devices, and the command lines it refuses."""
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -17,6 +18,10 @@ from helpers.prepared import random_prepared_folder
 from transformer.training import keras_checkpoints
 
 REPO_DIR = Path(__file__).resolve().parents[2]
+# Training runs under JAX; the checkpoint tests run on any backend.
+needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
+                               reason="JAX is not installed (pip install -e '.[test]' brings "
+                               "its CPU wheel)")
 
 
 def train(*args, keras_backend="jax", devices=1):
@@ -82,6 +87,7 @@ def test_prepared_shards_are_refused_under_the_tensorflow_backend(tmp_path):
       "files"]
 
 
+@needs_jax
 def test_jax_backend_asks_for_prepared_shards(tmp_path):
   result = train(f"--data={tmp_path}", f"--model_dir={tmp_path / 'run'}")
   assert result.returncode == 1
@@ -89,6 +95,7 @@ def test_jax_backend_asks_for_prepared_shards(tmp_path):
 
 
 @pytest.mark.slow
+@needs_jax
 def test_two_devices_train_as_one(tmp_path):
   """DataParallel over two (CPU) devices: the same losses as one device, the
   batches split on their rows (dropout off: its masks are drawn per shard)."""
@@ -106,6 +113,7 @@ def test_two_devices_train_as_one(tmp_path):
 
 
 @pytest.mark.slow
+@needs_jax
 def test_a_non_finite_loss_stops_the_run_before_a_checkpoint(tmp_path):
   # A learning rate 1e30 times the schedule's: the weights, then the loss, overflow.
   result = train(f"--data={random_prepared_folder(tmp_path / 'prepared')}",
@@ -133,6 +141,7 @@ def checkpoint_arrays(step_dir: Path) -> dict:
 
 
 @pytest.mark.slow
+@needs_jax
 def test_a_resumed_run_repeats_the_uninterrupted_one_bitwise(tmp_path):
   """Stopped inside its first epoch and resumed, a run ends with the weights,
   Adam moments and dropout random states of the run never stopped (dropout on)."""
@@ -151,6 +160,7 @@ def test_a_resumed_run_repeats_the_uninterrupted_one_bitwise(tmp_path):
 
 
 @pytest.mark.slow
+@needs_jax
 def test_the_time_budget_plans_the_epochs_and_cools_the_rate_to_zero(tmp_path):
   # A minute for at most 3 epochs of 4 steps: the first epoch (the step's
   # compilation) takes seconds, so 3 fit and the last ones cool down.
@@ -166,6 +176,7 @@ def test_the_time_budget_plans_the_epochs_and_cools_the_rate_to_zero(tmp_path):
 
 
 @pytest.mark.slow
+@needs_jax
 def test_an_epoch_record_lost_by_a_kill_after_its_checkpoint_comes_back(tmp_path):
   """The record of an epoch is in the checkpoint that closes it: a kill before
   the metrics.jsonl line costs nothing once the same command runs again."""

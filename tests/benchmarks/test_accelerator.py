@@ -1,6 +1,7 @@
 """bench/accelerator/run.py, the one command for an accelerator, in its --small
 setting on the CPU: both runs train under JAX and the summary says what they did."""
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -11,7 +12,11 @@ import pytest
 
 from helpers.prepared import random_prepared_folder
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("jax") is None,
+                       reason="JAX is not installed (pip install -e '.[test]' brings its CPU wheel)"),
+]
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 
