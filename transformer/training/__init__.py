@@ -18,6 +18,10 @@ module             what it does
 ``runtime``        the scripts' TensorFlow process: quiet logs, the CPU
                    allocator, thread pools
 ``errors``         :class:`TrainingError` and the one-line form of any error
+``files``          whole text files and the run folder's lock (no TensorFlow)
+``keras_loop``     the loop without TensorFlow: Keras on JAX, from prepared
+                   shards (``train.py`` under ``KERAS_BACKEND=jax``)
+``keras_checkpoints``  its checkpoints: ``model.weights.h5`` and the rest
 =================  ===========================================================
 
 The names below are the package's public API. They load on first use, so
