@@ -39,6 +39,7 @@ start-up messages, SavedModel details) are hidden unless --verbose (or
 TF_CPP_MIN_LOG_LEVEL is set).
 """
 
+import atexit
 import json
 from pathlib import Path
 import sys
@@ -51,6 +52,7 @@ from ml_collections import config_flags
 from transformer import config as config_lib
 from transformer import run_folder
 from transformer import shards
+from transformer import sources
 from transformer.training import distribute
 from transformer.training import progress
 from transformer.training import runtime
@@ -82,8 +84,9 @@ _DATA = flags.DEFINE_string(
     "data", str(config_lib.SHARED_DATA_DIR / "ted_hrlr_pt_to_en"),
     "Where the data comes from: a folder with pt.train en.train pt.dev en.dev (the "
     "original TED HRLR files, read in TFDS order), or 'tfds' to use "
-    "tensorflow_datasets (needs internet or a TFDS cache). Under KERAS_BACKEND=jax: a "
-    "folder written by prepare.py.")
+    "tensorflow_datasets (needs internet or a TFDS cache). A folder that does not "
+    "exist is replaced by 'tfds', saying so. Under KERAS_BACKEND=jax: a folder written "
+    "by prepare.py.")
 _TOKENIZER = flags.DEFINE_string(
     "tokenizer", "build",
     "'build': learn WordPiece vocabularies from the training pairs with the "
@@ -91,7 +94,8 @@ _TOKENIZER = flags.DEFINE_string(
     "under --tokenizer_cache_dir (reused when the same data and settings come "
     "again). Otherwise the path of a tokenizer SavedModel with .pt and .en "
     "tokenizers, e.g. the tutorial's ted_hrlr_translate_pt_en_converter at "
-    "../shared/data/tutorial_tokenizer.")
+    "../shared/data/tutorial_tokenizer; a path that does not exist is replaced by "
+    "'build', saying so.")
 _TOKENIZER_CACHE_DIR = flags.DEFINE_string(
     "tokenizer_cache_dir", None,
     "Where --tokenizer=build keeps built tokenizers (default: <model_dir>/tokenizers).")
@@ -151,6 +155,19 @@ class RunError(RuntimeError):
   """Bad data or files, or a run that cannot go on (e.g. a corrupt checkpoint)."""
 
 
+def use_stand_ins() -> None:
+  """A --data or --tokenizer path that does not exist (a clone without
+  ../shared) becomes 'tfds' or 'build' (:mod:`transformer.sources`), said in
+  one line."""
+  try:
+    data, tokenizer, message = sources.stand_ins(_DATA.value, _TOKENIZER.value)
+  except sources.SourceError as e:
+    raise UsageError(str(e)) from e
+  if message:
+    flags.FLAGS.data, flags.FLAGS.tokenizer = data, tokenizer
+    logging.info(message)
+
+
 def check_flags(config, model_dir: Path) -> None:
   """Every check that needs no TensorFlow; raises UsageError."""
   try:
@@ -170,8 +187,8 @@ def check_flags(config, model_dir: Path) -> None:
   elif _DATA.value == "tfds":
     import importlib.util  # pylint: disable=g-import-not-at-top
     if importlib.util.find_spec("tensorflow_datasets") is None:
-      raise UsageError("--data=tfds needs tensorflow-datasets (pip install "
-                       "'transformer-pt-en[tfds]'); or pass the folder of the TED HRLR "
+      raise UsageError("--data=tfds needs tensorflow-datasets (pip install -e ., which "
+                       "brings it); or pass the folder of the TED HRLR "
                        "files, e.g. ../shared/data/ted_hrlr_pt_to_en")
   else:
     data_dir = Path(_DATA.value)
@@ -303,6 +320,7 @@ def main(argv):
     raise UsageError("--model_dir is required")
   config = load_config()
   model_dir = Path(_MODEL_DIR.value).resolve()
+  use_stand_ins()
   check_flags(config, model_dir)
   if on_shards():
     train_on_shards(config, model_dir)
@@ -361,8 +379,12 @@ def train(config, model_dir: Path, tf):
 
   if chief:
     model_dir.mkdir(parents=True, exist_ok=True)
-    # Held until the process ends, however it ends.
-    checkpointing.RunLock(model_dir).acquire()
+    # Held until the process ends, however it ends; removed when Python ends
+    # it (finished, stopped by a signal, an error), so that the next run finds
+    # no stale lock. A killed run's lock is stale, and taken over.
+    lock = checkpointing.RunLock(model_dir)
+    atexit.register(lock.release)  # first: a Ctrl-C right after acquire() is an exit too
+    lock.acquire()
   mismatch = tokenizers_lib.vocabulary_mismatch(model_dir, tokenizers)
   if mismatch and any((model_dir / checkpointing.CHECKPOINT_SUBDIR).glob("ckpt-*.index")):
     raise UsageError(f"--tokenizer={_TOKENIZER.value}: {mismatch}, or a new --model_dir")
@@ -442,7 +464,10 @@ def train_on_shards(config, model_dir: Path) -> None:
   manifest = shards.read_manifest(_DATA.value)
   model_dir.mkdir(parents=True, exist_ok=True)
   try:
-    files.RunLock(model_dir).acquire()  # held until the process ends, however it ends
+    # As in train(): held until the process ends, removed when Python ends it.
+    lock = files.RunLock(model_dir)
+    atexit.register(lock.release)
+    lock.acquire()
     recorded = model_dir / run_folder.VOCABULARY_HASH_FILE
     if (recorded.is_file() and any((model_dir / "checkpoints").glob("step-*"))
         and recorded.read_text(encoding="utf-8").strip()

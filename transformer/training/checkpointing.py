@@ -39,7 +39,7 @@ import tensorflow as tf
 
 from transformer.training import distribute
 from transformer.training.errors import TrainingError, describe_error
-# Also used without TensorFlow (transformer.training.keras_loop); kept importable from here.
+# Also used without TensorFlow (train.py under JAX); kept importable from here.
 from transformer.training.files import LOCK_FILE, RunLock, RunLockedError, write_text_atomically  # pylint: disable=unused-import
 
 CHECKPOINT_SUBDIR = "checkpoints"
@@ -51,6 +51,14 @@ PARTIAL_WRITE_SUFFIX = "_temp"
 
 class CheckpointError(TrainingError):
   """A checkpoint is missing, corrupt, or does not fit this model."""
+
+
+def position_text(epochs_done: int, step_in_epoch: int) -> str:
+  """Where in the data a checkpoint is, with epochs counted from 1 as the
+  console counts them: "in epoch 3, after its first 626 batches"."""
+  if step_in_epoch:
+    return f"in epoch {epochs_done + 1}, after its first {step_in_epoch} batches"
+  return f"after epoch {epochs_done}" if epochs_done else "before the first epoch"
 
 
 def checkpoint_step(prefix: str) -> int:
@@ -222,8 +230,8 @@ class Checkpoints:
     self._restore_from(path)
     self._last_saved = self._position()
     step, epoch, step_in_epoch = self._last_saved
-    logging.info("restored checkpoint %s at step %d (epoch %d, batch %d of the epoch)",
-                 path, step, epoch, step_in_epoch)
+    logging.info("restored checkpoint %s at step %d (%s)", path, step,
+                 position_text(epoch, step_in_epoch))
     return step
 
   def _holds_added_state(self, path: str) -> bool:

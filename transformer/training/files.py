@@ -42,7 +42,8 @@ class RunLock:
 
   ``flock`` on ``<model_dir>/train.lock``, which holds the holder's PID. The
   kernel drops the lock when its process ends, however it ends, so a lock file
-  left by a killed run is stale by construction and taken over.
+  left by a killed run is stale by construction and taken over; a run that
+  ends cleanly removes it (:meth:`release`).
   """
 
   def __init__(self, model_dir: Path):
@@ -51,15 +52,21 @@ class RunLock:
 
   def acquire(self) -> None:
     """Takes the lock; raises :class:`RunLockedError` naming the holder's PID."""
-    fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError as e:
-      holder = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
+    while True:
+      fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+      try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      except BlockingIOError as e:
+        holder = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        raise RunLockedError(
+            f"{self.path.parent} is in use by another train.py (PID {holder}); wait for it "
+            "to end or stop it, or use another --model_dir", holder) from e
+      # The holder may have removed the file between our open and our lock
+      # (release): then the lock is on a file no other run will open again.
+      if self.path.exists() and os.path.samestat(os.fstat(fd), os.stat(self.path)):
+        break
       os.close(fd)
-      raise RunLockedError(
-          f"{self.path.parent} is in use by another train.py (PID {holder}); wait for it "
-          "to end or stop it, or use another --model_dir", holder) from e
     previous = os.read(fd, 64).decode("ascii", "replace").strip()
     if previous:
       logging.warning("taking over the stale lock %s of PID %s, which no longer runs",
@@ -69,8 +76,8 @@ class RunLock:
     self._fd = fd
 
   def release(self) -> None:
-    """Empties the lock file and lets go of the lock."""
+    """Removes the lock file and lets go of the lock."""
     if self._fd is not None:
-      os.ftruncate(self._fd, 0)
+      self.path.unlink(missing_ok=True)
       os.close(self._fd)
       self._fd = None
