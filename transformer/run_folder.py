@@ -40,8 +40,9 @@ def restore_model_dir(model_dir: PathLike, average_last: int = 0):
   Reads ``config.json`` and ``tokenizer_path.txt``, builds the model and loads
   the latest checkpoint (``average_last`` 0), or the mean of the last
   ``average_last`` ones: TensorFlow checkpoints, or the ``model.weights.h5``
-  of a run trained on Keras and JAX (:mod:`transformer.training.keras_checkpoints`). The checkpoints are listed before anything is built,
-  so that a missing one fails at once.
+  of a run trained on Keras and JAX
+  (:mod:`transformer.training.keras_checkpoints`). The checkpoints are listed
+  before anything is built, so that a missing one fails at once.
 
   Returns:
     ``(config, tokenizers, model, checkpoint paths used)``.

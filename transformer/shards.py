@@ -190,7 +190,8 @@ def load_split(prepared_dir: PathLike, split: str) -> Split:
   lengths = arrays["lengths"]
   expected = {"pt": counts["pt_tokens"], "en": counts["en_tokens"]}
   if lengths.shape != (counts["pairs"], 2) or any(
-      arrays[language].shape != (expected[language],) or lengths[:, column].sum() != expected[language]
+      arrays[language].shape != (expected[language],)
+      or lengths[:, column].sum() != expected[language]
       for column, language in enumerate(LANGUAGES)):
     raise ShardError(f"{prepared_dir}: the {split} files do not match {MANIFEST_FILE} "
                      "(cut short or from another run of prepare.py); run prepare.py again")
@@ -220,7 +221,8 @@ def bucket_boundaries(max_tokens: int) -> List[int]:
   return list(range(LENGTH_MULTIPLE + 1, max_tokens + 1, LENGTH_MULTIPLE))
 
 
-def _group(order: np.ndarray, bucket_lengths: np.ndarray, data_config) -> List[Tuple[List[int], int]]:
+def _group(order: np.ndarray, bucket_lengths: np.ndarray,
+           data_config) -> List[Tuple[List[int], int]]:
   """The batches' rows in ``order``, each with its full number of rows: the
   ``bucket_by_sequence_length`` / ``padded_batch`` grouping of the pipeline
   (with :func:`bucket_boundaries`)."""

@@ -68,7 +68,8 @@ def measure(name: str, small: bool, warmup: int, steps: int) -> dict:
                                  target_vocab_size=vocab_sizes[1], model_dir=Path(model_dir),
                                  mixed_precision=precision, progress=False)
     trainer._build_steps()  # pylint: disable=protected-access
-    batch = trainer._on_devices(random_batch(rows, length, vocab_sizes))  # pylint: disable=protected-access
+    batch = random_batch(rows, length, vocab_sizes)
+    batch = trainer._on_devices(batch)  # pylint: disable=protected-access
     values = trainer._values  # pylint: disable=protected-access
     start = time.monotonic()
     for _ in range(warmup):

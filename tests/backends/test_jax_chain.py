@@ -20,7 +20,8 @@ from helpers.no_tensorflow import BLOCK_TENSORFLOW
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(importlib.util.find_spec("jax") is None,
-                       reason="JAX is not installed (pip install -e '.[test]' brings its CPU wheel)"),
+                       reason="JAX is not installed (pip install -e '.[test]' brings its "
+                              "CPU wheel)"),
 ]
 
 REPO_DIR = Path(__file__).resolve().parents[2]

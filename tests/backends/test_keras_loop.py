@@ -169,7 +169,8 @@ def test_the_time_budget_plans_the_epochs_and_cools_the_rate_to_zero(tmp_path):
                  "--config.training.cooldown_fraction=0.5", "--config.training.epochs=3",
                  "--export=false")
   assert result.returncode == 0, result.stderr[-3000:]
-  records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+  metrics = (tmp_path / "run" / "metrics.jsonl").read_text()
+  records = [json.loads(line) for line in metrics.splitlines()]
   assert len(records) == records[-1]["planned_epochs"] >= 2, records
   assert records[-1]["learning_rate"] == 0.0 < records[0]["learning_rate"]
   assert "the learning rate falls to zero over the last" in result.stderr

@@ -15,7 +15,8 @@ from helpers.prepared import random_prepared_folder
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(importlib.util.find_spec("jax") is None,
-                       reason="JAX is not installed (pip install -e '.[test]' brings its CPU wheel)"),
+                       reason="JAX is not installed (pip install -e '.[test]' brings its "
+                              "CPU wheel)"),
 ]
 
 REPO_DIR = Path(__file__).resolve().parents[2]
@@ -30,7 +31,8 @@ def test_small_runs_of_the_tutorial_and_base_configurations(tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
   summary = json.loads((output / "summary.json").read_text())
   assert [run["run"] for run in summary] == ["tutorial", "base"]
-  assert [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")] == summary
+  printed = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+  assert printed == summary
   for run in summary:
     assert run["epochs"] == 2 and run["target_tokens_per_second"] > 0 and run["val_loss"] > 0
   # Shards of separate vocabularies: base's three-way sharing becomes a tied output.

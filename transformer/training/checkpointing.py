@@ -40,7 +40,8 @@ import tensorflow as tf
 from transformer.training import distribute
 from transformer.training.errors import TrainingError, describe_error
 # Also used without TensorFlow (train.py under JAX); kept importable from here.
-from transformer.training.files import LOCK_FILE, RunLock, RunLockedError, write_text_atomically  # pylint: disable=unused-import
+from transformer.training.files import (  # pylint: disable=unused-import
+    LOCK_FILE, RunLock, RunLockedError, write_text_atomically)
 
 CHECKPOINT_SUBDIR = "checkpoints"
 # Where unreadable checkpoints are moved, under CHECKPOINT_SUBDIR (kept, not deleted).

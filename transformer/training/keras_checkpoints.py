@@ -135,7 +135,8 @@ def _read(path: Path, model) -> Tuple[List[np.ndarray], List[np.ndarray], dict]:
   return arrays[0], arrays[1], state
 
 
-def restore(directory: Path, model) -> Optional[Tuple[Path, List[np.ndarray], List[np.ndarray], dict]]:
+def restore(directory: Path,
+            model) -> Optional[Tuple[Path, List[np.ndarray], List[np.ndarray], dict]]:
   """Loads the newest readable checkpoint's weights into ``model``.
 
   Returns ``(path, optimizer values, non-trainable values, state)``, or None

@@ -136,7 +136,8 @@ class Trainer:
           config.training.time_budget_minutes, config.training.cooldown_fraction,
           int(config.training.epochs), make_variable=budget_lib.Number)
     self.optimizer = optimization.make_optimizer(config, self._cooldown())
-    self._schedule = self.optimizer._learning_rate  # pylint: disable=protected-access  (make_optimizer's)
+    # make_optimizer's WarmupInverseSquareRoot, whose cooldown the budget sets.
+    self._schedule = self.optimizer._learning_rate  # pylint: disable=protected-access
     self.optimizer.build(self.model.trainable_variables)
     # Position in the data: completed epochs, batches done in the current
     # epoch, batches per epoch (0 until an epoch has ended).
@@ -169,7 +170,8 @@ class Trainer:
     return float(keras.ops.convert_to_numpy(self._schedule(self.step)))
 
   def _cooldown(self):
-    """``(cooldown_steps, cooldown_end_step)`` for the schedule: the budget's plan or the config's."""
+    """``(cooldown_steps, cooldown_end_step)`` for the schedule: the budget's
+    plan, or the config's."""
     if self.budget is not None:
       return (int(self.budget.cooldown_steps.numpy()), int(self.budget.cooldown_end_step.numpy()))
     return (int(self.config.training.cooldown_steps),
