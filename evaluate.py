@@ -109,6 +109,8 @@ def check_flags(data_dir: str) -> None:
   missing = [name for name in (run_folder.CONFIG_FILE, run_folder.TOKENIZER_PATH_FILE,
                                "checkpoints/checkpoint")
              if not (model_dir / name).is_file()]
+  if any((model_dir / "checkpoints").glob("step-*/model.weights.h5")):  # trained under JAX
+    missing.remove("checkpoints/checkpoint")
   if missing:
     raise UsageError(f"--model_dir={model_dir}: not a train.py output folder (missing "
                      f"{', '.join(missing)})")
@@ -181,7 +183,7 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
   """Restores the model of ``model_dir`` and scores it; returns the BLEU record."""
   from transformer import evaluation  # pylint: disable=g-import-not-at-top
   from transformer.export import Translator  # pylint: disable=g-import-not-at-top
-  from transformer.training.checkpointing import write_text_atomically  # pylint: disable=g-import-not-at-top
+  from transformer.training.files import write_text_atomically  # pylint: disable=g-import-not-at-top
   pairs, split_size = load_pairs(data_dir, split, max_sentences)  # bad data fails at once
   start = time.monotonic()
   config, tokenizers, model, checkpoints = run_folder.restore_model_dir(model_dir, average_last)
