@@ -30,6 +30,7 @@ chief writes to ``<model_dir>/checkpoints``, the others to a throw-away folder
 """
 
 from pathlib import Path
+import os
 import re
 import shutil
 from typing import Dict, List, Optional, Tuple
