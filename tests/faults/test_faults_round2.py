@@ -7,15 +7,15 @@ import json
 import re
 import shutil
 import signal
-import sys
 
 import pytest
 
 from helpers.checkpoints import small_checkpoints
-from helpers.fault_runs import (REPO_DIR, assert_fails_in_one_line, checkpoint_steps, copy_run,
+from helpers.fault_runs import (assert_fails_in_one_line, checkpoint_steps, copy_run,
                                 run_driver, swap_vocabularies, train_args)
 
 pytestmark = pytest.mark.slow
+
 
 def _records(model_dir):
   """metrics.jsonl's lines, each parsed (a torn line fails the test)."""
@@ -119,8 +119,7 @@ def test_r2_5_readers_and_the_writer_of_metrics_jsonl_handle_a_cut_last_line(tmp
                                                                              caplog):
   from transformer import plotting  # pylint: disable=g-import-not-at-top
   from transformer.training import summaries  # pylint: disable=g-import-not-at-top
-  sys.path.insert(0, str(REPO_DIR / "bench"))
-  import compare_runs  # pylint: disable=g-import-not-at-top
+  from bench import compare_runs  # pylint: disable=g-import-not-at-top
   metrics = tmp_path / "metrics.jsonl"
   record = {"complete": True, "epoch": 1, "seconds": 60.0, "step": 6, "val_accuracy": 0.5}
   metrics.write_text(json.dumps(record, sort_keys=True) + "\n" + json.dumps(record)[:30])
