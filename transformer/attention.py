@@ -9,21 +9,34 @@ code only the first encoder and first decoder self-attention see the padding
 mask, and the causal mask is lost when ``use_causal_mask=True`` meets dropout
 or returned scores (keras-team/keras#23038). The tests in
 ``tests/unit/test_masking.py`` check every layer.
+
+The layers are written in ``keras.ops`` and run on every Keras backend
+(TensorFlow, JAX, PyTorch); under TensorFlow the ops return ``tf`` tensors, so
+``tf.function`` code (decoding, export, the trainer) calls them as before.
 """
 
+import warnings
+
 import keras
-import tensorflow as tf
+from keras import ops
+import numpy as np
+
+# Keras warns when a softmax runs over an axis of size 1; in attention that is
+# a query with one key to attend to (the first target position, decoded
+# without a cache), whose weight is rightly 1.
+warnings.filterwarnings("ignore", message="You are using a softmax over axis -1 of a tensor",
+                        category=UserWarning, module=r"keras\.src\.ops\.nn")
 
 
 def padding_mask(ids, pad_id: int = 0):
   """Keys that are real tokens: ``(batch, 1, 1, key_length)`` bool."""
-  return tf.not_equal(ids, pad_id)[:, tf.newaxis, tf.newaxis, :]
+  return ops.not_equal(ids, pad_id)[:, None, None, :]
 
 
 def causal_mask(length):
   """Look-ahead mask: query i may attend to keys j ≤ i. ``(1, 1, length, length)`` bool."""
-  ones = tf.ones((length, length), dtype=tf.bool)
-  return tf.linalg.band_part(ones, -1, 0)[tf.newaxis, tf.newaxis]
+  positions = ops.arange(length)
+  return (positions[None, :] <= positions[:, None])[None, None]
 
 
 def attention_logits(query, key, scaled: bool = True):
@@ -36,21 +49,21 @@ def attention_logits(query, key, scaled: bool = True):
   Shapes: query ``(..., q_len, d_k)``, key ``(..., k_len, d_k)`` →
   ``(..., q_len, k_len)``.
   """
-  logits = tf.matmul(query, key, transpose_b=True)
+  logits = ops.matmul(query, ops.swapaxes(key, -1, -2))
   if scaled:
-    logits = logits / tf.math.sqrt(tf.cast(tf.shape(key)[-1], logits.dtype))
+    logits = logits / ops.sqrt(ops.cast(ops.shape(key)[-1], logits.dtype))
   return logits
 
 
 def masked_softmax(logits, mask=None):
   """Softmax over the last axis, in float32, with masked keys given weight exactly 0."""
-  logits = tf.cast(logits, tf.float32)
+  logits = ops.cast(logits, "float32")
   if mask is not None:
     # The dtype's minimum (not -inf) keeps a fully masked row finite.
-    logits = tf.where(mask, logits, tf.float32.min)
-  weights = tf.nn.softmax(logits, axis=-1)
+    logits = ops.where(mask, logits, float(np.finfo(np.float32).min))
+  weights = ops.softmax(logits, axis=-1)
   if mask is not None:
-    weights = tf.where(mask, weights, 0.0)
+    weights = ops.where(mask, weights, 0.0)
   return weights
 
 
@@ -65,10 +78,10 @@ def scaled_dot_product_attention(query, key, value, mask=None, weights_dropout=N
   leaves out the 1/√d_k (the ablation of ``model.scale_attention_logits``).
   """
   weights = masked_softmax(attention_logits(query, key, scaled), mask)
-  used = tf.cast(weights, value.dtype)
+  used = ops.cast(weights, value.dtype)
   if weights_dropout is not None:
     used = weights_dropout(used)
-  return tf.matmul(used, value), weights
+  return ops.matmul(used, value), weights
 
 
 @keras.saving.register_keras_serializable(package="transformer")
@@ -116,9 +129,9 @@ class MultiHeadAttention(keras.layers.Layer):
 
   def _split_heads(self, x):
     """``(batch, length, heads * key_dim)`` → ``(batch, heads, length, key_dim)``."""
-    batch, length = tf.shape(x)[0], tf.shape(x)[1]
-    x = tf.reshape(x, (batch, length, self.num_heads, self.key_dim))
-    return tf.transpose(x, (0, 2, 1, 3))
+    batch, length = ops.shape(x)[:2]
+    x = ops.reshape(x, (batch, length, self.num_heads, self.key_dim))
+    return ops.transpose(x, (0, 2, 1, 3))
 
   def project_key_value(self, value):
     """Keys and values per head, each ``(batch, heads, k_len, key_dim)``."""
@@ -131,9 +144,9 @@ class MultiHeadAttention(keras.layers.Layer):
         queries, keys, values, mask,
         weights_dropout=lambda w: self.weights_dropout(w, training=training),
         scaled=self.scale_logits)
-    batch, length = tf.shape(query)[0], tf.shape(query)[1]
-    merged = tf.reshape(tf.transpose(heads, (0, 2, 1, 3)),
-                        (batch, length, self.num_heads * self.key_dim))
+    batch, length = ops.shape(query)[:2]
+    merged = ops.reshape(ops.transpose(heads, (0, 2, 1, 3)),
+                         (batch, length, self.num_heads * self.key_dim))
     return self.output_dense(merged), weights
 
   def call(self, query, value, attention_mask=None, training=None):
@@ -220,17 +233,17 @@ class CausalSelfAttention(BaseAttention):
 
   def call(self, x, training=None):
     attended, self.last_attn_scores = self.mha(
-        x, x, attention_mask=causal_mask(tf.shape(x)[1]), training=training)
+        x, x, attention_mask=causal_mask(ops.shape(x)[1]), training=training)
     return self.residual(x, attended, training=training)
 
   def step(self, x, cache, index):
     key, value = self.mha.project_key_value(x)
-    positions = tf.range(tf.shape(cache["key"])[2])
+    positions = ops.arange(ops.shape(cache["key"])[2])
     # One select per tensor: the cache is the largest tensor a step touches.
-    here = tf.equal(positions, index)[tf.newaxis, tf.newaxis, :, tf.newaxis]
-    cache = {"key": tf.where(here, key, cache["key"]),
-             "value": tf.where(here, value, cache["value"])}
-    mask = (positions <= index)[tf.newaxis, tf.newaxis, tf.newaxis, :]
+    here = ops.equal(positions, index)[None, None, :, None]
+    cache = {"key": ops.where(here, key, cache["key"]),
+             "value": ops.where(here, value, cache["value"])}
+    mask = (positions <= index)[None, None, None, :]
     attended, _ = self.mha.attend(x, cache["key"], cache["value"], mask)
     return self.residual(x, attended), cache
 

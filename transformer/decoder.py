@@ -6,7 +6,7 @@ key/value cache (:meth:`Decoder.step`) is this module's addition.
 """
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from transformer.attention import CausalSelfAttention, CrossAttention
 from transformer.encoder import LayerSettings, Stack
@@ -107,12 +107,12 @@ class Decoder(Stack):
   def initial_cache(self, context, max_length):
     """Per-layer decoding state: the context's keys/values (projected once) and
     empty self-attention keys/values for ``max_length`` positions."""
-    batch = tf.shape(context)[0]
+    batch = ops.shape(context)[0]
     cache = []
     for layer in self.layers:
       context_key, context_value = layer.cross_attention.mha.project_key_value(context)
-      empty = tf.zeros((batch, self.settings.num_heads, max_length, self.settings.key_dim),
-                       context_key.dtype)
+      empty = ops.zeros((batch, self.settings.num_heads, max_length, self.settings.key_dim),
+                        context_key.dtype)
       cache.append({"key": empty, "value": empty,
                     "context_key": context_key, "context_value": context_value})
     return cache
@@ -139,7 +139,7 @@ class Decoder(Stack):
       ``(x, cache, cross_weights)``: x ``(batch, 1, d_model)``, the updated cache,
       and the last layer's cross-attention weights ``(batch, heads, 1, src_len)``.
     """
-    x = self.embedding(ids[:, tf.newaxis], offset=index)
+    x = self.embedding(ids[:, None], offset=index)
     new_cache = []
     for layer, layer_cache in zip(self.layers, cache):
       x, layer_cache, weights = layer.step(x, layer_cache, index, source_mask)

@@ -4,8 +4,8 @@ Paper §3.4 and §3.5.
 """
 
 import keras
+from keras import ops
 import numpy as np
-import tensorflow as tf
 
 from transformer.config import EMBEDDING_INITIALIZERS, POSITIONAL_ENCODINGS, POSITIONAL_LAYOUTS
 
@@ -27,8 +27,9 @@ def embedding_initializer(name: str, d_model: int) -> keras.initializers.Initial
   return keras.initializers.RandomNormal(0.0, d_model ** -0.5)
 
 
-def positional_encoding(length: int, depth: int, layout: str = "concatenated") -> tf.Tensor:
-  """The sinusoidal positional encoding of §3.5, shape ``(length, depth)``, float32.
+def positional_encoding(length: int, depth: int, layout: str = "concatenated"):
+  """The sinusoidal positional encoding of §3.5, shape ``(length, depth)``, a
+  float32 tensor of the Keras backend.
 
   PE(pos, 2i) = sin(pos / 10000^(2i/depth)), PE(pos, 2i+1) = cos(pos / 10000^(2i/depth)).
 
@@ -54,7 +55,7 @@ def positional_encoding(length: int, depth: int, layout: str = "concatenated") -
     encoding = np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(length, depth)
   else:
     encoding = np.concatenate([np.sin(angles), np.cos(angles)], axis=-1)
-  return tf.constant(encoding, dtype=tf.float32)
+  return ops.convert_to_tensor(encoding, dtype="float32")
 
 
 @keras.saving.register_keras_serializable(package="transformer")
@@ -126,10 +127,13 @@ class PositionalEmbedding(keras.layers.Layer):
 
   def encode_positions(self, offset, length):
     """The encodings of positions ``offset .. offset + length - 1``: ``(length, d_model)``."""
+    # ops.slice, not [offset:offset + length]: JAX slices at a traced offset
+    # (decoding's position) only with static sizes.
     if self.position_table is None:
-      return self.encoding[offset:offset + length]
-    rows = self.position_table.embeddings[offset:offset + length]
-    return rows * tf.cast(self.position_scale, rows.dtype)
+      return ops.slice(self.encoding, (offset, 0), (length, self.d_model))
+    table = ops.convert_to_tensor(self.position_table.embeddings)
+    rows = ops.slice(table, (offset, 0), (length, self.d_model))
+    return rows * ops.cast(self.position_scale, rows.dtype)
 
   @property
   def embeddings(self):
@@ -143,9 +147,9 @@ class PositionalEmbedding(keras.layers.Layer):
     """
     x = self.token_embedding(ids)
     if self.scale_embeddings:
-      x = x * tf.cast(tf.math.sqrt(float(self.d_model)), x.dtype)
-    positions = self.encode_positions(offset, tf.shape(ids)[1])
-    x = x + tf.cast(positions, x.dtype)[tf.newaxis]
+      x = x * ops.cast(ops.sqrt(float(self.d_model)), x.dtype)
+    positions = self.encode_positions(offset, ops.shape(ids)[1])
+    x = x + ops.cast(positions, x.dtype)[None]
     return self.dropout(x, training=training)
 
   def compute_output_shape(self, ids_shape):

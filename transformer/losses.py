@@ -9,7 +9,7 @@ such sums over many batches.
 import dataclasses
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 
 def masked_cross_entropy_sum(labels, logits, label_smoothing: float = 0.0, pad_id: int = 0):
@@ -22,15 +22,15 @@ def masked_cross_entropy_sum(labels, logits, label_smoothing: float = 0.0, pad_i
   Shapes: labels ``(batch, length)`` int, logits ``(batch, length, vocab)``.
   Returns two float32 scalars: ``(loss_sum, token_count)``.
   """
-  logits = tf.cast(logits, tf.float32)
-  labels = tf.cast(labels, tf.int32)
-  log_probs = tf.nn.log_softmax(logits, axis=-1)
-  nll = -tf.gather(log_probs, labels, batch_dims=2)
+  logits = ops.cast(logits, "float32")
+  labels = ops.cast(labels, "int32")
+  log_probs = ops.log_softmax(logits, axis=-1)
+  nll = -ops.take_along_axis(log_probs, labels[..., None], axis=-1)[..., 0]
   if label_smoothing:
-    uniform = -tf.reduce_mean(log_probs, axis=-1)
+    uniform = -ops.mean(log_probs, axis=-1)
     nll = (1.0 - label_smoothing) * nll + label_smoothing * uniform
-  mask = tf.cast(tf.not_equal(labels, pad_id), tf.float32)
-  return tf.reduce_sum(nll * mask), tf.reduce_sum(mask)
+  mask = ops.cast(ops.not_equal(labels, pad_id), "float32")
+  return ops.sum(nll * mask), ops.sum(mask)
 
 
 # Registered, so that a model compiled with them, as the tutorial compiles its
@@ -39,23 +39,23 @@ def masked_cross_entropy_sum(labels, logits, label_smoothing: float = 0.0, pad_i
 def masked_loss(labels, logits, label_smoothing: float = 0.0, pad_id: int = 0):
   """Mean token cross-entropy over real tokens (the tutorial's ``masked_loss``)."""
   loss_sum, count = masked_cross_entropy_sum(labels, logits, label_smoothing, pad_id)
-  return tf.math.divide_no_nan(loss_sum, count)
+  return ops.divide_no_nan(loss_sum, count)
 
 
 def masked_correct_sum(labels, logits, pad_id: int = 0):
   """Number of real tokens whose argmax prediction is right, and how many there are."""
-  labels = tf.cast(labels, tf.int32)
-  predictions = tf.argmax(logits, axis=-1, output_type=tf.int32)
-  mask = tf.not_equal(labels, pad_id)
-  correct = tf.logical_and(mask, tf.equal(predictions, labels))
-  return tf.reduce_sum(tf.cast(correct, tf.float32)), tf.reduce_sum(tf.cast(mask, tf.float32))
+  labels = ops.cast(labels, "int32")
+  predictions = ops.cast(ops.argmax(logits, axis=-1), "int32")
+  mask = ops.not_equal(labels, pad_id)
+  correct = ops.logical_and(mask, ops.equal(predictions, labels))
+  return ops.sum(ops.cast(correct, "float32")), ops.sum(ops.cast(mask, "float32"))
 
 
 @keras.saving.register_keras_serializable(package="transformer")
 def masked_accuracy(labels, logits, pad_id: int = 0):
   """Token accuracy over real tokens (the tutorial's ``masked_accuracy``)."""
   correct, count = masked_correct_sum(labels, logits, pad_id)
-  return tf.math.divide_no_nan(correct, count)
+  return ops.divide_no_nan(correct, count)
 
 
 @dataclasses.dataclass

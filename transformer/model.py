@@ -3,7 +3,7 @@
 from typing import Optional
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from transformer.attention import padding_mask
 from transformer.config import HEAD_WIDTHS, OUTPUT_WEIGHTS, default_config
@@ -146,12 +146,12 @@ class Transformer(keras.Model):
     if self.final_layer is not None:
       logits = self.final_layer(x)
     else:
-      embeddings = tf.cast(self.decoder.embedding.embeddings, x.dtype)
+      embeddings = ops.cast(self.decoder.embedding.embeddings, x.dtype)
       # A 2-D matmul: the gradient of the equivalent einsum is much slower on CPU.
-      flat = tf.reshape(x, (-1, tf.shape(x)[-1]))
-      logits = tf.reshape(tf.matmul(flat, embeddings, transpose_b=True),
-                          tf.concat([tf.shape(x)[:-1], [-1]], axis=0))
-    return tf.cast(logits, tf.float32)
+      flat = ops.reshape(x, (-1, ops.shape(x)[-1]))
+      logits = ops.reshape(ops.matmul(flat, ops.transpose(embeddings)),
+                           (*ops.shape(x)[:-1], -1))
+    return ops.cast(logits, "float32")
 
   def call(self, inputs, training=None):
     source_ids, target_ids = inputs

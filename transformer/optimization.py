@@ -1,7 +1,7 @@
 """Learning-rate schedule and optimizer (tutorial: "Set up the optimizer"; paper §5.3)."""
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 
 @keras.saving.register_keras_serializable(package="transformer")
@@ -21,7 +21,7 @@ class WarmupInverseSquareRoot(keras.optimizers.schedules.LearningRateSchedule):
   ``cooldown_end_step`` (and zero after it). The paper's schedule has no end;
   a run with a fixed budget ends on a rate still far from zero, and the fall
   lets its last updates settle instead. With 0 (the default) the schedule is
-  the paper's. Both may be int64 ``tf.Variable`` s, set during the run by
+  the paper's. Both may be int64 variables, set during the run by
   :class:`transformer.training.budget.TimeBudget` once it knows how many steps fit.
   """
 
@@ -34,14 +34,14 @@ class WarmupInverseSquareRoot(keras.optimizers.schedules.LearningRateSchedule):
     self.cooldown_end_step = cooldown_end_step
 
   def __call__(self, iteration):
-    iteration = tf.cast(iteration, tf.float32)
+    iteration = ops.cast(iteration, "float32")
     step = iteration + 1.0
-    rate = (float(self.scale) * tf.math.rsqrt(float(self.d_model)) * tf.minimum(
-        tf.math.rsqrt(step), step * float(self.warmup_steps) ** -1.5))
+    rate = (float(self.scale) * ops.rsqrt(float(self.d_model)) * ops.minimum(
+        ops.rsqrt(step), step * float(self.warmup_steps) ** -1.5))
     # Numbers or variables alike; without a cooldown the factor is exactly 1.
-    steps = tf.cast(self.cooldown_steps, tf.float32)
-    remaining = (tf.cast(self.cooldown_end_step, tf.float32) - iteration) / tf.maximum(steps, 1.0)
-    return rate * tf.where(steps > 0.0, tf.clip_by_value(remaining, 0.0, 1.0), 1.0)
+    steps = ops.cast(self.cooldown_steps, "float32")
+    remaining = (ops.cast(self.cooldown_end_step, "float32") - iteration) / ops.maximum(steps, 1.0)
+    return rate * ops.where(steps > 0.0, ops.clip(remaining, 0.0, 1.0), 1.0)
 
   def get_config(self):
     # Variables (a time budget's cooldown) are saved as the values they hold now.
@@ -56,7 +56,8 @@ CustomSchedule = WarmupInverseSquareRoot
 
 
 def _as_int(value) -> int:
-  return int(value.numpy()) if isinstance(value, tf.Variable) else int(value)
+  """A number, or the value a variable holds now."""
+  return int(ops.convert_to_numpy(value))
 
 
 def make_optimizer(config, cooldown=None) -> keras.optimizers.Adam:
