@@ -115,20 +115,77 @@ def guide_tokenizers(guide_tokenizers_build):
   return tokenizers.load_tokenizers(guide_tokenizers_build[0])
 
 
+# The tiny model the tests build and train. Factories, so that tests and
+# fixtures of any scope can vary what they need.
+
+
 @pytest.fixture(scope="session")
-def tiny_translator_dir(tutorial_tokenizers, tmp_path_factory) -> Path:
+def tiny_config():
+  """``tiny_config(**model_fields)``: a fresh configs/tiny.py config with those
+  ``config.model`` fields set (``dropout_rate=0.0`` where runs must agree)."""
+  from configs import tiny  # pylint: disable=g-import-not-at-top
+
+  def make(**model_fields):
+    config = tiny.get_config()
+    for name, value in model_fields.items():
+      config.model[name] = value
+    return config
+  return make
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tiny_config):
+  """``tiny_model(config=None, vocab_sizes=(30, 30), **model_fields)``: a built
+  Transformer of ``config.model`` (by default ``tiny_config(**model_fields)``),
+  its weights drawn from Keras' seed as it stands (``keras.utils.set_random_seed``
+  first for the same weights)."""
+  from transformer.model import Transformer  # pylint: disable=g-import-not-at-top
+
+  def make(config=None, vocab_sizes=(30, 30), **model_fields):
+    if config is None:
+      config = tiny_config(**model_fields)
+    else:
+      assert not model_fields, "set the fields on the config passed"
+    model = Transformer.from_model_config(config.model, *vocab_sizes)
+    model.build(((None, None), (None, None)))  # (source ids, target ids), any lengths
+    return model
+  return make
+
+
+@pytest.fixture(scope="session")
+def random_ids():
+  """``random_ids(seed, shape, vocab, lowest=4)``: int32 ids drawn uniformly
+  from ``lowest .. vocab - 1`` (4: past [PAD], [UNK], [START], [END]), no padding."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+
+  def make(seed, shape, vocab, lowest=4):
+    return np.random.default_rng(seed).integers(lowest, vocab, shape).astype(np.int32)
+  return make
+
+
+@pytest.fixture(scope="session")
+def tiny_trainer():
+  """``tiny_trainer(config, vocab_sizes, model_dir=None)``: the Trainer train.py
+  would make of ``config``, without a progress bar."""
+  from transformer import training  # pylint: disable=g-import-not-at-top
+
+  def make(config, vocab_sizes, model_dir=None):
+    return training.Trainer(config, input_vocab_size=vocab_sizes[0],
+                            target_vocab_size=vocab_sizes[1], model_dir=model_dir,
+                            progress=False)
+  return make
+
+
+@pytest.fixture(scope="session")
+def tiny_translator_dir(tutorial_tokenizers, tiny_config, tiny_model, tmp_path_factory) -> Path:
   """An exported translator SavedModel of an untrained configs/tiny.py model
   (seeded), with the tutorial's tokenizers: for command-line tests."""
   import keras  # pylint: disable=g-import-not-at-top
-  from configs import tiny  # pylint: disable=g-import-not-at-top
   from transformer import export  # pylint: disable=g-import-not-at-top
   from transformer import tokenizers  # pylint: disable=g-import-not-at-top
-  from transformer.model import Transformer  # pylint: disable=g-import-not-at-top
-  config = tiny.get_config()
+  config = tiny_config()
   keras.utils.set_random_seed(0)
-  model = Transformer.from_model_config(config.model,
-                                        *tokenizers.vocab_sizes(tutorial_tokenizers))
-  model.build(((None, None), (None, None)))
+  model = tiny_model(config, tokenizers.vocab_sizes(tutorial_tokenizers))
   export_dir = tmp_path_factory.mktemp("tiny_translator") / "translator"
   export.export_translator(model, tutorial_tokenizers, export_dir, config.decoding)
   return export_dir

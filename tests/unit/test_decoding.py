@@ -7,11 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from configs import tiny
 from transformer import decoding
 from transformer.attention import padding_mask
 from transformer.losses import masked_loss
-from transformer.model import Transformer
 from transformer.optimization import make_optimizer
 
 END = decoding.END_ID
@@ -19,18 +17,12 @@ VOCAB = 24  # Reserved ids 0-3, then 20 "words".
 MAX_POSITION = 64
 
 
-def tiny_config():
-  config = tiny.get_config()
-  config.model.dropout_rate = 0.0
-  config.model.max_position = MAX_POSITION
-  config.training.warmup_steps = 100
-  return config
-
-
-def build_model(config):
-  model = Transformer.from_model_config(config.model, VOCAB, VOCAB)
-  model.build(((None, None), (None, None)))
-  return model
+@pytest.fixture(scope="module")
+def decoding_config(tiny_config):
+  """``decoding_config(**model_fields)``: configs/tiny.py without dropout, its
+  positions as long as :data:`MAX_POSITION`."""
+  return lambda **model_fields: tiny_config(dropout_rate=0.0, max_position=MAX_POSITION,
+                                            **model_fields)
 
 
 def random_sources(rng, batch, min_words=2, max_words=7):
@@ -57,17 +49,17 @@ def strip_padding(row):
 
 
 @pytest.fixture(scope="module")
-def untrained_model():
+def untrained_model(decoding_config, tiny_model):
   keras.utils.set_random_seed(1)
-  return build_model(tiny_config())
+  return tiny_model(decoding_config(), (VOCAB, VOCAB))
 
 
 @pytest.fixture(scope="module")
-def trained_model():
+def trained_model(decoding_config, tiny_model):
   """Learns to reverse 2-7 word sequences in a few hundred steps (~10 s)."""
   keras.utils.set_random_seed(0)
-  config = tiny_config()
-  model = build_model(config)
+  config = decoding_config()
+  model = tiny_model(config, (VOCAB, VOCAB))
   optimizer = make_optimizer(config)
   rng = np.random.default_rng(0)
 
@@ -250,7 +242,7 @@ def reference_beam_search(model, source, max_length, beam_size, alpha):
 
 
 @pytest.fixture(scope="module")
-def varied_model():
+def varied_model(decoding_config, tiny_model):
   """Two layers of random weights whose beams differ, whose hypotheses end at
   different lengths, and whose next token depends on the whole prefix.
 
@@ -262,10 +254,7 @@ def varied_model():
   the tests below see the beams diverge; they assert it).
   """
   keras.utils.set_random_seed(6)
-  config = tiny_config()
-  config.model.num_layers = 2
-  config.model.output_weights = "untied"
-  model = build_model(config)
+  model = tiny_model(decoding_config(num_layers=2, output_weights="untied"), (VOCAB, VOCAB))
   final = model.final_layer
   final.kernel.assign(np.random.default_rng(6).normal(0, 1.0, final.kernel.shape))
   final.bias.assign(np.array([-30.0, -30.0, -30.0, 1.0] + [0.0] * (VOCAB - 4)))
@@ -366,8 +355,8 @@ def test_beam_search_finds_a_better_sequence_than_greedy():
 
 
 @pytest.mark.parametrize("method", ["greedy", "beam"])
-def test_decode_trims_a_10000_token_input(untrained_model, method):
-  config = tiny_config()
+def test_decode_trims_a_10000_token_input(untrained_model, decoding_config, method):
+  config = decoding_config()
   config.decoding.extra_length = 5
   sources = tf.constant([[decoding.START_ID] + [9] * 9_998 + [END], [2, 5, 3] + [0] * 9_997])
   tokens = decoding.decode(untrained_model, sources, method,
