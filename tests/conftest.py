@@ -153,13 +153,17 @@ def tiny_model(tiny_config):
 
 
 @pytest.fixture(scope="session")
-def random_ids():
-  """``random_ids(seed, shape, vocab, lowest=4)``: int32 ids drawn uniformly
-  from ``lowest .. vocab - 1`` (4: past [PAD], [UNK], [START], [END]), no padding."""
+def random_batch():
+  """``random_batch(seed=0, rows=3, source_length=7, target_length=6, vocab=30,
+  lowest=4)``: (source ids, target ids), int32 arrays drawn uniformly from
+  ``lowest .. vocab - 1`` (4: past [PAD], [UNK], [START], [END]) by one
+  generator, source first; no padding (tests that need some zero the tail)."""
   import numpy as np  # pylint: disable=g-import-not-at-top
 
-  def make(seed, shape, vocab, lowest=4):
-    return np.random.default_rng(seed).integers(lowest, vocab, shape).astype(np.int32)
+  def make(seed=0, rows=3, source_length=7, target_length=6, vocab=30, lowest=4):
+    rng = np.random.default_rng(seed)
+    return (rng.integers(lowest, vocab, (rows, source_length)).astype(np.int32),
+            rng.integers(lowest, vocab, (rows, target_length)).astype(np.int32))
   return make
 
 
