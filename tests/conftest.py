@@ -134,8 +134,8 @@ def tiny_config():
 
 
 @pytest.fixture(scope="session")
-def tiny_model(tiny_config):
-  """``tiny_model(config=None, vocab_sizes=(30, 30), **model_fields)``: a built
+def make_model(tiny_config):
+  """``make_model(config=None, vocab_sizes=(30, 30), **model_fields)``: a built
   Transformer of ``config.model`` (by default ``tiny_config(**model_fields)``),
   its weights drawn from Keras' seed as it stands (``keras.utils.set_random_seed``
   first for the same weights)."""
@@ -168,8 +168,8 @@ def random_batch():
 
 
 @pytest.fixture(scope="session")
-def tiny_trainer():
-  """``tiny_trainer(config, vocab_sizes, model_dir=None)``: the Trainer train.py
+def make_trainer():
+  """``make_trainer(config, vocab_sizes, model_dir=None)``: the Trainer train.py
   would make of ``config``, without a progress bar."""
   from transformer import training  # pylint: disable=g-import-not-at-top
 
@@ -181,7 +181,7 @@ def tiny_trainer():
 
 
 @pytest.fixture(scope="session")
-def tiny_translator_dir(tutorial_tokenizers, tiny_config, tiny_model, tmp_path_factory) -> Path:
+def tiny_translator_dir(tutorial_tokenizers, tiny_config, make_model, tmp_path_factory) -> Path:
   """An exported translator SavedModel of an untrained configs/tiny.py model
   (seeded), with the tutorial's tokenizers: for command-line tests."""
   import keras  # pylint: disable=g-import-not-at-top
@@ -189,7 +189,7 @@ def tiny_translator_dir(tutorial_tokenizers, tiny_config, tiny_model, tmp_path_f
   from transformer import tokenizers  # pylint: disable=g-import-not-at-top
   config = tiny_config()
   keras.utils.set_random_seed(0)
-  model = tiny_model(config, tokenizers.vocab_sizes(tutorial_tokenizers))
+  model = make_model(config, tokenizers.vocab_sizes(tutorial_tokenizers))
   export_dir = tmp_path_factory.mktemp("tiny_translator") / "translator"
   export.export_translator(model, tutorial_tokenizers, export_dir, config.decoding)
   return export_dir

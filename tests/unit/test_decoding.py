@@ -49,17 +49,17 @@ def strip_padding(row):
 
 
 @pytest.fixture(scope="module")
-def untrained_model(decoding_config, tiny_model):
+def untrained_model(decoding_config, make_model):
   keras.utils.set_random_seed(1)
-  return tiny_model(decoding_config(), (VOCAB, VOCAB))
+  return make_model(decoding_config(), (VOCAB, VOCAB))
 
 
 @pytest.fixture(scope="module")
-def trained_model(decoding_config, tiny_model):
+def trained_model(decoding_config, make_model):
   """Learns to reverse 2-7 word sequences in a few hundred steps (~10 s)."""
   keras.utils.set_random_seed(0)
   config = decoding_config()
-  model = tiny_model(config, (VOCAB, VOCAB))
+  model = make_model(config, (VOCAB, VOCAB))
   optimizer = make_optimizer(config)
   rng = np.random.default_rng(0)
 
@@ -242,7 +242,7 @@ def reference_beam_search(model, source, max_length, beam_size, alpha):
 
 
 @pytest.fixture(scope="module")
-def varied_model(decoding_config, tiny_model):
+def varied_model(decoding_config, make_model):
   """Two layers of random weights whose beams differ, whose hypotheses end at
   different lengths, and whose next token depends on the whole prefix.
 
@@ -254,7 +254,7 @@ def varied_model(decoding_config, tiny_model):
   the tests below see the beams diverge; they assert it).
   """
   keras.utils.set_random_seed(6)
-  model = tiny_model(decoding_config(num_layers=2, output_weights="untied"), (VOCAB, VOCAB))
+  model = make_model(decoding_config(num_layers=2, output_weights="untied"), (VOCAB, VOCAB))
   final = model.final_layer
   final.kernel.assign(np.random.default_rng(6).normal(0, 1.0, final.kernel.shape))
   final.bias.assign(np.array([-30.0, -30.0, -30.0, 1.0] + [0.0] * (VOCAB - 4)))

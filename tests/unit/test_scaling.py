@@ -42,9 +42,9 @@ def softmax(x):
 
 
 @pytest.mark.parametrize("scaled", [True, False])
-def test_attention_weights_are_softmax_of_qkt_or_qkt_over_root_dk(tiny_model, random_batch,
+def test_attention_weights_are_softmax_of_qkt_or_qkt_over_root_dk(make_model, random_batch,
                                                                    scaled):
-  model = tiny_model(scale_attention_logits=scaled)
+  model = make_model(scale_attention_logits=scaled)
   assert all(a.mha.scale_logits is scaled for a in attention_layers(model))
   source, target = with_padding(random_batch())
   model((source, target))
@@ -62,15 +62,15 @@ def test_attention_weights_are_softmax_of_qkt_or_qkt_over_root_dk(tiny_model, ra
                              rtol=1e-5, atol=1e-6)
 
 
-def test_switch_off_changes_the_output(tiny_model, random_batch):
-  on, off = tiny_model(), tiny_model(scale_attention_logits=False)
+def test_switch_off_changes_the_output(make_model, random_batch):
+  on, off = make_model(), make_model(scale_attention_logits=False)
   off.set_weights(on.get_weights())
   batch = with_padding(random_batch(1))
   assert np.abs(on(batch).numpy() - off(batch).numpy()).max() > 1e-3
 
 
-def test_cached_decoding_honours_the_switch(tiny_model, random_batch):
-  model = tiny_model(scale_attention_logits=False)
+def test_cached_decoding_honours_the_switch(make_model, random_batch):
+  model = make_model(scale_attention_logits=False)
   source, target = with_padding(random_batch(2))
   full = model((source, target)).numpy()
   context, source_mask = model.encode(source)
@@ -80,8 +80,8 @@ def test_cached_decoding_honours_the_switch(tiny_model, random_batch):
     np.testing.assert_allclose(logits.numpy(), full[:, index], rtol=1e-4, atol=1e-5)
 
 
-def test_beam_search_scores_are_full_pass_log_probs_with_the_switch_off(tiny_model, random_batch):
-  model = tiny_model(scale_attention_logits=False)
+def test_beam_search_scores_are_full_pass_log_probs_with_the_switch_off(make_model, random_batch):
+  model = make_model(scale_attention_logits=False)
   source, _ = with_padding(random_batch(3))
   max_lengths = tf.constant([5, 4, 6])
   tokens, scores = decoding.beam_search(model, source, max_lengths, beam_size=3, alpha=0.0)
@@ -95,8 +95,8 @@ def test_beam_search_scores_are_full_pass_log_probs_with_the_switch_off(tiny_mod
     np.testing.assert_allclose(scores.numpy()[row], chosen.sum(), rtol=1e-4, atol=1e-4)
 
 
-def test_get_config_and_keras_file_round_trip_the_new_fields(tiny_model, random_batch, tmp_path):
-  model = tiny_model(scale_attention_logits=False, embedding_initializer="normal")
+def test_get_config_and_keras_file_round_trip_the_new_fields(make_model, random_batch, tmp_path):
+  model = make_model(scale_attention_logits=False, embedding_initializer="normal")
   config = model.get_config()
   assert config["scale_attention_logits"] is False
   assert config["embedding_initializer"] == "normal"
@@ -123,10 +123,10 @@ def test_config_defaults_and_validation():
 
 
 @pytest.mark.parametrize("output_weights", ["tied", "shared"])
-def test_embedding_initializer_reaches_the_embedding(tiny_model, output_weights):
+def test_embedding_initializer_reaches_the_embedding(make_model, output_weights):
   d_model, vocab = 32, 2000
   for name in ("uniform", "normal"):
-    model = tiny_model(vocab_sizes=(vocab, vocab), d_model=d_model,
+    model = make_model(vocab_sizes=(vocab, vocab), d_model=d_model,
                        output_weights=output_weights, embedding_initializer=name)
     weights = model.output_projection.numpy()  # the target embedding (tied)
     if name == "uniform":
@@ -137,9 +137,9 @@ def test_embedding_initializer_reaches_the_embedding(tiny_model, output_weights)
       assert np.abs(weights).max() > 0.5  # far outside U(-0.05, 0.05)
 
 
-def test_unknown_embedding_initializer_is_one_clear_error(tiny_model):
+def test_unknown_embedding_initializer_is_one_clear_error(make_model):
   with pytest.raises(ValueError, match="unknown embedding initializer 'xavier'"):
-    tiny_model(embedding_initializer="xavier")
+    make_model(embedding_initializer="xavier")
 
 
 def notebook_script():
