@@ -134,6 +134,17 @@ def tiny_config():
 
 
 @pytest.fixture(scope="session")
+def short_config(tiny_config):
+  """``short_config(**model_fields)``: ``tiny_config`` with 64 positions and
+  outputs at most 5 tokens longer than their input, so that decoding is quick."""
+  def make(**model_fields):
+    config = tiny_config(max_position=64, **model_fields)
+    config.decoding.extra_length = 5
+    return config
+  return make
+
+
+@pytest.fixture(scope="session")
 def make_model(tiny_config):
   """``make_model(config=None, vocab_sizes=(30, 30), **model_fields)``: a built
   Transformer of ``config.model`` (by default ``tiny_config(**model_fields)``),

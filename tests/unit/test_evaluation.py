@@ -27,17 +27,6 @@ PAIRS = [("um dois três .", "one two three ."), ("olá .", "hello ."),
 VOCAB = (50, 40)  # (pt, en) vocabulary sizes of the models without a tokenizer
 
 
-@pytest.fixture(scope="module")
-def small_config(tiny_config):
-  """``small_config(**model_fields)``: configs/tiny.py with short positions and
-  outputs, so that decoding is quick."""
-  def make(**model_fields):
-    config = tiny_config(max_position=64, **model_fields)
-    config.decoding.extra_length = 5
-    return config
-  return make
-
-
 def write_trainer_checkpoints(model_dir, config, count, vocab=VOCAB, seed=0):
   """``count`` checkpoints written as train.py writes them (the Trainer's model,
   optimizer and data position), each with distinct random values in every
@@ -113,9 +102,9 @@ def test_bleu_on_tokenized_text_says_so_without_sacrebleu_warning(tmp_path, capl
   assert "tokenized" in record["note"] and "transformer/evaluation.py" in record["note"]
 
 
-def test_averaging_trainer_checkpoints_gives_the_mean_of_each_variable(make_model, small_config,
+def test_averaging_trainer_checkpoints_gives_the_mean_of_each_variable(make_model, short_config,
                                                                        tmp_path):
-  config = small_config()
+  config = short_config()
   paths, values = write_trainer_checkpoints(tmp_path, config, 3)
   # What broke name-based checks: the Trainer's checkpoints name the model's
   # variables through the optimizer (optimizer/_trainable_variables/N).
@@ -133,8 +122,8 @@ def test_averaging_trainer_checkpoints_gives_the_mean_of_each_variable(make_mode
   assert_weights(model, values[0])
 
 
-def test_last_checkpoints_refuses_to_average_more_than_there_are(small_config, tmp_path):
-  paths, _ = write_trainer_checkpoints(tmp_path, small_config(), 2)
+def test_last_checkpoints_refuses_to_average_more_than_there_are(short_config, tmp_path):
+  paths, _ = write_trainer_checkpoints(tmp_path, short_config(), 2)
   checkpoint_dir = tmp_path / checkpointing.CHECKPOINT_SUBDIR
   assert averaging.last_checkpoints(checkpoint_dir, 1) == paths[1:]
   with pytest.raises(training.CheckpointError, match="last 3 checkpoints but .* has 2"):
@@ -150,22 +139,22 @@ def test_last_checkpoints_refuses_to_average_more_than_there_are(small_config, t
     {"num_layers": 3},  # all of the model's variables are there, and more
     {"num_layers": 1},  # some of the model's variables are missing
 ], ids=["d_model", "more_layers", "fewer_layers"])
-def test_restore_refuses_a_checkpoint_of_another_model(make_model, small_config, tmp_path,
+def test_restore_refuses_a_checkpoint_of_another_model(make_model, short_config, tmp_path,
                                                        overrides):
   two_layers = {"num_layers": 2}  # so that the checkpoint can have fewer
-  (path,), _ = write_trainer_checkpoints(tmp_path, small_config(**{**two_layers, **overrides}), 1)
-  model = make_model(small_config(**two_layers), VOCAB)
+  (path,), _ = write_trainer_checkpoints(tmp_path, short_config(**{**two_layers, **overrides}), 1)
+  model = make_model(short_config(**two_layers), VOCAB)
   with pytest.raises(training.CheckpointError, match=path):
     averaging.restore_model(model, path)
   with pytest.raises(training.CheckpointError, match=path):
     averaging.average_checkpoints(model, [path])
 
 
-def test_restore_refuses_a_checkpoint_of_a_submodule(make_model, small_config, tmp_path):
-  model = make_model(small_config(), VOCAB)
+def test_restore_refuses_a_checkpoint_of_a_submodule(make_model, short_config, tmp_path):
+  model = make_model(short_config(), VOCAB)
   path = tf.train.Checkpoint(model=model.decoder).write(str(tmp_path / "decoder"))
   with pytest.raises(training.CheckpointError, match=path):
-    averaging.restore_model(make_model(small_config(), VOCAB), path)
+    averaging.restore_model(make_model(short_config(), VOCAB), path)
 
 
 class TwoDense(keras.Model):
@@ -193,11 +182,11 @@ def test_restore_refuses_as_many_variables_in_other_places(tmp_path):
     averaging.restore_model(model, path)
 
 
-def test_restore_refuses_a_corrupt_checkpoint(make_model, small_config, tmp_path):
-  (path,), _ = write_trainer_checkpoints(tmp_path, small_config(), 1)
+def test_restore_refuses_a_corrupt_checkpoint(make_model, short_config, tmp_path):
+  (path,), _ = write_trainer_checkpoints(tmp_path, short_config(), 1)
   Path(path + ".index").write_bytes(b"not a checkpoint index")
   with pytest.raises(training.CheckpointError, match=f"cannot read the checkpoint {path}"):
-    averaging.restore_model(make_model(small_config(), VOCAB), path)
+    averaging.restore_model(make_model(short_config(), VOCAB), path)
 
 
 def write_model_dir(model_dir, config, tokenizer_path, tokenizers, count):
@@ -221,10 +210,10 @@ def write_data_dir(data_dir, pairs, split_suffix="dev"):
 
 @pytest.mark.slow
 def test_evaluate_scores_an_averaged_model_dir_as_its_export_does(
-    small_config, tmp_path, tutorial_tokenizer_path, tutorial_tokenizers):
+    short_config, tmp_path, tutorial_tokenizer_path, tutorial_tokenizers):
   import evaluate  # pylint: disable=g-import-not-at-top
   model_dir = tmp_path / "run"
-  _, values = write_model_dir(model_dir, small_config(), tutorial_tokenizer_path,
+  _, values = write_model_dir(model_dir, short_config(), tutorial_tokenizer_path,
                               tutorial_tokenizers, 3)
   data_dir = write_data_dir(tmp_path / "data", PAIRS)
 
@@ -292,10 +281,10 @@ def assert_one_line_error(result, message):
 
 
 @pytest.fixture(scope="module")
-def cli_dirs(small_config, tmp_path_factory, tutorial_tokenizer_path, tutorial_tokenizers):
+def cli_dirs(short_config, tmp_path_factory, tutorial_tokenizer_path, tutorial_tokenizers):
   """(model_dir with 2 checkpoints, data folder with a validation split)."""
   root = tmp_path_factory.mktemp("cli")
-  write_model_dir(root / "run", small_config(), tutorial_tokenizer_path, tutorial_tokenizers,
+  write_model_dir(root / "run", short_config(), tutorial_tokenizer_path, tutorial_tokenizers,
                   2)
   return root / "run", write_data_dir(root / "data", PAIRS)
 
