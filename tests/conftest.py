@@ -180,14 +180,15 @@ def random_batch():
 
 @pytest.fixture(scope="session")
 def make_trainer():
-  """``make_trainer(config, vocab_sizes, model_dir=None)``: the Trainer train.py
-  would make of ``config``, without a progress bar."""
+  """``make_trainer(config, vocab_sizes, model_dir=None, **options)``: the
+  Trainer train.py would make of ``config``, without a progress bar (``options``:
+  the Trainer's other keywords, e.g. ``jit_compile``)."""
   from transformer import training  # pylint: disable=g-import-not-at-top
 
-  def make(config, vocab_sizes, model_dir=None):
+  def make(config, vocab_sizes, model_dir=None, **options):
     return training.Trainer(config, input_vocab_size=vocab_sizes[0],
                             target_vocab_size=vocab_sizes[1], model_dir=model_dir,
-                            progress=False)
+                            progress=False, **options)
   return make
 
 
