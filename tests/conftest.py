@@ -179,6 +179,20 @@ def random_batch():
 
 
 @pytest.fixture(scope="session")
+def random_dataset(random_batch):
+  """``random_dataset(batch_size, **random_batch_args)``: random pairs as the
+  pipeline gives training batches, ``((source, target[:, :-1]), target[:, 1:])``
+  of int64 ids, ``batch_size`` pairs a batch (the pairs: ``random_batch``'s)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  def make(batch_size, **random_batch_args):
+    source, target = (ids.astype("int64") for ids in random_batch(**random_batch_args))
+    return tf.data.Dataset.from_tensor_slices(
+        ((source, target[:, :-1]), target[:, 1:])).batch(batch_size)
+  return make
+
+
+@pytest.fixture(scope="session")
 def make_trainer():
   """``make_trainer(config, vocab_sizes, model_dir=None, **options)``: the
   Trainer train.py would make of ``config``, without a progress bar (``options``:
