@@ -1,12 +1,6 @@
 """The two scalings as switches (issue #10): ``model.scale_attention_logits``
 (1/√d_k, §3.2.1) and ``model.embedding_initializer`` beside ``scale_embeddings``
-(§3.4), and the notebook that measures them."""
-
-import json
-import os
-from pathlib import Path
-import subprocess
-import sys
+(§3.4). The notebook that measures them: tests/notebooks/test_scaling_notebook.py."""
 
 import keras
 import numpy as np
@@ -16,9 +10,6 @@ import tensorflow as tf
 from transformer import decoding
 from transformer.config import ConfigError, default_config, validate_config
 from transformer.model import Transformer
-
-ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOK = ROOT / "notebooks" / "scaling.ipynb"
 
 
 def with_padding(batch):
@@ -140,21 +131,3 @@ def test_embedding_initializer_reaches_the_embedding(make_model, output_weights)
 def test_unknown_embedding_initializer_is_one_clear_error(make_model):
   with pytest.raises(ValueError, match="unknown embedding initializer 'xavier'"):
     make_model(embedding_initializer="xavier")
-
-
-def notebook_script():
-  cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
-  code = ["".join(cell["source"]) for cell in cells if cell["cell_type"] == "code"]
-  return "import matplotlib\nmatplotlib.use('Agg')\n" + "\n\n".join(code)
-
-
-@pytest.mark.slow
-def test_scaling_notebook_runs_top_to_bottom(tmp_path):
-  script = tmp_path / "notebook.py"
-  script.write_text(notebook_script(), encoding="utf-8")
-  result = subprocess.run([sys.executable, str(script)], cwd=NOTEBOOK.parent,
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-  assert result.returncode == 0, result.stderr[-3000:]
-  # It read and printed the measured statistics.
-  assert "d_k" in result.stdout and "RMS" in result.stdout
