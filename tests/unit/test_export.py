@@ -1,8 +1,9 @@
-"""Exported translator SavedModel, .keras saving and translate.py (transformer/export.py)."""
+"""Exported translator SavedModel and .keras saving (transformer/export.py).
+
+translate.py, which reads them: tests/scripts/."""
 
 import json
 import os
-from pathlib import Path
 import subprocess
 import sys
 
@@ -13,7 +14,6 @@ import tensorflow as tf
 
 from transformer import export
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 MAX_POSITION = 64  # short_config's
 LONG_SENTENCE = " ".join(["palavra"] * 10_000)
 BAD_INPUTS = ["", "   \t ", "✈✈ 漢字 ☃", LONG_SENTENCE, "e quando melhoramos a procura ."]
@@ -106,20 +106,6 @@ print(json.dumps(result))
   result = json.loads(run.stdout.strip().splitlines()[-1])
   expected = as_text(translator.translate(tf.constant(BAD_INPUTS[-2:])))
   assert result == {"beam": expected, "served": expected, "project_imported": False}
-
-
-@pytest.mark.slow
-def test_translate_cli_reads_arguments_and_stdin(exported, tmp_path):
-  export_dir, translator, _ = exported
-  sentences = ["olá mundo .", "", "mas e se estes fatores fossem ativos ?"]
-  expected = as_text(translator.translate_greedy(tf.constant(sentences)))
-  run = subprocess.run(
-      [sys.executable, str(REPO_ROOT / "translate.py"), f"--export_dir={export_dir}",
-       "--method=greedy", "--batch_size=2", "-"],
-      input="\n".join(sentences) + "\n", cwd=tmp_path, env=subprocess_env(),
-      capture_output=True, text=True, timeout=300, check=False)
-  assert run.returncode == 0, run.stderr[-3000:]
-  assert run.stdout.split("\n")[:-1] == expected
 
 
 def test_keras_file_reloads_with_identical_outputs(make_model, short_config, tmp_path):
