@@ -63,6 +63,12 @@ MUTATIONS = (
              "x = layer(x, attention_mask=attention_mask, training=training)",
              "x = layer(x, attention_mask=None, training=training)",
              (f"{MASKING}::test_padding_the_source_changes_nothing_at_real_positions",)),
+    Mutation("encoder_padding_mask_lost_in_training", "encoder self-attention attends to "
+             "source padding in training mode only", "transformer/encoder.py",
+             "x = layer(x, attention_mask=attention_mask, training=training)",
+             "x = layer(x, attention_mask=None if training else attention_mask, "
+             "training=training)",
+             (f"{MASKING}::test_padding_the_source_changes_nothing_at_real_positions",)),
     Mutation("cross_attention_padding_mask", "cross-attention attends to source padding",
              "transformer/decoder.py",
              "x = self.cross_attention(x, context, attention_mask=source_mask, training=training)",
