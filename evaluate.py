@@ -12,9 +12,14 @@ SavedModel instead of a ``train.py`` folder:
 
   python evaluate.py --translator runs/cpu_2h/export/translator --method greedy
 
-``--max_sentences=N`` scores only the split's first N sentences. What it is
-doing and how long each part took goes to stderr (a live count of the
-sentences translated on a terminal); stdout holds only the JSON record.
+``--max_sentences=N`` scores only the split's first N sentences: a partial
+score, written to ``<split>.<method>.partial<N>.json`` with ``"partial": true``,
+never over the whole split's ``<split>.<method>.json``. ``--data`` is a folder
+of the TED HRLR files or ``tfds``; a folder that does not exist (a clone
+without ``../shared``) is replaced by ``tfds``, saying so
+(:mod:`transformer.sources`). What it is doing and how long each part took goes
+to stderr (a live count of the sentences translated on a terminal); stdout
+holds only the JSON record.
 
 Prints the JSON record; TensorFlow's own logs are hidden unless ``--verbose``
 (or ``TF_CPP_MIN_LOG_LEVEL`` is set). Exit status: 0 on success, 1 with one
@@ -36,6 +41,7 @@ from absl import logging
 
 from transformer import config as config_lib
 from transformer import run_folder
+from transformer import sources
 from transformer.training import progress
 from transformer.training import runtime
 
@@ -50,7 +56,8 @@ _METHOD = flags.DEFINE_enum("method", "beam", ["beam", "greedy"],
 _AVERAGE_LAST = flags.DEFINE_integer(
     "average_last", 0, "Average the last N checkpoints (§6.1 uses 5); 0 uses the latest.")
 _DATA = flags.DEFINE_string("data", str(config_lib.SHARED_DATA_DIR / "ted_hrlr_pt_to_en"),
-                            "Folder with pt.dev en.dev pt.test en.test (as train.py's --data).")
+                            "Folder with pt.dev en.dev pt.test en.test, or 'tfds' (as "
+                            "train.py's --data; a folder that does not exist becomes 'tfds').")
 _DATA_DIR = flags.DEFINE_string("data_dir", None, "Deprecated: the old name of --data.")
 _MAX_SENTENCES = flags.DEFINE_integer(
     "max_sentences", 0, "Score only the split's first N sentences (a quick look); 0: all.")
@@ -71,10 +78,16 @@ def check_flags(data_dir: str) -> None:
     raise UsageError("give exactly one of --model_dir and --translator")
   if _AVERAGE_LAST.value < 0 or _BATCH_SIZE.value < 1 or _MAX_SENTENCES.value < 0:
     raise UsageError("--average_last and --max_sentences must be >= 0 and --batch_size >= 1")
-  data_dir = Path(data_dir)
-  suffix = config_lib.SPLIT_FILE_SUFFIX[_SPLIT.value]
-  missing = [f"{language}.{suffix}" for language in ("pt", "en")
-             if not (data_dir / f"{language}.{suffix}").is_file()]
+  if data_dir == sources.TFDS:
+    if not sources.tfds_installed():
+      raise UsageError("--data=tfds needs tensorflow-datasets (pip install -e ., which "
+                       "brings it)")
+    missing = []
+  else:
+    data_dir = Path(data_dir)
+    suffix = config_lib.SPLIT_FILE_SUFFIX[_SPLIT.value]
+    missing = [f"{language}.{suffix}" for language in ("pt", "en")
+               if not (data_dir / f"{language}.{suffix}").is_file()]
   if missing:
     raise UsageError(f"--data={data_dir}: not a folder with the TED HRLR files of the "
                      f"{_SPLIT.value} split (missing {', '.join(missing)})")
@@ -99,13 +112,22 @@ def check_flags(data_dir: str) -> None:
 
 
 def data_flag() -> str:
-  """--data, or the deprecated --data_dir with a warning that says so."""
+  """--data, or the deprecated --data_dir with a warning that says so; 'tfds'
+  in place of a folder that does not exist, saying so."""
   if _DATA_DIR.value is None:
-    return _DATA.value
-  if _DATA.present:
+    data_dir = _DATA.value
+  elif _DATA.present:
     raise UsageError("--data_dir is the deprecated name of --data; give only --data")
-  say("evaluate.py: warning: --data_dir is deprecated; use --data")
-  return _DATA_DIR.value
+  else:
+    say("evaluate.py: warning: --data_dir is deprecated; use --data")
+    data_dir = _DATA_DIR.value
+  try:
+    data_dir, _, message = sources.stand_ins(data_dir)
+  except sources.SourceError as e:
+    raise UsageError(str(e)) from e
+  if message:
+    say(f"evaluate.py: {message}")
+  return data_dir
 
 
 def say(line: str) -> None:
@@ -114,10 +136,11 @@ def say(line: str) -> None:
 
 
 def load_pairs(data_dir, split: str, max_sentences: int = 0):
-  """The split's (pt, en) pairs, the first ``max_sentences`` of them when > 0."""
+  """``(pairs, split_size)``: the split's (pt, en) pairs, the first
+  ``max_sentences`` of them when > 0, and how many the whole split has."""
   from transformer import data  # pylint: disable=g-import-not-at-top
-  pairs = data.local_split_pairs(data_dir, split)
-  return pairs[:max_sentences] if max_sentences else pairs
+  pairs = data.split_pairs(data_dir, split)
+  return (pairs[:max_sentences] if max_sentences else pairs), len(pairs)
 
 
 def counted(translate_batch, total: int):
@@ -138,13 +161,15 @@ def counted(translate_batch, total: int):
   return translate_and_count
 
 
-def score(translate_batch, pairs, output_dir, split, method, batch_size, reference_tokenizer):
+def score(translate_batch, pairs, split_size, output_dir, split, method, batch_size,
+          reference_tokenizer):
   """evaluation.evaluate_bleu, saying what it does, how far it is and how long it took."""
   from transformer import evaluation  # pylint: disable=g-import-not-at-top
   with progress.announced(f"translating {len(pairs)} {split} sentences ({method})", say):
     return evaluation.evaluate_bleu(counted(translate_batch, len(pairs)), pairs, output_dir,
                                     split, method, batch_size,
-                                    reference_tokenizer=reference_tokenizer)
+                                    reference_tokenizer=reference_tokenizer,
+                                    split_size=split_size)
 
 
 def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
@@ -153,7 +178,7 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
   """Restores the model of ``model_dir`` and scores it; returns the BLEU record."""
   from transformer import evaluation  # pylint: disable=g-import-not-at-top
   from transformer.export import Translator, export_translator  # pylint: disable=g-import-not-at-top
-  pairs = load_pairs(data_dir, split, max_sentences)  # before the model: bad data fails at once
+  pairs, split_size = load_pairs(data_dir, split, max_sentences)  # bad data fails at once
   start = time.monotonic()
   config, tokenizers, model, checkpoints = run_folder.restore_model_dir(model_dir, average_last)
   # Said after the fact: a checkpoint that cannot be read is one error line alone.
@@ -166,15 +191,16 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
   else:
     translator = Translator(tokenizers, model, config.decoding)
   output_dir = Path(output_dir or Path(model_dir) / "bleu")
-  result = score(evaluation.translator_batch_fn(translator, method), pairs, output_dir, split,
-                 method, batch_size, tokenizers.en)
+  result = score(evaluation.translator_batch_fn(translator, method), pairs, split_size,
+                 output_dir, split, method, batch_size, tokenizers.en)
   with progress.announced(f"teacher-forced loss and accuracy on {len(pairs)} sentences", say):
     teacher_forced = evaluation.teacher_forced_metrics(model, tokenizers, pairs, config)
   result = {**result, "checkpoints": checkpoints, "export_dir": export_dir,
             "teacher_forced": teacher_forced}
   # The JSON beside the hypotheses also says which checkpoints were scored.
-  (output_dir / f"{split}.{method}.json").write_text(json.dumps(result, indent=2) + "\n",
-                                                     encoding="utf-8")
+  stem = evaluation.result_stem(split, method, len(pairs), split_size)
+  (output_dir / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n",
+                                           encoding="utf-8")
   return result
 
 
@@ -185,7 +211,7 @@ def evaluate_translator(translator_dir, split: str, method: str, data_dir, outpu
   import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import  (tokenizer ops)
   from transformer import evaluation  # pylint: disable=g-import-not-at-top
   from transformer.training.errors import describe_error  # pylint: disable=g-import-not-at-top
-  pairs = load_pairs(data_dir, split, max_sentences)
+  pairs, split_size = load_pairs(data_dir, split, max_sentences)
   try:
     translator = tf.saved_model.load(str(translator_dir))
   except Exception as e:  # pylint: disable=broad-except  (OSError, DecodeError, OpError...)
@@ -195,7 +221,7 @@ def evaluate_translator(translator_dir, split: str, method: str, data_dir, outpu
                                                     "tokenizers")):
     raise UsageError(f"{translator_dir} is a SavedModel but not an exported translator (it "
                      "lacks translate, translate_greedy or tokenizers)")
-  result = score(evaluation.translator_batch_fn(translator, method), pairs,
+  result = score(evaluation.translator_batch_fn(translator, method), pairs, split_size,
                  output_dir or Path(translator_dir).parent / "bleu", split, method,
                  batch_size, translator.tokenizers.en)
   return {**result, "translator": str(translator_dir)}

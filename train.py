@@ -31,6 +31,7 @@ start-up messages, SavedModel details) are hidden unless --verbose (or
 TF_CPP_MIN_LOG_LEVEL is set).
 """
 
+import atexit
 import json
 from pathlib import Path
 import sys
@@ -42,6 +43,7 @@ from ml_collections import config_flags
 
 from transformer import config as config_lib
 from transformer import run_folder
+from transformer import sources
 from transformer.training import distribute
 from transformer.training import progress
 from transformer.training import runtime
@@ -73,7 +75,8 @@ _DATA = flags.DEFINE_string(
     "data", str(config_lib.SHARED_DATA_DIR / "ted_hrlr_pt_to_en"),
     "Where the data comes from: a folder with pt.train en.train pt.dev en.dev (the "
     "original TED HRLR files, read in TFDS order), or 'tfds' to use "
-    "tensorflow_datasets (needs internet or a TFDS cache).")
+    "tensorflow_datasets (needs internet or a TFDS cache). A folder that does not "
+    "exist is replaced by 'tfds', saying so.")
 _TOKENIZER = flags.DEFINE_string(
     "tokenizer", "build",
     "'build': learn WordPiece vocabularies from the training pairs with the "
@@ -81,7 +84,8 @@ _TOKENIZER = flags.DEFINE_string(
     "under --tokenizer_cache_dir (reused when the same data and settings come "
     "again). Otherwise the path of a tokenizer SavedModel with .pt and .en "
     "tokenizers, e.g. the tutorial's ted_hrlr_translate_pt_en_converter at "
-    "../shared/data/tutorial_tokenizer.")
+    "../shared/data/tutorial_tokenizer; a path that does not exist is replaced by "
+    "'build', saying so.")
 _TOKENIZER_CACHE_DIR = flags.DEFINE_string(
     "tokenizer_cache_dir", None,
     "Where --tokenizer=build keeps built tokenizers (default: <model_dir>/tokenizers).")
@@ -140,6 +144,19 @@ class RunError(RuntimeError):
   """Bad data or files, or a run that cannot go on (e.g. a corrupt checkpoint)."""
 
 
+def use_stand_ins() -> None:
+  """A --data or --tokenizer path that does not exist (a clone without
+  ../shared) becomes 'tfds' or 'build' (:mod:`transformer.sources`), said in
+  one line."""
+  try:
+    data, tokenizer, message = sources.stand_ins(_DATA.value, _TOKENIZER.value)
+  except sources.SourceError as e:
+    raise UsageError(str(e)) from e
+  if message:
+    flags.FLAGS.data, flags.FLAGS.tokenizer = data, tokenizer
+    logging.info(message)
+
+
 def check_flags(config, model_dir: Path) -> None:
   """Every check that needs no TensorFlow; raises UsageError."""
   try:
@@ -153,8 +170,8 @@ def check_flags(config, model_dir: Path) -> None:
   if _DATA.value == "tfds":
     import importlib.util  # pylint: disable=g-import-not-at-top
     if importlib.util.find_spec("tensorflow_datasets") is None:
-      raise UsageError("--data=tfds needs tensorflow-datasets (pip install "
-                       "'transformer-pt-en[tfds]'); or pass the folder of the TED HRLR "
+      raise UsageError("--data=tfds needs tensorflow-datasets (pip install -e ., which "
+                       "brings it); or pass the folder of the TED HRLR "
                        "files, e.g. ../shared/data/ted_hrlr_pt_to_en")
   else:
     data_dir = Path(_DATA.value)
@@ -241,6 +258,7 @@ def main(argv):
     raise UsageError("--model_dir is required")
   config = load_config()
   model_dir = Path(_MODEL_DIR.value).resolve()
+  use_stand_ins()
   check_flags(config, model_dir)
 
   # TensorFlow is imported only now, so that flag errors come back at once.
@@ -296,8 +314,12 @@ def train(config, model_dir: Path, tf):
 
   if chief:
     model_dir.mkdir(parents=True, exist_ok=True)
-    # Held until the process ends, however it ends.
-    checkpointing.RunLock(model_dir).acquire()
+    # Held until the process ends, however it ends; removed when Python ends
+    # it (finished, stopped by a signal, an error), so that the next run finds
+    # no stale lock. A killed run's lock is stale, and taken over.
+    lock = checkpointing.RunLock(model_dir)
+    atexit.register(lock.release)  # first: a Ctrl-C right after acquire() is an exit too
+    lock.acquire()
   mismatch = tokenizers_lib.vocabulary_mismatch(model_dir, tokenizers)
   if mismatch and any((model_dir / checkpointing.CHECKPOINT_SUBDIR).glob("ckpt-*.index")):
     raise UsageError(f"--tokenizer={_TOKENIZER.value}: {mismatch}, or a new --model_dir")

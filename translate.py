@@ -1,26 +1,34 @@
-"""Translates Portuguese to English with an exported model (tutorial: "Run
+"""Translates Portuguese to English with a trained model (tutorial: "Run
 inference" with the exported ``translator``).
 
-  python translate.py --export_dir DIR "este é um problema ." "olá ."
+  python translate.py --model_dir runs/cpu_2h "este é um problema ." "olá ."
   python translate.py --export_dir DIR --input_file sentences.pt
   python translate.py --export_dir DIR < sentences.pt     (or: ... - < sentences.pt)
+
+``--model_dir`` takes a ``train.py`` output folder: its exported translator
+(``export/translator``) once the run has finished, else (a run stopped with
+Ctrl-C, or still training) its latest intact checkpoint, saying so in one line
+on stderr; ``--average_last=N`` averages its last N checkpoints instead.
+``--export_dir`` takes a translator SavedModel itself.
 
 Prints one translation per input sentence on stdout, in order, and nothing
 else. Without sentences it reads stdin, one sentence per line, unless stdin is
 a terminal. Input must be UTF-8: a line that is not stops the run after the
 lines before it are translated (--invalid_utf8=replace puts U+FFFD in place of
 the bad bytes instead). Errors are one line on stderr; exit status 2 for a bad
-command line, 1 for a bad --export_dir or input. TensorFlow's own log lines are
-hidden unless --verbose (or TF_CPP_MIN_LOG_LEVEL is set).
+command line, 1 for a bad --export_dir, --model_dir or input. TensorFlow's own
+log lines are hidden unless --verbose (or TF_CPP_MIN_LOG_LEVEL is set).
 
-Needs only TensorFlow and tensorflow_text: the SavedModel from
-``transformer.export.export_translator`` holds the tokenizers and the model.
+With --export_dir it needs only TensorFlow and tensorflow_text: the SavedModel
+from ``transformer.export.export_translator`` holds the tokenizers and the model.
 """
 
+import json
 import os
 from pathlib import Path
 import signal
 import sys
+from typing import Optional, Tuple
 
 from absl import app
 from absl import flags
@@ -31,8 +39,14 @@ from transformer.training.errors import describe_error
 
 _EXPORT_DIR = flags.DEFINE_string(
     "export_dir", None,
-    "Translator SavedModel folder (train.py writes <model_dir>/export/translator).",
-    required=True)
+    "Translator SavedModel folder (train.py writes <model_dir>/export/translator).")
+_MODEL_DIR = flags.DEFINE_string(
+    "model_dir", None,
+    "train.py output folder: its export when the run has finished, else its latest "
+    "intact checkpoint (a stopped or running run).")
+_AVERAGE_LAST = flags.DEFINE_integer(
+    "average_last", 0, "With --model_dir: average its last N checkpoints (§6.1 uses 5); "
+    "0: its export, else its latest checkpoint.", lower_bound=0)
 _INPUT_FILE = flags.DEFINE_string("input_file", None,
                                   "UTF-8 file, one sentence per line ('-' for stdin).")
 _INVALID_UTF8 = flags.DEFINE_enum(
@@ -45,7 +59,9 @@ _BATCH_SIZE = flags.DEFINE_integer("batch_size", 32, "Sentences translated toget
                                    lower_bound=1)
 _VERBOSE = flags.DEFINE_bool("verbose", False, "Show TensorFlow's own log lines on stderr.")
 
-_EXPORT_HINT = "pass the folder train.py writes at <model_dir>/export/translator"
+_EXPORT_HINT = ("pass the folder train.py writes at <model_dir>/export/translator, or "
+                "--model_dir=<model_dir>")
+EXPORT_SUBDIR = Path("export") / "translator"
 
 
 class UsageError(ValueError):
@@ -94,15 +110,88 @@ def open_sentences(args, input_file, invalid_utf8):
           for number, arg in enumerate(args, start=1))
 
 
+def run_folder_hint(export_dir: Path) -> str:
+  """What to pass instead of an ``export_dir`` that is missing: the run folder
+  it would be in, when that holds checkpoints (the run was stopped before it
+  exported), else the usual hint."""
+  if export_dir.parts[-2:] == EXPORT_SUBDIR.parts:
+    model_dir = export_dir.parent.parent
+    if list((model_dir / "checkpoints").glob("ckpt-*.index")):
+      return (f"{model_dir} has checkpoints but no export yet (the run did not finish): "
+              f"--model_dir={model_dir} translates with its latest checkpoint")
+  return _EXPORT_HINT
+
+
 def check_export_dir(export_dir: str) -> None:
   """The checks that need no TensorFlow; InputError unless a SavedModel folder."""
   path = Path(export_dir)
   if not path.is_dir():
     raise InputError(f"--export_dir={export_dir}: "
-                     f"{'not a folder' if path.exists() else 'no such folder'}; {_EXPORT_HINT}")
+                     f"{'not a folder' if path.exists() else 'no such folder'}; "
+                     f"{run_folder_hint(path)}")
   if not (path / "saved_model.pb").is_file():
     raise InputError(f"--export_dir={export_dir}: not a SavedModel (no saved_model.pb); "
                      f"{_EXPORT_HINT}")
+
+
+def exported_step(export_dir: Path) -> Optional[int]:
+  """The training step of a train.py export folder (its ``export_info.json``,
+  :data:`transformer.export.EXPORT_INFO_FILE`), or None when it does not say."""
+  try:
+    return int(json.loads((export_dir / "export_info.json").read_text())["step"])
+  except (OSError, ValueError, KeyError, TypeError):
+    return None
+
+
+def check_model_dir(model_dir: str, average_last: int) -> Tuple[Optional[str], str]:
+  """The checks of --model_dir that need no TensorFlow. Returns ``(export,
+  why)``: the path of its export to translate with, or None for its
+  checkpoints and why (no export yet, or one older than the checkpoints: a
+  finished run trained further). InputError naming what the folder holds when
+  it has neither."""
+  path = Path(model_dir)
+  if not path.is_dir():
+    raise InputError(f"--model_dir={model_dir}: "
+                     f"{'not a folder' if path.exists() else 'no such folder'}; pass the "
+                     "folder given to train.py --model_dir")
+  checkpoint_steps = sorted(int(index.name[len("ckpt-"):-len(".index")]) for index in
+                            (path / "checkpoints").glob("ckpt-*.index")
+                            if index.name[len("ckpt-"):-len(".index")].isdigit())
+  export = path / EXPORT_SUBDIR
+  why = f"no export in {model_dir} yet"
+  if (export / "saved_model.pb").is_file():
+    step = exported_step(export.parent)
+    if not average_last and (step is None or not checkpoint_steps
+                             or checkpoint_steps[-1] <= step):
+      return str(export), ""
+    why = f"the export of {model_dir} (step {step}) is older than its checkpoints"
+  if not checkpoint_steps:
+    holds = sorted(child.name for child in path.iterdir())
+    raise InputError(f"--model_dir={model_dir}: no export and no checkpoint yet (it holds "
+                     f"{', '.join(holds) or 'nothing'}); train.py writes its first "
+                     "checkpoint after config.training.checkpoint_every_steps steps")
+  return None, why
+
+
+def restore_translator(model_dir: str, average_last: int, why: str):
+  """An in-memory translator over the run's latest (or ``average_last``
+  averaged) checkpoints, with the run's tokenizer and decoding settings;
+  says which on stderr, after ``why`` when there is no --average_last."""
+  from transformer import data  # pylint: disable=g-import-not-at-top
+  from transformer import run_folder  # pylint: disable=g-import-not-at-top
+  from transformer import tokenizers  # pylint: disable=g-import-not-at-top
+  from transformer.export import Translator  # pylint: disable=g-import-not-at-top
+  from transformer.training.errors import TrainingError  # pylint: disable=g-import-not-at-top
+  try:
+    config, run_tokenizers, model, paths = run_folder.restore_model_dir(model_dir,
+                                                                        average_last)
+  except (TrainingError, tokenizers.TokenizerError, data.DataError, OSError) as e:
+    raise InputError(f"--model_dir={model_dir}: {describe_error(e)}") from e
+  names = ", ".join(Path(p).name for p in paths)
+  said = (f"translating with the average of {names}" if average_last
+          else f"{why}: translating with its checkpoint {names}")
+  print(f"translate.py: {said}", file=sys.stderr, flush=True)
+  return Translator(run_tokenizers, model, config.decoding)
 
 
 def load_translator(tf, export_dir: str):
@@ -144,12 +233,23 @@ def translate_and_print(tf, translate, sentences, batch_size: int):
 
 
 def main(argv):
+  if bool(_EXPORT_DIR.value) == bool(_MODEL_DIR.value):
+    raise UsageError("give one of --model_dir (a train.py output folder) and --export_dir "
+                     "(a translator SavedModel)")
+  if _AVERAGE_LAST.value and not _MODEL_DIR.value:
+    raise UsageError("--average_last needs --model_dir")
   sentences = open_sentences(argv[1:], _INPUT_FILE.value, _INVALID_UTF8.value)
-  check_export_dir(_EXPORT_DIR.value)
+  why = ""
+  if _MODEL_DIR.value:
+    export_dir, why = check_model_dir(_MODEL_DIR.value, _AVERAGE_LAST.value)
+  else:
+    export_dir = _EXPORT_DIR.value
+    check_export_dir(export_dir)
   if not _VERBOSE.value:
     logging.set_verbosity(logging.ERROR)
   tf = runtime.import_tensorflow(_VERBOSE.value)
-  translator = load_translator(tf, _EXPORT_DIR.value)
+  translator = (load_translator(tf, export_dir) if export_dir
+                else restore_translator(_MODEL_DIR.value, _AVERAGE_LAST.value, why))
   translate = (translator.translate if _METHOD.value == "beam"
                else translator.translate_greedy)
   translate_and_print(tf, translate, sentences, _BATCH_SIZE.value)

@@ -98,6 +98,8 @@ def samples(model_bleu_dir: Path, data_dir, count: int) -> str:
   pairs = data.local_split_pairs(data_dir, "test")[:count]
   outputs = {}
   for path in sorted(model_bleu_dir.glob("test.*.txt")):
+    if ".partial" in path.name:  # evaluate.py --max_sentences: not the whole split
+      continue
     method = path.name.split(".")[1]
     outputs[method] = path.read_text(encoding="utf-8").splitlines()[:count]
   lines = [f"# The first {count} test pairs (TFDS order)\n"]

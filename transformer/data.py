@@ -152,10 +152,18 @@ def load_tfds_split(split: str) -> tf.data.Dataset:
     import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   except ImportError as e:
     raise ImportError(
-        "loading from 'tfds' needs tensorflow-datasets (pip install "
-        "'transformer-pt-en[tfds]'); or pass a folder with the files "
+        "loading from 'tfds' needs tensorflow-datasets (pip install -e ., which "
+        "brings it); or pass a folder with the files "
         "pt.train en.train pt.dev en.dev pt.test en.test") from e
   return tfds.load(TFDS_NAME, split=split, as_supervised=True)
+
+
+def split_pairs(source: PathLike, split: str) -> List[Pair]:
+  """The (pt, en) pairs of `split` from "tfds" or a folder, in TFDS order."""
+  if str(source) == "tfds":
+    return [(pt.decode("utf-8"), en.decode("utf-8"))
+            for pt, en in load_tfds_split(split).as_numpy_iterator()]
+  return local_split_pairs(source, split)
 
 
 def load_split(source: PathLike, split: str) -> tf.data.Dataset:

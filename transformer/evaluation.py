@@ -23,7 +23,7 @@ The model scored is a restored or averaged one (:mod:`transformer.run_folder`,
 import json
 import os
 from pathlib import Path
-from typing import Callable, List, Sequence, Tuple, Union
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import sacrebleu
 import tensorflow as tf
@@ -65,13 +65,24 @@ def round_trip(tokenizer, sentences: Sequence[str]) -> List[str]:
   return [s.decode("utf-8") for s in detokenized.numpy()]
 
 
+def result_stem(split_name: str, method: str, num_sentences: int,
+                split_size: Optional[int] = None) -> str:
+  """The name of a BLEU pass's files without the suffix: ``test.beam`` for a
+  whole split, ``test.beam.partial200`` for its first 200 sentences only, so
+  that a partial score neither passes for a full one nor overwrites it."""
+  partial = split_size is not None and num_sentences < split_size
+  return f"{split_name}.{method}" + (f".partial{num_sentences}" if partial else "")
+
+
 def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output_dir: PathLike,
                   split_name: str, method: str, batch_size: int = 64,
-                  reference_tokenizer=None) -> dict:
+                  reference_tokenizer=None, split_size: Optional[int] = None) -> dict:
   """Translates the source side of ``pairs`` and scores it against the target side.
 
-  Writes ``<output_dir>/<split>.<method>.txt`` (one hypothesis per line, in
-  ``pairs`` order) and ``<output_dir>/<split>.<method>.json`` with the score.
+  Writes ``<output_dir>/<stem>.txt`` (one hypothesis per line, in ``pairs``
+  order) and ``<output_dir>/<stem>.json`` with the score, the stem
+  :func:`result_stem`: ``<split>.<method>``, or ``<split>.<method>.partial<N>``
+  when ``split_size`` says that ``pairs`` are only the first N of the split.
 
   Args:
     translate_batch: list of source strings → list of translations.
@@ -79,10 +90,13 @@ def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output
     method: how ``translate_batch`` decodes ("greedy", "beam"); recorded only.
     reference_tokenizer: the target-language tokenizer; if given, references
       are scored after its round trip (see the module docstring).
+    split_size: the number of pairs in the whole split (None: ``pairs`` are
+      the whole split).
   Returns:
     The JSON's content: bleu, signature, method, split, num_sentences,
-    references, hypotheses_file, sacreBLEU's full result line, a note
-    that the text is tokenized on purpose, and ``whole_word``: the BLEU of
+    partial (whether they are only the split's first ones), references,
+    hypotheses_file, sacreBLEU's full result line, a note that the text is
+    tokenized on purpose, and ``whole_word``: the BLEU of
     :func:`transformer.bleu.whole_word_bleu` on the references as in the data.
   """
   if not pairs:
@@ -98,16 +112,18 @@ def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output
   score = bleu.corpus_score(hypotheses, [list(references)])
   output_dir = Path(output_dir)
   output_dir.mkdir(parents=True, exist_ok=True)
-  hypotheses_file = output_dir / f"{split_name}.{method}.txt"
+  stem = result_stem(split_name, method, len(hypotheses), split_size)
+  hypotheses_file = output_dir / f"{stem}.txt"
   # Hypotheses hold no newlines (the detokenizer joins tokens with spaces).
   hypotheses_file.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
   result = {"bleu": score.score, "signature": str(bleu.get_signature()), "method": method,
             "split": split_name, "num_sentences": len(hypotheses),
+            "partial": stem != f"{split_name}.{method}",
             "references": ("tokenizer round trip" if reference_tokenizer is not None
                            else "as in the data"),
             "hypotheses_file": str(hypotheses_file), "details": str(score),
             "note": TOKENIZED_BLEU_NOTE, "whole_word": whole_word}
-  (output_dir / f"{split_name}.{method}.json").write_text(
+  (output_dir / f"{stem}.json").write_text(
       json.dumps(result, indent=2) + "\n", encoding="utf-8")
   return result
 

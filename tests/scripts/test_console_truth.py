@@ -117,9 +117,9 @@ def test_a_time_budgets_epoch_count_follows_its_plan(tiny_config, random_dataset
   run_epoch = training.Trainer._run_epoch  # pylint: disable=protected-access
 
   def timed(self, *args, **kwargs):
-    record = run_epoch(self, *args, **kwargs)
+    record, _ = run_epoch(self, *args, **kwargs)
     record["seconds"] = 10.0 if record["epoch"] == 1 else 20.0
-    return record
+    return record, record["seconds"]
   monkeypatch.setattr(training.Trainer, "_run_epoch", timed)
   config = tiny_config(output_weights="untied")
   config.training.update(epochs=100, time_budget_minutes=1.0, cooldown_fraction=1 / 3,
@@ -127,8 +127,10 @@ def test_a_time_budgets_epoch_count_follows_its_plan(tiny_config, random_dataset
   dataset = random_dataset(2, rows=6, source_length=9, target_length=10, vocab=50)
   trainer = training.Trainer(config, input_vocab_size=60, target_vocab_size=60)
   trainer.fit(lambda epoch: dataset)
-  labels = re.findall(r"^(Epoch \d+/\d+) ", capsys.readouterr().out, re.MULTILINE)
-  assert labels == ["Epoch 1/6", "Epoch 2/3", "Epoch 3/3"]
+  labels = re.findall(r"^(Epoch \d+/~?\d+) ", capsys.readouterr().out, re.MULTILINE)
+  # The first epoch's count is an estimate when its line is printed; the plan
+  # is fixed after the second.
+  assert labels == ["Epoch 1/~6", "Epoch 2/3", "Epoch 3/3"]
 
 
 # ------------------------------------------------------------- tiny real runs

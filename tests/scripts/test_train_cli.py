@@ -46,18 +46,20 @@ def test_help_mentions_every_flag():
     (["--strategy=nccl"], "flag --strategy=nccl: value should be one of"),
     (["--tpu=grpc://10.0.0.2:8470"], "TPU address .* with strategy 'default'"),
     (["--strategy=tpu", "--mixed_precision=mixed_float16"], "mixed_float16 is for GPUs"),
-    (["--tokenizer=/nonexistent/tokenizer"], r"--tokenizer=/nonexistent/tokenizer: no "
-                                             "tokenizer SavedModel"),
+    # Folders that exist without the files (an absent path gives way to 'build'
+    # or 'tfds': tests/scripts/test_user_path.py).
+    (["--tokenizer={tmp}"], r"--tokenizer=\S+: no tokenizer SavedModel"),
     (["--config.model.num_heads=3", "--config.model.head_width=split"],
      "d_model=128 is not divisible by num_heads=3"),
     (["--config.model.output_weights=shared"], "'shared' .* needs data.vocabulary='joint'"),
-    (["--data=/nonexistent/data"], "not a folder with the TED HRLR files"),
+    (["--data={tmp}"], "not a folder with the TED HRLR files"),
     (["--no_such_flag=1"], "Unknown command line flag 'no_such_flag'"),
     (["--config.model.no_such_field=1"], "no_such_field"),
 ])
 def test_bad_flags_fail_fast(tmp_path, args, message):
   start = time.time()
-  result = _train(f"--model_dir={tmp_path / 'run'}", *args)
+  result = _train(f"--model_dir={tmp_path / 'run'}",
+                  *(arg.format(tmp=tmp_path) for arg in args))
   assert result.returncode != 0
   assert re.search(message, result.stderr), result.stderr[-2000:]
   assert not (tmp_path / "run").exists()  # nothing was started

@@ -120,9 +120,9 @@ def ten_second_epochs(monkeypatch):
   run_epoch = training.Trainer._run_epoch  # pylint: disable=protected-access
 
   def timed(self, *args, **kwargs):
-    record = run_epoch(self, *args, **kwargs)
+    record, _ = run_epoch(self, *args, **kwargs)
     record["seconds"] = 10.0
-    return record
+    return record, 10.0
   monkeypatch.setattr(training.Trainer, "_run_epoch", timed)
 
 

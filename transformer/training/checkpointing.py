@@ -62,6 +62,14 @@ class RunLockedError(TrainingError):
     self.holder = holder
 
 
+def position_text(epochs_done: int, step_in_epoch: int) -> str:
+  """Where in the data a checkpoint is, with epochs counted from 1 as the
+  console counts them: "in epoch 3, after its first 626 batches"."""
+  if step_in_epoch:
+    return f"in epoch {epochs_done + 1}, after its first {step_in_epoch} batches"
+  return f"after epoch {epochs_done}" if epochs_done else "before the first epoch"
+
+
 def checkpoint_step(prefix: str) -> int:
   """The step N of a checkpoint prefix ``.../ckpt-N``."""
   return int(prefix.rsplit("-", 1)[1])
@@ -162,7 +170,8 @@ class RunLock:
 
   ``flock`` on ``<model_dir>/train.lock``, which holds the holder's PID. The
   kernel drops the lock when its process ends, however it ends, so a lock file
-  left by a killed run is stale by construction and taken over.
+  left by a killed run is stale by construction and taken over; a run that
+  ends cleanly removes it (:meth:`release`).
   """
 
   def __init__(self, model_dir: Path):
@@ -171,15 +180,21 @@ class RunLock:
 
   def acquire(self) -> None:
     """Takes the lock; raises :class:`RunLockedError` naming the holder's PID."""
-    fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError as e:
-      holder = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
+    while True:
+      fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+      try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+      except BlockingIOError as e:
+        holder = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        raise RunLockedError(
+            f"{self.path.parent} is in use by another train.py (PID {holder}); wait for it "
+            "to end or stop it, or use another --model_dir", holder) from e
+      # The holder may have removed the file between our open and our lock
+      # (release): then the lock is on a file no other run will open again.
+      if self.path.exists() and os.path.samestat(os.fstat(fd), os.stat(self.path)):
+        break
       os.close(fd)
-      raise RunLockedError(
-          f"{self.path.parent} is in use by another train.py (PID {holder}); wait for it "
-          "to end or stop it, or use another --model_dir", holder) from e
     previous = os.read(fd, 64).decode("ascii", "replace").strip()
     if previous:
       logging.warning("taking over the stale lock %s of PID %s, which no longer runs",
@@ -189,9 +204,9 @@ class RunLock:
     self._fd = fd
 
   def release(self) -> None:
-    """Empties the lock file and lets go of the lock."""
+    """Removes the lock file and lets go of the lock."""
     if self._fd is not None:
-      os.ftruncate(self._fd, 0)
+      self.path.unlink(missing_ok=True)
       os.close(self._fd)
       self._fd = None
 
@@ -284,8 +299,8 @@ class Checkpoints:
     self._restore_from(path)
     self._last_saved = self._position()
     step, epoch, step_in_epoch = self._last_saved
-    logging.info("restored checkpoint %s at step %d (epoch %d, batch %d of the epoch)",
-                 path, step, epoch, step_in_epoch)
+    logging.info("restored checkpoint %s at step %d (%s)", path, step,
+                 position_text(epoch, step_in_epoch))
     return step
 
   def _holds_added_state(self, path: str) -> bool:

@@ -4,15 +4,23 @@ A live line per epoch on a terminal and one summary line per epoch everywhere.
 
 On a terminal the live line counts the steps this epoch will really run (a
 ``train_steps`` limit shortens it), says "Epoch 3/20" and gives an ETA from the
-steps after the first, whose time is mostly tracing. When stdout is not a
-terminal (a file, a pipe) nothing is drawn: one plain line per epoch, no
-escape codes, no carriage returns.
+steps after the first, whose time is mostly tracing. It is cut to the
+terminal's width, and a log line written while it is drawn first clears it,
+so that the log line starts on a line of its own (the live line comes back
+at the next step). When stdout is not a terminal (a file, a pipe) nothing is
+drawn: one plain line per epoch, no escape codes, no carriage returns.
+
+The epoch count is the run's plan: "Epoch 3/20" when it is known (a number
+of epochs or steps, a time budget's fixed plan), "Epoch 3/~20" while a time
+budget's plan is still an estimate, and "Epoch 3" before there is one.
 
 Only the chief shows anything under multi-worker; the Trainer decides.
 """
 
 import contextlib
+import logging as python_logging
 import math
+import shutil
 import sys
 import time
 from typing import Callable, Dict, List, Optional, TextIO
@@ -24,20 +32,23 @@ BAR_WIDTH = 24
 REDRAW_SECONDS = 0.1
 
 
-def epoch_label(epoch: int, planned: Optional[int]) -> str:
-  """"Epoch 3/20" for epoch 3 of 20 planned; "Epoch 3" when the count is unknown."""
-  return f"Epoch {epoch}/{planned}" if planned else f"Epoch {epoch}"
+def epoch_label(epoch: int, planned: Optional[int], estimated: bool = False) -> str:
+  """"Epoch 3/20" for epoch 3 of 20 planned, "Epoch 3/~20" when the 20 is an
+  estimate, "Epoch 3" when there is no count yet."""
+  if not planned:
+    return f"Epoch {epoch}"
+  return f"Epoch {epoch}/{'~' if estimated else ''}{planned}"
 
 
-def epoch_summary(record: Dict, planned: Optional[int] = None) -> str:
+def epoch_summary(record: Dict, planned: Optional[int] = None, estimated: bool = False) -> str:
   """One line for an epoch's metrics record (the console's per-epoch summary).
 
   E.g. ``Epoch 3/20 (step 1200): train loss 4.1230 acc 0.3120 | val loss 3.9000
   acc 0.3400 | 12345 tok/s | 95.2 s``; the validation part only when the record
   has one, BLEU when it has it.
   """
-  parts = [f"{epoch_label(record['epoch'], planned)} (step {record['step']}): train loss "
-           f"{record['train_loss']:.4f} acc {record['train_accuracy']:.4f}"]
+  parts = [f"{epoch_label(record['epoch'], planned, estimated)} (step {record['step']}): "
+           f"train loss {record['train_loss']:.4f} acc {record['train_accuracy']:.4f}"]
   if "val_loss" in record:
     parts.append(f"val loss {record['val_loss']:.4f} acc {record['val_accuracy']:.4f}")
   if "bleu" in record:
@@ -104,16 +115,18 @@ class LiveLine:
     self.opened = clock()
     self._first_done = None  # (steps, time) after the first step of this run
 
-  def text(self, done: int, values: Dict[str, float]) -> str:
-    """The line at ``done`` steps: bar, counts, elapsed time, ETA and ``values``."""
+  def text(self, done: int, values: Dict[str, float], width: Optional[int] = None) -> str:
+    """The line at ``done`` steps: bar, counts, elapsed time, ETA and ``values``,
+    cut to ``width`` characters (None: whole)."""
     now = self.clock()
     if self._first_done is None:
       self._first_done = (done, now)
     filled = BAR_WIDTH * min(done, self.total) // max(self.total, 1)
     bar = "=" * filled + (">" if filled < BAR_WIDTH else "") + "." * (BAR_WIDTH - filled - 1)
     shown = " ".join(f"{key} {_number(value)}" for key, value in values.items())
-    return (f"{self.label} {done}/{self.total} [{bar}] "
+    text = (f"{self.label} {done}/{self.total} [{bar}] "
             f"{clock_text(now - self.opened)} {self._eta(done, now)} | {shown}")
+    return text if width is None else text[:width]
 
   def _eta(self, done: int, now: float) -> str:
     # The first step traces the graph: its time says nothing about the others.
@@ -149,6 +162,7 @@ class EpochProgress:
     self._line = None
     self._width = 0
     self._drawn_at = None
+    self._log_handlers = []  # the handlers whose records clear the live line first
 
   @property
   def stream(self) -> TextIO:
@@ -166,6 +180,10 @@ class EpochProgress:
                             total, self._clock)
       self._width = 0
       self._drawn_at = None
+      # absl's handler (and any other) hangs on the root logger.
+      self._log_handlers = list(python_logging.getLogger().handlers)
+      for handler in self._log_handlers:
+        handler.addFilter(self._clear_before_log_line)
 
   def update(self, done: int, **values: float) -> None:
     """Redraws the live line at ``done`` steps of the epoch (at most every
@@ -177,23 +195,37 @@ class EpochProgress:
         and now - self._drawn_at < REDRAW_SECONDS):
       return
     self._drawn_at = now
-    text = self._line.text(done, values)
+    # One column short of the width: a full line would wrap on some terminals.
+    text = self._line.text(done, values, width=shutil.get_terminal_size().columns - 1)
     # Spaces, not an escape code, clear what a longer line left behind.
     self.stream.write("\r" + text.ljust(self._width))
     self.stream.flush()
     self._width = len(text)
 
+  def _clear_before_log_line(self, record) -> bool:  # pylint: disable=unused-argument
+    """A logging filter that lets every record through, after clearing the
+    drawn live line so that the record's line starts at the left margin."""
+    if self._width:
+      self.stream.write("\r" + " " * self._width + "\r")
+      self.stream.flush()
+      self._width = 0
+    return True
+
   def end(self) -> None:
     """Ends the epoch's live line (the cursor goes to the next line)."""
+    for handler in self._log_handlers:
+      handler.removeFilter(self._clear_before_log_line)
+    self._log_handlers = []
     if self._line is not None:
-      self.stream.write("\n")
-      self.stream.flush()
+      if self._width:  # else a log line cleared it and left the cursor on a new line
+        self.stream.write("\n")
+        self.stream.flush()
       self._line = None
 
-  def summary(self, record: Dict, planned: Optional[int]) -> None:
+  def summary(self, record: Dict, planned: Optional[int], estimated: bool = False) -> None:
     """Prints :func:`epoch_summary` of the epoch's metrics record."""
     if self.enabled:
-      print(epoch_summary(record, planned), file=self.stream, flush=True)
+      print(epoch_summary(record, planned, estimated), file=self.stream, flush=True)
 
 
 @contextlib.contextmanager

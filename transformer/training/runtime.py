@@ -23,9 +23,10 @@ def import_tensorflow(verbose: bool):
   set first (unless the user set it). TensorFlow 2.21 still prints start-up
   lines (oneDNN, CUDA) during the import, before absl::InitializeLog(), where no
   level applies (abseil/abseil-cpp#1718), so stderr's file descriptor points at
-  the null device for the import only. Afterwards, records below WARNING from
-  TensorFlow's own Python modules (SavedModel loading and saving) are dropped;
-  the scripts' own lines stay.
+  the null device for the import only. Afterwards, records below ERROR from
+  TensorFlow's own Python modules (SavedModel loading and saving, deprecation
+  warnings about TensorFlow's own calls) are dropped; the scripts' own lines
+  stay.
   """
   use_bfc_allocator()
   if verbose:
@@ -46,7 +47,7 @@ def import_tensorflow(verbose: bool):
   set_cpu_threads(tf)
   tensorflow_dir = os.path.dirname(tf.__file__) + os.sep
   logging.get_absl_handler().addFilter(
-      lambda record: record.levelno >= python_logging.WARNING
+      lambda record: record.levelno >= python_logging.ERROR
       or not record.pathname.startswith(tensorflow_dir))
   return tf
 

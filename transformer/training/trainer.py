@@ -226,9 +226,12 @@ class Trainer:
         **(self._budget.checkpointed() if self._budget else {}))
     self._summaries = summaries.Summaries(self.model_dir, is_chief=is_chief)
     self._progress = progress_lib.EpochProgress(enabled=progress and is_chief)
-    # The run's length in epochs for "Epoch 3/20": shown and updated by the loop.
+    # The run's length in epochs for "Epoch 3/20" (None: not known yet), and
+    # whether it is a time budget's estimate ("Epoch 3/~20"): shown and
+    # updated by the loop.
     self._planned = None
-    self._budget_estimate = int(config.training.epochs)
+    self._planned_estimated = False
+    self._budget_estimate = None  # the time budget's latest, until its plan is fixed
     self._grad_fn = None  # the step's gradients, XLA-compiled under jit_compile
     self._train_fn = None
     self._train_spec = None
@@ -386,12 +389,13 @@ class Trainer:
                   self._budget is not None and self._budget.finished(epoch)):
             break
           first_step = self.step
-          record = self._run_epoch(epoch, make_train_dataset, max_steps, interval,
-                                   step_callback, stop)
+          record, run_seconds = self._run_epoch(epoch, make_train_dataset, max_steps,
+                                                interval, step_callback, stop)
           if self._budget is not None:
-            # Each worker timed itself; all must plan alike.
-            seconds = distribute.mean_over_replicas(self.strategy, record["seconds"])
-            self._budget.add_seconds(seconds)
+            # Each worker timed itself; all must plan alike. An earlier run's
+            # share of a resumed epoch was counted by that run.
+            self._budget.add_seconds(
+                distribute.mean_over_replicas(self.strategy, run_seconds))
           if stop.received is not None:
             self.save_checkpoint()
             logging.warning("stopped by %s at step %d; rerun the same command to resume",
@@ -407,7 +411,7 @@ class Trainer:
             self.step_in_epoch.assign(0)
             self._epoch_sums.assign(losses.TokenMetrics(), 0.0)
             if self._budget is not None:
-              self._plan_budget(record, seconds, steps_run=self.step - first_step)
+              self._plan_budget(record, steps_run=self.step - first_step)
           self.save_checkpoint()
           if validation_dataset is not None:
             val = self.evaluate(validation_dataset)
@@ -419,7 +423,11 @@ class Trainer:
           logging.info("epoch %d (step %d): %s", record["epoch"], record["step"],
                        json.dumps({k: v for k, v in record.items()
                                    if k not in ("epoch", "step")}, sort_keys=True))
-          self._progress.summary(record, record.get("planned_epochs", self._planned))
+          if "planned_epochs" in record:
+            self._progress.summary(record, record["planned_epochs"],
+                                   estimated=not int(self._budget.planned.numpy()))
+          else:
+            self._progress.summary(record, self._planned, self._planned_estimated)
           self._summaries.append_metrics(record)
           history.append(record)
     finally:
@@ -430,20 +438,39 @@ class Trainer:
     return TrainResult(step=self.step, start_step=start_step, epoch=int(self.epoch.numpy()),
                        interrupted_by=stop.received, history=history)
 
-  def _plan_budget(self, record, seconds, steps_run):
-    # A resumed epoch ran only part of its steps here: scale its seconds up.
-    epoch_seconds = seconds / max(steps_run, 1) * record["steps_in_epoch"]
+  def _plan_budget(self, record, steps_run):
+    # The record's seconds are the whole epoch's, across a resume; a resumed
+    # epoch whose checkpoint predates the epoch's sums has only this run's
+    # share of them: scaled up to all of its steps.
+    epoch_seconds = distribute.mean_over_replicas(self.strategy, record["seconds"])
+    if record.get("partial"):
+      epoch_seconds *= record["steps_in_epoch"] / max(steps_run, 1)
     record["planned_epochs"] = self._budget.epoch_end(
         epochs_done=int(self.epoch.numpy()), epoch_seconds=epoch_seconds,
         steps_per_epoch=record["steps_in_epoch"], step=self.step)
     self._budget_estimate = record["planned_epochs"]
 
-  def _epoch_count(self) -> int:
-    """The run's length in epochs as known now: the time budget's plan or
-    latest estimate, else the configured count."""
-    if self._budget is not None:
-      return int(self._budget.planned.numpy()) or self._budget_estimate
-    return int(self.config.training.epochs)
+  def _epoch_count(self) -> Tuple[Optional[int], bool]:
+    """``(epochs, estimated)``: the run's length in epochs as known now (None
+    before a time budget has an estimate), and whether it is an estimate.
+
+    A time budget's plan, once fixed, else its latest estimate: that of the
+    last epoch ended in this run, or, right after a resume, the whole epochs'
+    mean seconds so far. Else the configured count."""
+    if self._budget is None:
+      return int(self.config.training.epochs), False
+    fixed = int(self._budget.planned.numpy())
+    if fixed:
+      return fixed, False
+    done = int(self.epoch.numpy())
+    if self._budget_estimate is None and done:
+      # used_seconds also holds the part of the current epoch already trained.
+      current = self._epoch_sums.read()[1] if int(self.step_in_epoch.numpy()) else 0.0
+      whole_seconds = float(self._budget.used_seconds.numpy()) - current
+      self._budget_estimate = budget_lib.planned_epochs(
+          self._budget.budget_seconds, float(self._budget.used_seconds.numpy()), done,
+          whole_seconds / done, self._budget.max_epochs)
+    return self._budget_estimate, self._budget_estimate is not None
 
   def _open_progress(self, epoch, skip, target, dataset, max_steps):
     # Until an epoch has ended its length is unknown: one pass over this
@@ -451,13 +478,16 @@ class Trainer:
     epoch_steps = target or skip + int(dataset.reduce(
         tf.constant(0, tf.int64), lambda count, _: count + 1))
     steps_left = max_steps - self.step if max_steps else None
-    self._planned = progress_lib.planned_epochs(epoch, epoch_steps, skip, steps_left,
-                                                self._epoch_count())
+    epochs, self._planned_estimated = self._epoch_count()
+    self._planned = progress_lib.planned_epochs(epoch, epoch_steps, skip, steps_left, epochs)
     total = epoch_steps if steps_left is None else min(epoch_steps, skip + steps_left)
-    self._progress.start(progress_lib.epoch_label(epoch + 1, self._planned), skip, total)
+    self._progress.start(progress_lib.epoch_label(epoch + 1, self._planned,
+                                                  self._planned_estimated), skip, total)
 
   def _run_epoch(self, epoch, make_train_dataset, max_steps, interval, step_callback,
-                 stop: stop_signals.StopSignals):
+                 stop: stop_signals.StopSignals) -> Tuple[Dict, float]:
+    """Trains on one epoch's batches, or what is left of them; returns its
+    metrics record and the seconds this run spent on it."""
     skip = int(self.step_in_epoch.numpy())
     dataset = make_train_dataset(epoch)
     if skip:
@@ -531,8 +561,10 @@ class Trainer:
         "train_accuracy": epoch_metrics.accuracy,
         "learning_rate": self.learning_rate,
         "tokens_per_second": epoch_metrics.tokens / (seconds_before + elapsed),
-        "seconds": elapsed,  # this run's share (the time budget counts runs apart)
+        # The epoch's training time, across a resume (returned apart: this run's share).
+        "seconds": seconds_before + elapsed,
     }
     if partial:
-      record["partial"] = True  # train_* and tokens_per_second cover this run's batches only
-    return record
+      # train_*, tokens_per_second and seconds cover this run's batches only.
+      record["partial"] = True
+    return record, elapsed
