@@ -6,11 +6,14 @@ off-by-one position. Each mutation is one such error, written as an exact
 snippet of a source file and its replacement. In a scratch copy of the
 repository, one mutation at a time is applied and the tests named for it run in
 a child pytest (``-x``, one process, no cache); the mutation is killed when one
-of them fails. A mutation that survives means those tests no longer check what
-they are named for: strengthen them rather than drop the mutation.
+of them fails. Before that, the targeted tests run once unmutated in the copy
+and must pass, none skipped, so that a failure is the mutation's doing. A
+mutation that survives means those tests no longer check what they are named
+for: strengthen them rather than drop the mutation.
 
 :data:`MUTATIONS` is the one list. A snippet that is no longer in its file (the
-code changed) fails :func:`test_every_snippet_is_in_its_file`, in the quick
+code changed) fails :func:`test_every_snippet_is_in_its_file`, and a test that
+is no longer there :func:`test_every_targeted_test_exists`, both in the quick
 tier, so the list cannot rot silently.
 """
 
@@ -222,6 +225,18 @@ def test_every_snippet_is_in_its_file():
   assert len({m.name for m in MUTATIONS}) == len(MUTATIONS)
 
 
+def test_every_targeted_test_exists():
+  """Each node id names a test file, and a test function defined in it."""
+  missing = []
+  for mutation in MUTATIONS:
+    for test in mutation.tests:
+      file, _, name = test.partition("::")
+      path = ROOT / file
+      if not path.is_file() or (name and f"def {name}(" not in path.read_text(encoding="utf-8")):
+        missing.append(f"{mutation.name}: {test}")
+  assert not missing, "\n".join(missing)
+
+
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory):
   """A copy of what the tests need, beside a link to ../shared (so that tests
@@ -242,14 +257,20 @@ def scratch(tmp_path_factory):
   return copy
 
 
+def child_environment():
+  """This environment without PYTHONPATH (the copy must import itself) and
+  without this pytest's own variables (PYTEST_ADDOPTS, xdist's worker names)."""
+  return {k: v for k, v in os.environ.items()
+          if k != "PYTHONPATH" and not k.startswith("PYTEST_")}
+
+
 def run_tests(copy: Path, tests) -> subprocess.CompletedProcess:
   """pytest on ``tests`` in ``copy``: one process, stop at the first failure.
   The copy is the rootdir, so its setup.cfg puts it first on ``sys.path``."""
-  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
   return subprocess.run(
       [sys.executable, "-m", "pytest", "-n", "0", "-x", "-q", "-p", "no:cacheprovider", *tests],
-      cwd=copy, env={**env, "TF_CPP_MIN_LOG_LEVEL": "2"}, capture_output=True, text=True,
-      timeout=600, check=False)
+      cwd=copy, env={**child_environment(), "TF_CPP_MIN_LOG_LEVEL": "2"}, capture_output=True,
+      text=True, timeout=600, check=False)
 
 
 def summary(result) -> str:
@@ -263,8 +284,7 @@ def test_the_copy_imports_itself_and_its_targeted_tests_pass(scratch):
   failure below is the mutation's doing."""
   probe = subprocess.run(
       [sys.executable, "-c", "import transformer; print(transformer.__file__)"], cwd=scratch,
-      capture_output=True, text=True, check=True,
-      env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+      env=child_environment(), capture_output=True, text=True, check=True)
   assert Path(probe.stdout.strip()).is_relative_to(scratch), probe.stdout
   tests = sorted({test for mutation in MUTATIONS for test in mutation.tests})
   result = run_tests(scratch, tests)
