@@ -20,7 +20,11 @@ TEST_PAIRS = 12  # test sentences evaluated and translated
 
 
 def run(script, *args, stdin=None):
+  # Without TF_CPP_MIN_LOG_LEVEL, as a user's shell: importing TensorFlow in
+  # this process (transformer.data below) sets it to 1 in os.environ, which
+  # would let TensorFlow's C++ ERROR lines through the scripts' default of 3.
   env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
+  env.pop("TF_CPP_MIN_LOG_LEVEL", None)
   result = subprocess.run([sys.executable, script, *args], cwd=REPO_DIR, env=env, input=stdin,
                           capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, f"{script} failed:\n{result.stderr[-3000:]}"
