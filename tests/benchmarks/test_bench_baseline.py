@@ -105,5 +105,7 @@ def test_translator_loop_gives_our_greedy_tokens(tiny_pair, tutorial_tokenizers,
     tokens = translator(sentence, max_length=length)[1]
   source = tutorial_tokenizers.pt.tokenize(sentence[tf.newaxis]).to_tensor()
   expected = decoding.greedy_decode(ours, source, tf.constant([length]))
+  # Tokens that depend on the position and the prefix, not one repeated.
+  assert len(set(expected.numpy()[0].tolist())) > 1
   assert tokens[0, 0] == decoding.START_ID
   np.testing.assert_array_equal(tokens[0, 1:], expected[0])
