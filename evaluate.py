@@ -106,6 +106,8 @@ def check_flags(data_dir: str) -> None:
   missing = [name for name in (run_folder.CONFIG_FILE, run_folder.TOKENIZER_PATH_FILE,
                                "checkpoints/checkpoint")
              if not (model_dir / name).is_file()]
+  if any((model_dir / "checkpoints").glob("step-*/model.weights.h5")):  # trained under JAX
+    missing.remove("checkpoints/checkpoint")
   if missing:
     raise UsageError(f"--model_dir={model_dir}: not a train.py output folder (missing "
                      f"{', '.join(missing)})")

@@ -26,6 +26,14 @@ same folder) leave behind. Exit status: 0 when training finished;
 130 for Ctrl-C) so that schedulers see an unfinished run. Errors are one
 ``train.py: error: ...`` line on stderr.
 
+Under ``KERAS_BACKEND=jax``, ``--data`` is a folder written by ``prepare.py``
+(token ids and the tokenizer's identity) and training runs on Keras and JAX
+without TensorFlow (transformer/training/keras_loop.py), on every local
+device with --strategy=mirrored or auto. Its checkpoints' ``model.weights.h5``
+is what ``evaluate.py`` (BLEU, ``--export_dir`` for the translator) loads on
+the TensorFlow side; train.py itself then exports only
+``export/transformer.weights.h5``. See docs/training.md.
+
 The console shows this script's progress; TensorFlow's own log lines (C++
 start-up messages, SavedModel details) are hidden unless --verbose (or
 TF_CPP_MIN_LOG_LEVEL is set).
@@ -43,6 +51,7 @@ from ml_collections import config_flags
 
 from transformer import config as config_lib
 from transformer import run_folder
+from transformer import shards
 from transformer import sources
 from transformer.training import distribute
 from transformer.training import progress
@@ -76,7 +85,8 @@ _DATA = flags.DEFINE_string(
     "Where the data comes from: a folder with pt.train en.train pt.dev en.dev (the "
     "original TED HRLR files, read in TFDS order), or 'tfds' to use "
     "tensorflow_datasets (needs internet or a TFDS cache). A folder that does not "
-    "exist is replaced by 'tfds', saying so.")
+    "exist is replaced by 'tfds', saying so. Under KERAS_BACKEND=jax: a folder written "
+    "by prepare.py.")
 _TOKENIZER = flags.DEFINE_string(
     "tokenizer", "build",
     "'build': learn WordPiece vocabularies from the training pairs with the "
@@ -133,7 +143,8 @@ _EXPORT = flags.DEFINE_bool(
 _LOG_EVERY_STEPS = flags.DEFINE_integer(
     "log_every_steps", 100, "Write TensorBoard training scalars every N steps.")
 _VERBOSE = flags.DEFINE_bool("verbose", False,
-                             "Also show TensorFlow's own log lines (C++ and Python).")
+                             "Also show TensorFlow's own log lines (C++ and Python), or "
+                             "JAX's under KERAS_BACKEND=jax.")
 
 
 class UsageError(ValueError):
@@ -167,7 +178,13 @@ def check_flags(config, model_dir: Path) -> None:
     distribute.check_strategy_flags(_STRATEGY.value, _TPU.value, _MIXED_PRECISION.value)
   except distribute.StrategyError as e:
     raise UsageError(str(e)) from e
-  if _DATA.value == "tfds":
+  if on_shards():
+    check_shard_flags(config)  # refuses them under the TensorFlow backend
+  elif runtime.keras_backend() != "tensorflow":
+    raise UsageError(f"under KERAS_BACKEND={runtime.keras_backend()} train.py trains from "
+                     f"prepared shards, and --data={_DATA.value} is not a prepare.py folder; "
+                     "run prepare.py first (docs/training.md), or use KERAS_BACKEND=tensorflow")
+  elif _DATA.value == "tfds":
     import importlib.util  # pylint: disable=g-import-not-at-top
     if importlib.util.find_spec("tensorflow_datasets") is None:
       raise UsageError("--data=tfds needs tensorflow-datasets (pip install -e ., which "
@@ -180,7 +197,7 @@ def check_flags(config, model_dir: Path) -> None:
     if missing:
       raise UsageError(f"--data={_DATA.value}: not a folder with the TED HRLR files "
                        f"(missing {', '.join(missing)}); pass the folder or 'tfds'")
-  if _TOKENIZER.value != "build":
+  if _TOKENIZER.value != "build" and not on_shards():
     tok = Path(_TOKENIZER.value)
     if not (tok / "saved_model.pb").is_file():
       raise UsageError(f"--tokenizer={_TOKENIZER.value}: no tokenizer SavedModel there "
@@ -197,8 +214,14 @@ def check_flags(config, model_dir: Path) -> None:
   # Resuming with a different model would fail at restore; say why up front.
   config_file = model_dir / run_folder.CONFIG_FILE
   checkpoint_dir = model_dir / "checkpoints"
-  if config_file.is_file() and ((checkpoint_dir / "checkpoint").is_file()
-                                or any(checkpoint_dir.glob("ckpt-*.index"))):
+  tensorflow_checkpoints = ((checkpoint_dir / "checkpoint").is_file()
+                            or any(checkpoint_dir.glob("ckpt-*.index")))
+  keras_checkpoints = any(checkpoint_dir.glob("step-*"))
+  if tensorflow_checkpoints if on_shards() else keras_checkpoints:
+    raise UsageError(f"{checkpoint_dir} holds checkpoints of the "
+                     f"{'TensorFlow' if on_shards() else 'Keras-on-JAX'} trainer; this command "
+                     "would train with the other one: use a new --model_dir")
+  if config_file.is_file() and (tensorflow_checkpoints or keras_checkpoints):
     stored = read_stored_config(config_file)
     current = json.loads(config.to_json_best_effort())
     differences = config_lib.resume_differences(stored, current, _TOKENIZER.value == "build")
@@ -206,11 +229,50 @@ def check_flags(config, model_dir: Path) -> None:
       raise UsageError(f"checkpoint in {model_dir} was trained with a different config: "
                        + "; ".join(differences) + "; use a new --model_dir")
     stored_tokenizer = model_dir / run_folder.TOKENIZER_PATH_FILE
-    if _TOKENIZER.value != "build" and stored_tokenizer.is_file():
+    if _TOKENIZER.value != "build" and stored_tokenizer.is_file() and not on_shards():
       old = stored_tokenizer.read_text(encoding="utf-8").strip()
       if old != str(Path(_TOKENIZER.value).resolve()):
         raise UsageError(f"checkpoint in {model_dir} was trained with the tokenizer {old}, "
                          f"now {Path(_TOKENIZER.value).resolve()}; use a new --model_dir")
+
+
+def on_shards() -> bool:
+  """Whether --data is a prepare.py folder: training on Keras and JAX without
+  TensorFlow (:func:`check_shard_flags` makes sure of the backend)."""
+  return shards.is_prepared(_DATA.value)
+
+
+def check_shard_flags(config) -> None:
+  """The checks of a run from prepared shards (see :func:`on_shards`); raises UsageError."""
+  if runtime.keras_backend() != "jax":
+    raise UsageError(f"--data={_DATA.value} is a prepare.py folder, which trains under "
+                     f"KERAS_BACKEND=jax (now {runtime.keras_backend()}); set it, or pass the "
+                     "folder of the TED HRLR files")
+  try:
+    manifest = shards.read_manifest(_DATA.value)
+  except shards.ShardError as e:
+    raise UsageError(str(e)) from e
+  refused = {
+      "--strategy": _STRATEGY.value in ("tpu", "multi_worker"),
+      "--mixed_precision": _MIXED_PRECISION.value == "mixed_float16",
+      "--eval_bleu_every_epochs": _EVAL_BLEU_EVERY_EPOCHS.value > 0,
+  }
+  for flag, refuse in refused.items():
+    if refuse:
+      raise UsageError(f"{flag} is not available under JAX (docs/training.md: default, mirrored "
+                       "or auto; none or mixed_bfloat16; BLEU with evaluate.py afterwards)")
+  if config.data.max_tokens > manifest["max_tokens"]:
+    raise UsageError(f"config.data.max_tokens={config.data.max_tokens} but {_DATA.value} was "
+                     f"prepared with max_tokens={manifest['max_tokens']}; prepare it again with "
+                     "this config")
+  tokenizer = manifest["tokenizer"]
+  if _TOKENIZER.value != "build" and str(Path(_TOKENIZER.value).resolve()) != tokenizer:
+    raise UsageError(f"--tokenizer={_TOKENIZER.value}, but {_DATA.value} was prepared with the "
+                     f"tokenizer {tokenizer}; drop --tokenizer (the shards name theirs)")
+  sizes = manifest["vocab_sizes"]
+  if config.model.output_weights == "shared" and sizes["pt"] != sizes["en"]:
+    raise UsageError(f"config.model.output_weights='shared' needs one joint vocabulary, but "
+                     f"{_DATA.value} has {sizes['pt']} pt and {sizes['en']} en tokens")
 
 
 def read_stored_config(config_file: Path) -> dict:
@@ -260,6 +322,9 @@ def main(argv):
   model_dir = Path(_MODEL_DIR.value).resolve()
   use_stand_ins()
   check_flags(config, model_dir)
+  if on_shards():
+    train_on_shards(config, model_dir)
+    return
 
   # TensorFlow is imported only now, so that flag errors come back at once.
   tf = runtime.import_tensorflow(_VERBOSE.value)
@@ -334,7 +399,8 @@ def train(config, model_dir: Path, tf):
                    "configuration (config.model) or free memory") from e
   trainer.restore()
   if chief:  # only now: a refused run leaves the folder's files as they were
-    record_run_files(model_dir, config, tokenizer_path, tokenizers)
+    record_run_files(model_dir, config, tokenizer_path,
+                     tokenizers_lib.vocabulary_hash(tokenizers))
 
   # XLA compiles a step per batch shape: under --jit_compile and on TPUs the
   # batches are padded to their bucket's length, and TPUs, which need static
@@ -388,6 +454,64 @@ def train(config, model_dir: Path, tf):
     summaries.append_metrics(final)
 
 
+def train_on_shards(config, model_dir: Path) -> None:
+  """Training from prepared shards on Keras and JAX, with no TensorFlow
+  imported (transformer/training/keras_loop.py)."""
+  from transformer.training import files  # pylint: disable=g-import-not-at-top
+  runtime.hide_jax_logs(_VERBOSE.value)
+  from transformer.training import keras_loop  # pylint: disable=g-import-not-at-top  (JAX, Keras)
+  import jax  # pylint: disable=g-import-not-at-top
+  manifest = shards.read_manifest(_DATA.value)
+  model_dir.mkdir(parents=True, exist_ok=True)
+  try:
+    # As in train(): held until the process ends, removed when Python ends it.
+    lock = files.RunLock(model_dir)
+    atexit.register(lock.release)
+    lock.acquire()
+    recorded = model_dir / run_folder.VOCABULARY_HASH_FILE
+    if (recorded.is_file() and any((model_dir / "checkpoints").glob("step-*"))
+        and recorded.read_text(encoding="utf-8").strip()
+        != manifest["tokenizer_vocabulary_sha256"]):
+      raise UsageError(f"{_DATA.value} was tokenized with another tokenizer than the run in "
+                       f"{model_dir} ({recorded.name}); use that run's shards or a new "
+                       "--model_dir")
+    splits = {}
+    for split, limit in (("train", _TRAIN_EXAMPLES.value),
+                         ("validation", _VALIDATION_EXAMPLES.value)):
+      splits[split] = shards.load_split(_DATA.value, split).take(limit).trimmed(
+          config.data.max_tokens)
+      if not len(splits[split]):  # pylint: disable=g-explicit-length-test
+        raise UsageError(f"--data={_DATA.value}: the {split} split is empty")
+    logging.info("%d training pairs, %d validation pairs (prepared shards)",
+                 len(splits["train"]), len(splits["validation"]))
+    if int(config.training.length_groups) > 1:
+      logging.info("training.length_groups=%d is the TensorFlow step's; under JAX the "
+                   "batches' padding to few shapes does its work", config.training.length_groups)
+    devices = jax.devices() if _STRATEGY.value in ("mirrored", "auto") else jax.devices()[:1]
+    trainer = keras_loop.Trainer(
+        config, input_vocab_size=manifest["vocab_sizes"]["pt"],
+        target_vocab_size=manifest["vocab_sizes"]["en"], model_dir=model_dir, devices=devices,
+        mixed_precision=_MIXED_PRECISION.value, log_every_steps=_LOG_EVERY_STEPS.value)
+    trainer.restore()
+    record_run_files(model_dir, config, Path(manifest["tokenizer"]),
+                     manifest["tokenizer_vocabulary_sha256"])
+    result = trainer.fit(splits["train"], splits["validation"])
+    if result.interrupted_by is not None:
+      import signal  # pylint: disable=g-import-not-at-top
+      name = signal.Signals(result.interrupted_by).name
+      print(f"train.py: stopped by {name} at step {result.step}; checkpoint saved in "
+            f"{model_dir / 'checkpoints'}; rerun the same command to resume", file=sys.stderr)
+      sys.exit(128 + result.interrupted_by)
+    logging.info(progress.run_summary(result.step, result.start_step, result.history))
+    if _EXPORT.value:
+      weights = trainer.final_weights(model_dir / "export" / "transformer.weights.h5")
+      logging.info("wrote %s (step %d). BLEU and the translator SavedModel come from the "
+                   "TensorFlow side: python evaluate.py --model_dir=%s --export_dir=%s",
+                   weights, result.step, model_dir, model_dir / "export" / "translator")
+  except (keras_loop.TrainingError, shards.ShardError, OSError) as e:
+    raise RunError(str(e) if not isinstance(e, OSError) else describe_error(e)) from e
+
+
 class Bleu:
   """Validation BLEU through the translator, when there are pairs to score."""
 
@@ -421,15 +545,14 @@ class Bleu:
     return result["bleu"]
 
 
-def record_run_files(model_dir: Path, config, tokenizer_path: Path, tokenizers) -> None:
+def record_run_files(model_dir: Path, config, tokenizer_path: Path,
+                     vocabulary_hash: str) -> None:
   """Writes config.json, tokenizer_path.txt and the vocabularies' hash, each atomically."""
-  from transformer.training import checkpointing  # pylint: disable=g-import-not-at-top
-  from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
+  from transformer.training import files  # pylint: disable=g-import-not-at-top
   for name, text in ((run_folder.CONFIG_FILE, config.to_json_best_effort(indent=2)),
                      (run_folder.TOKENIZER_PATH_FILE, str(tokenizer_path)),
-                     (tokenizers_lib.VOCABULARY_HASH_FILE,
-                      tokenizers_lib.vocabulary_hash(tokenizers))):
-    checkpointing.write_text_atomically(model_dir / name, text + "\n")
+                     (run_folder.VOCABULARY_HASH_FILE, vocabulary_hash)):
+    files.write_text_atomically(model_dir / name, text + "\n")
 
 
 def stopped_during_export(signum: int, step: int, model_dir: Path) -> None:

@@ -49,7 +49,10 @@ def attention_logits(query, key, scaled: bool = True):
   Shapes: query ``(..., q_len, d_k)``, key ``(..., k_len, d_k)`` →
   ``(..., q_len, k_len)``.
   """
-  logits = ops.matmul(query, ops.swapaxes(key, -1, -2))
+  # An einsum, not matmul(query, swapaxes(key)): under TensorFlow that
+  # transposes the keys (and their gradient) in memory, where the einsum is
+  # one batched matmul reading the keys transposed.
+  logits = ops.einsum("...qd,...kd->...qk", query, key)
   if scaled:
     logits = logits / ops.sqrt(ops.cast(ops.shape(key)[-1], logits.dtype))
   return logits

@@ -45,7 +45,10 @@ def masked_loss(labels, logits, label_smoothing: float = 0.0, pad_id: int = 0):
 def masked_correct_sum(labels, logits, pad_id: int = 0):
   """Number of real tokens whose argmax prediction is right, and how many there are."""
   labels = ops.cast(labels, "int32")
-  predictions = ops.cast(ops.argmax(logits, axis=-1), "int32")
+  # The first of the largest logits, as argmax gives it. Keras' argmax also
+  # makes -0.0 lose to +0.0 on CPUs: three more passes over the logits, which
+  # made it about four times slower than top_k in a TensorFlow step.
+  predictions = ops.top_k(logits, 1)[1][..., 0]
   mask = ops.not_equal(labels, pad_id)
   correct = ops.logical_and(mask, ops.equal(predictions, labels))
   return ops.sum(ops.cast(correct, "float32")), ops.sum(ops.cast(mask, "float32"))

@@ -41,6 +41,8 @@ import numpy as np
 import tensorflow as tf
 
 from transformer import data
+# Shared with the NumPy batches of prepared shards, which need no TensorFlow.
+from transformer.shards import epoch_seed
 
 # Sentences tokenized per call: batching amortizes the per-call overhead of the
 # tokenizer's ops.
@@ -212,13 +214,6 @@ def padding_fraction(batches: Iterable, max_batches: Optional[int] = None) -> fl
   if total == 0:
     raise ValueError("padding_fraction: no batches")
   return padding / total
-
-
-def epoch_seed(seed: int, epoch: int) -> int:
-  """The shuffle seed of ``epoch`` in a run seeded ``seed``: the same epoch
-  always gets the same batches in the same order, so a resumed epoch can skip
-  the ones already trained on."""
-  return seed * 100003 + epoch
 
 
 def training_batches(tokenized: tf.data.Dataset, config, epoch: int, *,

@@ -13,6 +13,7 @@ PathLike = Union[str, os.PathLike]
 # The files train.py writes first into its --model_dir (README: What --model_dir holds).
 CONFIG_FILE = "config.json"
 TOKENIZER_PATH_FILE = "tokenizer_path.txt"
+VOCABULARY_HASH_FILE = "tokenizer_vocabulary_sha256.txt"  # the tokenizer's identity
 
 
 class RunFolderError(TrainingError):
@@ -38,8 +39,10 @@ def restore_model_dir(model_dir: PathLike, average_last: int = 0):
 
   Reads ``config.json`` and ``tokenizer_path.txt``, builds the model and loads
   the latest checkpoint (``average_last`` 0), or the mean of the last
-  ``average_last`` ones. The checkpoints are listed before anything is built,
-  so that a missing one fails at once.
+  ``average_last`` ones: TensorFlow checkpoints, or the ``model.weights.h5``
+  of a run trained on Keras and JAX
+  (:mod:`transformer.training.keras_checkpoints`). The checkpoints are listed
+  before anything is built, so that a missing one fails at once.
 
   Returns:
     ``(config, tokenizers, model, checkpoint paths used)``.
@@ -48,13 +51,18 @@ def restore_model_dir(model_dir: PathLike, average_last: int = 0):
   from transformer import averaging  # pylint: disable=g-import-not-at-top
   from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
   from transformer.model import Transformer  # pylint: disable=g-import-not-at-top
+  from transformer.training import keras_checkpoints  # pylint: disable=g-import-not-at-top
   from transformer.training.checkpointing import CHECKPOINT_SUBDIR  # pylint: disable=g-import-not-at-top
   model_dir = Path(model_dir)
   for name in (CONFIG_FILE, TOKENIZER_PATH_FILE):
     if not (model_dir / name).is_file():
       raise FileNotFoundError(f"{model_dir / name} is missing: is {model_dir} a train.py "
                               "output folder?")
-  paths = averaging.last_checkpoints(model_dir / CHECKPOINT_SUBDIR, max(average_last, 1))
+  # Trained by the Keras-on-JAX trainer: its checkpoints' model.weights.h5.
+  from_weights = keras_checkpoints.exist(model_dir / CHECKPOINT_SUBDIR)
+  paths = (keras_checkpoints.last_weights(model_dir / CHECKPOINT_SUBDIR, max(average_last, 1))
+           if from_weights else
+           averaging.last_checkpoints(model_dir / CHECKPOINT_SUBDIR, max(average_last, 1)))
   config = ml_collections.ConfigDict(read_run_config(model_dir / CONFIG_FILE))
   tokenizers = tokenizers_lib.load_tokenizers(
       (model_dir / TOKENIZER_PATH_FILE).read_text().strip())
@@ -63,7 +71,10 @@ def restore_model_dir(model_dir: PathLike, average_last: int = 0):
     raise tokenizers_lib.TokenizerError(f"{model_dir / TOKENIZER_PATH_FILE}: {mismatch}")
   model = Transformer.from_model_config(config.model, *tokenizers_lib.vocab_sizes(tokenizers))
   model.build(((None, None), (None, None)))
-  if average_last:
+  if from_weights:
+    keras_checkpoints.load_weights(model, paths)
+    paths = [str(path) for path in paths]
+  elif average_last:
     averaging.average_checkpoints(model, paths)
   else:
     averaging.restore_model(model, paths[0])

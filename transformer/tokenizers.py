@@ -43,6 +43,7 @@ from tensorflow_text.python.ops import bert_tokenizer
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
 from transformer import data
+from transformer import run_folder
 
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[START]", "[END]")
 PAD_ID = RESERVED_TOKENS.index("[PAD]")
@@ -53,7 +54,7 @@ BERT_TOKENIZER_PARAMS = {"lower_case": True}
 # Bump when the exported module changes so that old caches are rebuilt.
 _FORMAT_VERSION = 1
 # In a train.py run folder: the vocabulary_hash of the tokenizer it trained with.
-VOCABULARY_HASH_FILE = "tokenizer_vocabulary_sha256.txt"
+VOCABULARY_HASH_FILE = run_folder.VOCABULARY_HASH_FILE
 # Sentences per element of the dataset fed to the vocabulary learner.
 _LEARNER_BATCH = 1000
 INTERFACE = ("tokenize", "detokenize", "lookup", "get_vocab_size",

@@ -72,3 +72,11 @@ def test_masked_accuracy_counts_real_tokens_only():
   assert float(masked_accuracy(labels, logits)) == pytest.approx(2 / 3)
   correct, count = masked_correct_sum(labels, logits)
   assert (float(correct), float(count)) == (2.0, 3.0)
+
+
+def test_a_tie_goes_to_the_first_largest_logit_as_argmax():
+  # Two classes share the largest logit; the prediction is the first of them,
+  # so a label on the second is wrong (an untrained model's equal logits too).
+  logits = np.array([[[1.0, 3.0, 3.0, 0.0], [0.0, 0.0, 0.0, 0.0]]], np.float32)
+  assert float(masked_correct_sum(np.array([[1, 1]]), logits)[0]) == 1.0
+  assert float(masked_correct_sum(np.array([[2, 2]]), logits)[0]) == 0.0

@@ -19,12 +19,16 @@ seconds count the training steps only, not validation (the ``seconds`` of
 Under several workers each measures its own seconds; they agree on the mean
 (:func:`transformer.training.distribute.mean_over_replicas`), so every worker makes the
 same plan.
+
+The plan's state is four ``tf.Variable`` s, checkpointed with the run; the
+trainer without TensorFlow (:mod:`transformer.training.keras_loop`) keeps it in
+:class:`Number` s instead (``make_variable``), so this module imports
+TensorFlow only for the former.
 """
 
 import math
 
 from absl import logging
-import tensorflow as tf
 
 
 def planned_epochs(budget_seconds: float, used_seconds: float, epochs_done: int,
@@ -41,6 +45,31 @@ def cooldown_epochs(total_epochs: int, fraction: float) -> int:
   return min(total_epochs, math.ceil(fraction * total_epochs - 1e-9))
 
 
+class Number:
+  """A plain number read and written like a ``tf.Variable`` (``numpy``, ``assign``,
+  ``assign_add``): the budget's state where TensorFlow is not used."""
+
+  def __init__(self, value, dtype: str, name: str):
+    self.name = name
+    self._cast = float if dtype.startswith("float") else int
+    self.value = self._cast(value)
+
+  def numpy(self):
+    return self.value
+
+  def assign(self, value) -> None:
+    self.value = self._cast(value)
+
+  def assign_add(self, value) -> None:
+    self.value = self._cast(self.value + value)
+
+
+def tensorflow_variable(value, dtype: str, name: str):
+  """A non-trainable ``tf.Variable``: the budget's state in the TensorFlow trainer."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.Variable(value, dtype=dtype, trainable=False, name=name)
+
+
 class TimeBudget:
   """Plans a run of whole epochs that fits ``minutes`` of training.
 
@@ -49,23 +78,23 @@ class TimeBudget:
     cooldown_fraction: the share of the planned epochs over which the rate
       falls to zero.
     max_epochs: the run never plans more epochs than this.
+    make_variable: ``(value, dtype, name) -> variable`` for the plan's state:
+      :func:`tensorflow_variable` (the default) or :class:`Number`.
 
   ``cooldown_steps`` and ``cooldown_end_step`` are int64 variables (0 until
   the plan is fixed) for the optimizer's ``WarmupInverseSquareRoot``.
   """
 
-  def __init__(self, minutes: float, cooldown_fraction: float, max_epochs: int):
+  def __init__(self, minutes: float, cooldown_fraction: float, max_epochs: int,
+               make_variable=tensorflow_variable):
     self.budget_seconds = 60.0 * float(minutes)
     self.cooldown_fraction = float(cooldown_fraction)
     self.max_epochs = int(max_epochs)
-    self.used_seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False,
-                                    name="budget_used_seconds")
+    self.used_seconds = make_variable(0.0, "float64", "budget_used_seconds")
     # 0 until the cooldown begins; then the run's length in epochs.
-    self.planned = tf.Variable(0, dtype=tf.int64, trainable=False, name="budget_planned_epochs")
-    self.cooldown_steps = tf.Variable(0, dtype=tf.int64, trainable=False,
-                                      name="budget_cooldown_steps")
-    self.cooldown_end_step = tf.Variable(0, dtype=tf.int64, trainable=False,
-                                         name="budget_cooldown_end_step")
+    self.planned = make_variable(0, "int64", "budget_planned_epochs")
+    self.cooldown_steps = make_variable(0, "int64", "budget_cooldown_steps")
+    self.cooldown_end_step = make_variable(0, "int64", "budget_cooldown_end_step")
 
   def checkpointed(self) -> dict:
     """The variables a checkpoint must hold to resume the plan."""

@@ -29,8 +29,6 @@ chief writes to ``<model_dir>/checkpoints``, the others to a throw-away folder
 ``tf.distribute`` multi-worker convention).
 """
 
-import fcntl
-import os
 from pathlib import Path
 import re
 import shutil
@@ -41,25 +39,19 @@ import tensorflow as tf
 
 from transformer.training import distribute
 from transformer.training.errors import TrainingError, describe_error
+# Also used without TensorFlow (train.py under JAX); kept importable from here.
+from transformer.training.files import (  # pylint: disable=unused-import
+    LOCK_FILE, RunLock, RunLockedError, write_text_atomically)
 
 CHECKPOINT_SUBDIR = "checkpoints"
 # Where unreadable checkpoints are moved, under CHECKPOINT_SUBDIR (kept, not deleted).
 UNREADABLE_SUBDIR = "unreadable"
 # TensorFlow writes ckpt-N into ckpt-N_temp/ and merges it into ckpt-N.* at the end.
 PARTIAL_WRITE_SUFFIX = "_temp"
-LOCK_FILE = "train.lock"
 
 
 class CheckpointError(TrainingError):
   """A checkpoint is missing, corrupt, or does not fit this model."""
-
-
-class RunLockedError(TrainingError):
-  """Another running process holds the run folder's lock; ``holder`` is its PID."""
-
-  def __init__(self, message: str, holder: str):
-    super().__init__(message)
-    self.holder = holder
 
 
 def position_text(epochs_done: int, step_in_epoch: int) -> str:
@@ -149,66 +141,6 @@ def intact_checkpoints(directory: Path) -> List[str]:
         f"{directory / UNREADABLE_SUBDIR}). Use a new --model_dir or delete {directory} "
         "to start over")
   return intact
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-  """Writes ``text`` to a temporary file beside ``path`` and renames it over
-  ``path``: a kill or a full disk leaves the old file or the new one, whole."""
-  temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-  try:
-    with open(temporary, "w", encoding="utf-8") as f:
-      f.write(text)
-      f.flush()
-      os.fsync(f.fileno())
-    os.replace(temporary, path)
-  finally:
-    temporary.unlink(missing_ok=True)
-
-
-class RunLock:
-  """An exclusive lock on a run folder, held by one ``train.py`` until it exits.
-
-  ``flock`` on ``<model_dir>/train.lock``, which holds the holder's PID. The
-  kernel drops the lock when its process ends, however it ends, so a lock file
-  left by a killed run is stale by construction and taken over; a run that
-  ends cleanly removes it (:meth:`release`).
-  """
-
-  def __init__(self, model_dir: Path):
-    self.path = Path(model_dir) / LOCK_FILE
-    self._fd = None
-
-  def acquire(self) -> None:
-    """Takes the lock; raises :class:`RunLockedError` naming the holder's PID."""
-    while True:
-      fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-      try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-      except BlockingIOError as e:
-        holder = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
-        os.close(fd)
-        raise RunLockedError(
-            f"{self.path.parent} is in use by another train.py (PID {holder}); wait for it "
-            "to end or stop it, or use another --model_dir", holder) from e
-      # The holder may have removed the file between our open and our lock
-      # (release): then the lock is on a file no other run will open again.
-      if self.path.exists() and os.path.samestat(os.fstat(fd), os.stat(self.path)):
-        break
-      os.close(fd)
-    previous = os.read(fd, 64).decode("ascii", "replace").strip()
-    if previous:
-      logging.warning("taking over the stale lock %s of PID %s, which no longer runs",
-                      self.path, previous)
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-    self._fd = fd
-
-  def release(self) -> None:
-    """Removes the lock file and lets go of the lock."""
-    if self._fd is not None:
-      self.path.unlink(missing_ok=True)
-      os.close(self._fd)
-      self._fd = None
 
 
 class Checkpoints:

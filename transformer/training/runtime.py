@@ -9,8 +9,10 @@ their flags are checked (so that a bad flag answers at once), through
 :func:`import_tensorflow`. This module must not import TensorFlow itself.
 """
 
+import json
 import logging as python_logging
 import os
+from pathlib import Path
 
 from absl import logging
 
@@ -50,6 +52,31 @@ def import_tensorflow(verbose: bool):
       lambda record: record.levelno >= python_logging.ERROR
       or not record.pathname.startswith(tensorflow_dir))
   return tf
+
+
+def hide_jax_logs(verbose: bool) -> None:
+  """Drops records below WARNING from JAX's own modules (e.g. its INFO line that
+  no TPU library was found) unless ``verbose``; call before JAX looks for devices."""
+  if verbose:
+    return
+  import jax  # pylint: disable=g-import-not-at-top
+  jax_dir = os.path.dirname(jax.__file__) + os.sep
+  logging.get_absl_handler().addFilter(
+      lambda record: record.levelno >= python_logging.WARNING
+      or not record.pathname.startswith(jax_dir))
+
+
+def keras_backend() -> str:
+  """The backend Keras will load, found without importing Keras (which imports
+  TensorFlow under its TensorFlow backend): ``$KERAS_BACKEND``, else the
+  ``backend`` of ``$KERAS_HOME/keras.json`` (``~/.keras``), else tensorflow."""
+  if os.environ.get("KERAS_BACKEND"):
+    return os.environ["KERAS_BACKEND"]
+  keras_json = Path(os.environ.get("KERAS_HOME", Path.home() / ".keras")) / "keras.json"
+  try:
+    return str(json.loads(keras_json.read_text(encoding="utf-8")).get("backend", "tensorflow"))
+  except (OSError, ValueError, AttributeError):
+    return "tensorflow"
 
 
 def use_bfc_allocator():

@@ -5,13 +5,19 @@ scalars in ``logs/<name>`` (the loop in :mod:`transformer.training.trainer` writ
 ``logs/train`` every ``log_every_steps`` steps and ``logs/validation`` every
 epoch; train.py adds the validation BLEU there, a ``bleu`` scalar beside the
 loss and accuracy), and one JSON line per epoch in :data:`METRICS_FILE`.
+
+The scalars go through ``tf.summary`` in the TensorFlow trainer and through
+:class:`EventFileScalars` (the ``tensorboard`` package's record writer, no
+TensorFlow) in the Keras-on-JAX one; TensorBoard reads both alike. TensorFlow
+is imported only by the former.
 """
 
 import json
+import os
 from pathlib import Path
+import socket
+import time
 from typing import Dict, Optional
-
-import tensorflow as tf
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -26,6 +32,7 @@ def _scalar_metadata() -> bytes:
 
 
 def write_scalar(name: str, value: float, step: int) -> None:
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   """``tf.summary.scalar`` without needing the tensorboard package installed.
 
   Writes the same event TensorBoard's scalar summary writes (a float32 tensor
@@ -35,22 +42,86 @@ def write_scalar(name: str, value: float, step: int) -> None:
                    metadata=_scalar_metadata())
 
 
+class EventFileScalars:
+  """Scalars in a TensorBoard event file of ``logdir``, without TensorFlow.
+
+  The events ``tf.summary.scalar`` writes (a float32 tensor tagged for the
+  "scalars" plugin), framed by the ``tensorboard`` package's pure-Python
+  ``RecordWriter``. The package's own ``EventFileWriter`` is not used: it
+  imports TensorFlow whenever TensorFlow is installed.
+  """
+
+  def __init__(self, logdir: Path):
+    # pylint: disable=g-import-not-at-top
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.compat.proto import summary_pb2
+    from tensorboard.summary.writer.record_writer import RecordWriter
+    self._event_pb2, self._summary_pb2 = event_pb2, summary_pb2
+    logdir.mkdir(parents=True, exist_ok=True)
+    now = time.time()
+    # The name TensorBoard looks for; pid and a counter keep two writers apart.
+    name = f"events.out.tfevents.{int(now)}.{socket.gethostname()}.{os.getpid()}.{id(self)}.v2"
+    self._file = open(logdir / name, "wb")  # pylint: disable=consider-using-with
+    self._records = RecordWriter(self._file)
+    self._write(event_pb2.Event(wall_time=now, file_version="brain.Event:2"))
+
+  def _write(self, event) -> None:
+    self._records.write(event.SerializeToString())
+
+  def write(self, step: int, scalars: Dict[str, float]) -> None:
+    summary = self._summary_pb2.Summary()
+    for name, value in scalars.items():
+      entry = summary.value.add(tag=name)
+      entry.metadata.plugin_data.plugin_name = "scalars"
+      entry.tensor.dtype = 1  # DT_FLOAT
+      entry.tensor.tensor_shape.SetInParent()  # a scalar
+      entry.tensor.float_val.append(float(value))
+    self._write(self._event_pb2.Event(wall_time=time.time(), step=int(step), summary=summary))
+
+  def flush(self) -> None:
+    self._records.flush()
+
+
+def event_file_scalars_missing() -> Optional[str]:
+  """Why :class:`EventFileScalars` cannot be used here, or None."""
+  try:
+    # pylint: disable=g-import-not-at-top,unused-import
+    from tensorboard.summary.writer import record_writer
+    from tensorboard.compat.proto import event_pb2
+  except ImportError as e:
+    return (f"the tensorboard package cannot be imported ({e}); pip install tensorboard "
+            "to get TensorBoard scalars")
+  return None
+
+
 class Summaries:
   """The run's TensorBoard writers (one per name, made on first use) and metrics file.
 
   Args:
     model_dir: the run's folder (a ``Path``); None writes nothing (tests).
     is_chief: whether this process writes (see :func:`transformer.training.distribute.is_chief`).
+    tensorflow: write the scalars with ``tf.summary``; False: with
+      :class:`EventFileScalars`, or none when :func:`event_file_scalars_missing`
+      says why not (``metrics.jsonl`` is written either way).
   """
 
-  def __init__(self, model_dir: Optional[Path], *, is_chief: bool):
+  def __init__(self, model_dir: Optional[Path], *, is_chief: bool, tensorflow: bool = True):
     self._dir = model_dir if is_chief else None
+    self._tensorflow = tensorflow
+    self._scalars_off = None if tensorflow else event_file_scalars_missing()
     self._writers = {}
 
   def write_scalars(self, name: str, step: int, scalars: Dict[str, Optional[float]]) -> None:
     """Writes ``scalars`` (None values skipped) at ``step`` to ``logs/<name>``, then flushes."""
-    if self._dir is None:
+    if self._dir is None or self._scalars_off:
       return
+    if not self._tensorflow:
+      if name not in self._writers:
+        self._writers[name] = EventFileScalars(self._dir / "logs" / name)
+      self._writers[name].write(step, {k: v for k, v in scalars.items() if v is not None})
+      self._writers[name].flush()
+      return
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     if name not in self._writers:
       self._writers[name] = tf.summary.create_file_writer(str(self._dir / "logs" / name))
     writer = self._writers[name]
@@ -59,6 +130,11 @@ class Summaries:
         if value is not None:
           write_scalar(key, value, step)
     writer.flush()
+
+  @property
+  def scalars_off(self) -> Optional[str]:
+    """Why no TensorBoard scalars are written, or None."""
+    return self._scalars_off
 
   def append_metrics(self, record: Dict) -> None:
     """Appends ``record`` as one JSON line (keys sorted) to :data:`METRICS_FILE`."""

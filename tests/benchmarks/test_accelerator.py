@@ -1,0 +1,59 @@
+"""bench/accelerator/run.py, the one command for an accelerator, in its --small
+setting on the CPU: both runs train under JAX and the summary says what they did."""
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+import subprocess
+import sys
+
+import pytest
+
+from helpers.prepared import random_prepared_folder
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("jax") is None,
+                       reason="JAX is not installed (pip install -e '.[test]' brings its "
+                              "CPU wheel)"),
+]
+
+REPO_DIR = Path(__file__).resolve().parents[2]
+
+
+def test_small_runs_of_the_tutorial_and_base_configurations(tmp_path):
+  prepared = random_prepared_folder(tmp_path / "prepared", pairs=128)
+  output = tmp_path / "runs"
+  result = subprocess.run([sys.executable, "bench/accelerator/run.py", f"--data={prepared}",
+                           f"--output={output}", "--small"], cwd=REPO_DIR, capture_output=True,
+                          text=True, timeout=900, env={**os.environ, "PYTHONPATH": ""})
+  assert result.returncode == 0, result.stderr[-3000:]
+  summary = json.loads((output / "summary.json").read_text())
+  assert [run["run"] for run in summary] == ["tutorial", "base"]
+  printed = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+  assert printed == summary
+  for run in summary:
+    assert run["epochs"] == 2 and run["target_tokens_per_second"] > 0 and run["val_loss"] > 0
+  # Shards of separate vocabularies: base's three-way sharing becomes a tied output.
+  config = json.loads((output / "base" / "config.json").read_text())
+  assert config["model"]["output_weights"] == "tied" and config["data"]["tokens_per_batch"] == 1024
+  # The epoch lines of train.py, with validation and tokens/s.
+  assert result.stdout.count(" | val loss ") == 4 and result.stdout.count(" tok/s | ") == 4
+
+
+def test_step_speed_times_both_arms(tmp_path):
+  output = tmp_path / "step_speed.json"
+  result = subprocess.run([sys.executable, "bench/accelerator/step_speed.py", "--small",
+                           "--warmup=1", "--steps=3", f"--output={output}"], cwd=REPO_DIR,
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": ""})
+  assert result.returncode == 0, result.stderr[-3000:]
+  records = json.loads(output.read_text())
+  assert [r["arm"] for r in records] == ["tutorial_2021", "base_bf16"]
+  for record in records:
+    rows, length = record["batch"]
+    assert record["target_tokens_per_second"] == pytest.approx(
+        record["steps"] * rows * length / record["seconds"])
+    assert record["ratio_to_issue_47"] == pytest.approx(
+        record["target_tokens_per_second"] / record["issue_47_tokens_per_second"])

@@ -1,0 +1,23 @@
+"""A prepare.py folder of random token ids, for training under JAX without a tokenizer."""
+
+from pathlib import Path
+
+import numpy as np
+
+from transformer import shards
+
+
+def random_prepared_folder(path: Path, pairs: int = 64, vocab_size: int = 300,
+                           max_length: int = 15) -> Path:
+  """Train and validation splits of ``pairs`` random sentences of 3 to
+  ``max_length`` ids; the manifest names a tokenizer that does not exist
+  (training reads only the ids)."""
+  rng = np.random.default_rng(0)
+  def sentences():
+    return [rng.integers(4, vocab_size, rng.integers(3, max_length)).astype(np.int32)
+            for _ in range(pairs)]
+  vocabularies = {language: [f"t{i}" for i in range(vocab_size)] for language in ("pt", "en")}
+  splits = {"train": (sentences(), sentences()), "validation": (sentences(), sentences())}
+  return shards.write_prepared(path, splits, vocabularies,
+                               {"max_tokens": 64, "tokenizer": str(path / "no_tokenizer")},
+                               "0" * 64)

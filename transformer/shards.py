@@ -1,0 +1,279 @@
+"""Prepared token-id shards, and their batches in NumPy (no TensorFlow).
+
+``prepare.py`` tokenizes the data once with the project's tokenizer and
+writes a folder that training under JAX (``KERAS_BACKEND=jax python train.py
+--data=<folder>``) reads without TensorFlow, like ``fairseq-preprocess``'s
+binarized data:
+
+=================================  ===========================================
+file                               what it holds
+=================================  ===========================================
+``manifest.json``                  :data:`MANIFEST_FILE`: splits, pair and
+                                   token counts, vocabulary sizes, max_tokens,
+                                   the pad/start/end ids, the tokenizer
+``<split>.pt.npy``, ``.en.npy``    every sentence's ids, concatenated (int16
+                                   when the vocabulary fits, else int32)
+``<split>.lengths.npy``            ``(pairs, 2)`` int32: each pair's pt and en
+                                   length
+``vocab.pt.txt``, ``vocab.en.txt`` the tokenizer's tokens, one per line, in id
+                                   order
+``tokenizer_vocabulary_sha256.txt``  the tokenizer's identity, as train.py
+                                   records it in a run folder
+=================================  ===========================================
+
+Sentences are trimmed as :mod:`transformer.pipeline` trims them: the source to
+``max_tokens`` and the target to ``max_tokens + 1`` tokens ([START] and [END]
+included), so that the decoder inputs and labels are at most ``max_tokens``
+long. A run may use a smaller ``config.data.max_tokens`` than the shards were
+prepared with: trimming again gives what preparing with it would give.
+
+:func:`epoch_batches` batches a split as :func:`transformer.pipeline.batch_tokenized`
+does, in NumPy: the same ``((source, target_input), labels)`` form, the same
+``config.data`` semantics (``batch_size`` sentences in order, or with
+``bucketing`` sentences grouped by length as ``bucket_by_sequence_length``
+groups them, or ``tokens_per_batch`` sizing each bucket's batches) and the
+same trimming. Three things differ, all for XLA, which compiles a step per
+batch shape:
+
+* every batch is padded to a length that is a multiple of
+  :data:`LENGTH_MULTIPLE` (source, decoder inputs and labels alike), and to
+  its full number of rows (a bucket's last, partial batch gets rows of
+  padding, which carry no loss), so an epoch has a few shapes and the next
+  epoch none new: 8 for ``max_tokens`` 128, where padding to the sentences
+  would give about 90 (``bench/xla_cpu.py``);
+* the length buckets are those padded lengths (:func:`bucket_boundaries`),
+  not the pipeline's buckets growing by 10%, which would give each of their
+  40 lengths and batch sizes a step of its own; ``tokens_per_batch`` counts
+  a bucket's padded length, as in the pipeline;
+* the shuffle is a full permutation of the split seeded by the epoch
+  (:func:`epoch_seed`), not ``tf.data``'s windowed
+  shuffle buffer: the same batches in the same order for the same epoch, as
+  resuming needs, but not the ones ``tf.data`` draws.
+
+Padding changes nothing at real positions (``tests/test_masking.py``), so the
+loss and its gradients are those of the unpadded batch.
+"""
+
+import json
+import os
+from pathlib import Path
+import shutil
+from typing import List, Sequence, Tuple, Union
+
+import numpy as np
+
+from transformer.run_folder import VOCABULARY_HASH_FILE
+
+PathLike = Union[str, os.PathLike]
+MANIFEST_FILE = "manifest.json"
+FORMAT_VERSION = 1
+LANGUAGES = ("pt", "en")
+# Batch lengths are rounded up to a multiple of this: few shapes for XLA.
+LENGTH_MULTIPLE = 16
+
+
+class ShardError(ValueError):
+  """A prepared folder is missing, incomplete or does not fit the run."""
+
+
+def is_prepared(path: PathLike) -> bool:
+  """Whether ``path`` is a folder written by ``prepare.py``."""
+  return (Path(path) / MANIFEST_FILE).is_file()
+
+
+def id_dtype(vocab_sizes: Sequence[int]):
+  """int16 when every id fits, else int32."""
+  return np.int16 if max(vocab_sizes) <= np.iinfo(np.int16).max + 1 else np.int32
+
+
+def write_prepared(out_dir: PathLike, splits, vocabularies, manifest: dict,
+                   vocabulary_sha256: str) -> Path:
+  """Writes a prepared folder, whole or not at all.
+
+  Args:
+    splits: ``{split: (pt_ids, en_ids)}``, each a list of 1-D int arrays.
+    vocabularies: ``{"pt": [token, ...], "en": [...]}`` in id order.
+    manifest: the fields ``prepare.py`` knows (tokenizer, data, max_tokens,
+      ids); the splits' counts, vocabulary sizes and dtype are added here.
+
+  Everything goes into a staging folder beside ``out_dir`` that is renamed
+  into place at the end (an older ``out_dir`` is replaced only then): a kill
+  or a full disk leaves the old folder or the new one, whole.
+  """
+  out_dir = Path(out_dir)
+  sizes = [len(vocabularies[language]) for language in LANGUAGES]
+  dtype = id_dtype(sizes)
+  staging = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.partial")
+  shutil.rmtree(staging, ignore_errors=True)
+  staging.mkdir(parents=True)
+  try:
+    manifest = dict(manifest, format=FORMAT_VERSION, dtype=np.dtype(dtype).name,
+                    vocab_sizes=dict(zip(LANGUAGES, sizes)),
+                    tokenizer_vocabulary_sha256=vocabulary_sha256, splits={})
+    for split, (pt_ids, en_ids) in splits.items():
+      lengths = np.array([[len(p), len(e)] for p, e in zip(pt_ids, en_ids)], np.int32)
+      np.save(staging / f"{split}.lengths.npy", lengths.reshape(-1, 2))
+      for language, ids in zip(LANGUAGES, (pt_ids, en_ids)):
+        flat = np.concatenate(ids) if len(ids) else np.zeros(0)
+        np.save(staging / f"{split}.{language}.npy", flat.astype(dtype))
+      manifest["splits"][split] = {"pairs": len(pt_ids),
+                                   "pt_tokens": int(lengths[:, 0].sum()) if len(lengths) else 0,
+                                   "en_tokens": int(lengths[:, 1].sum()) if len(lengths) else 0}
+    for language in LANGUAGES:
+      (staging / f"vocab.{language}.txt").write_text(
+          "".join(token + "\n" for token in vocabularies[language]), encoding="utf-8")
+    (staging / VOCABULARY_HASH_FILE).write_text(vocabulary_sha256 + "\n",
+                                                             encoding="utf-8")
+    # The manifest last: a folder with one is complete.
+    (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n",
+                                         encoding="utf-8")
+    for path in staging.iterdir():
+      with open(path, "rb") as f:
+        os.fsync(f.fileno())
+    old = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.old")
+    if out_dir.exists():
+      out_dir.rename(old)
+    staging.rename(out_dir)
+    shutil.rmtree(old, ignore_errors=True)
+  finally:
+    shutil.rmtree(staging, ignore_errors=True)
+  return out_dir
+
+
+def read_manifest(prepared_dir: PathLike) -> dict:
+  """The folder's manifest; :class:`ShardError` naming the file if unreadable."""
+  path = Path(prepared_dir) / MANIFEST_FILE
+  try:
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+  except (OSError, ValueError) as e:
+    raise ShardError(f"{path}: not a readable manifest ({type(e).__name__}: {e}); run "
+                     "prepare.py again") from e
+  if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
+    raise ShardError(f"{path}: not a prepare.py manifest of format {FORMAT_VERSION}; run "
+                     "prepare.py again")
+  return manifest
+
+
+class Split:
+  """One split's pairs: ``pt[i]`` and ``en[i]`` are pair i's id arrays (int32)."""
+
+  def __init__(self, pt: List[np.ndarray], en: List[np.ndarray]):
+    self.pt, self.en = pt, en
+
+  def __len__(self) -> int:
+    return len(self.pt)
+
+  def take(self, n: int) -> "Split":
+    """The first ``n`` pairs (all with 0)."""
+    return Split(self.pt[:n], self.en[:n]) if n else self
+
+  def trimmed(self, max_tokens: int) -> "Split":
+    """Each source cut to ``max_tokens``, each target to ``max_tokens + 1`` ids."""
+    return Split([p[:max_tokens] for p in self.pt], [e[:max_tokens + 1] for e in self.en])
+
+
+def load_split(prepared_dir: PathLike, split: str) -> Split:
+  """``split`` of a prepared folder; :class:`ShardError` naming the file when a
+  file is missing, unreadable or does not match the manifest's counts."""
+  prepared_dir = Path(prepared_dir)
+  counts = read_manifest(prepared_dir)["splits"].get(split)
+  if counts is None:
+    raise ShardError(f"{prepared_dir / MANIFEST_FILE}: no {split!r} split; run prepare.py again")
+  arrays = {}
+  for name in ("lengths", *LANGUAGES):
+    path = prepared_dir / f"{split}.{name}.npy"
+    try:
+      arrays[name] = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+      raise ShardError(f"{path}: unreadable ({type(e).__name__}: {e}); run prepare.py "
+                       "again") from e
+  lengths = arrays["lengths"]
+  expected = {"pt": counts["pt_tokens"], "en": counts["en_tokens"]}
+  if lengths.shape != (counts["pairs"], 2) or any(
+      arrays[language].shape != (expected[language],)
+      or lengths[:, column].sum() != expected[language]
+      for column, language in enumerate(LANGUAGES)):
+    raise ShardError(f"{prepared_dir}: the {split} files do not match {MANIFEST_FILE} "
+                     "(cut short or from another run of prepare.py); run prepare.py again")
+  sides = []
+  for column, language in enumerate(LANGUAGES):
+    ends = np.cumsum(lengths[:, column])
+    sides.append(np.split(arrays[language].astype(np.int32), ends[:-1]) if len(ends) else [])
+  return Split(*sides)
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+  """The shuffle seed of ``epoch`` in a run seeded ``seed``: the same epoch
+  always gets the same batches in the same order, so a resumed epoch can skip
+  the ones already trained on."""
+  return seed * 100003 + epoch
+
+
+def _padded_length(length: int, max_tokens: int) -> int:
+  rounded = -(-length // LENGTH_MULTIPLE) * LENGTH_MULTIPLE
+  return max(length, min(rounded, max_tokens))
+
+
+def bucket_boundaries(max_tokens: int) -> List[int]:
+  """``bucket_by_sequence_length`` boundaries of buckets :data:`LENGTH_MULTIPLE`
+  long: bucket i holds the lengths ``(i·m, (i+1)·m]``, the last one up to
+  ``max_tokens``."""
+  return list(range(LENGTH_MULTIPLE + 1, max_tokens + 1, LENGTH_MULTIPLE))
+
+
+def _group(order: np.ndarray, bucket_lengths: np.ndarray,
+           data_config) -> List[Tuple[List[int], int]]:
+  """The batches' rows in ``order``, each with its full number of rows: the
+  ``bucket_by_sequence_length`` / ``padded_batch`` grouping of the pipeline
+  (with :func:`bucket_boundaries`)."""
+  if not (data_config.bucketing or data_config.tokens_per_batch):
+    size = data_config.batch_size
+    return [(list(order[i:i + size]), size) for i in range(0, len(order), size)]
+  boundaries = bucket_boundaries(data_config.max_tokens)
+  max_lengths = [boundary - 1 for boundary in boundaries] + [data_config.max_tokens]
+  sizes = ([data_config.tokens_per_batch // length for length in max_lengths]
+           if data_config.tokens_per_batch else [data_config.batch_size] * len(max_lengths))
+  open_batches = [[] for _ in max_lengths]
+  batches = []
+  for row in order:  # a bucket's batch leaves as soon as it is full, as in tf.data
+    bucket = int(np.searchsorted(boundaries, bucket_lengths[row], side="right"))
+    open_batches[bucket].append(row)
+    if len(open_batches[bucket]) == sizes[bucket]:
+      batches.append((open_batches[bucket], sizes[bucket]))
+      open_batches[bucket] = []
+  batches.extend((rows, sizes[bucket]) for bucket, rows in enumerate(open_batches) if rows)
+  return batches
+
+
+def epoch_batches(split: Split, data_config, *, seed: int = 0, shuffle: bool = True,
+                  rows_multiple: int = 1) -> List[Tuple[Tuple[np.ndarray, np.ndarray], np.ndarray]]:
+  """An epoch of ``((source, target_input), labels)`` batches of ``split``.
+
+  Args:
+    split: trimmed to ``data_config.max_tokens`` already (:meth:`Split.trimmed`).
+    data_config: ``config.data`` (batch_size, tokens_per_batch, bucketing, max_tokens).
+    seed: the shuffle's seed (:func:`epoch_seed` of the epoch).
+    shuffle: False keeps the split's order (validation).
+    rows_multiple: each batch's rows are padded to a multiple of this (the
+      number of devices a batch is split over).
+
+  Returns a list (its length is the epoch's steps) of int32 arrays of shape
+  ``(rows, length)``, 0-padded; see the module docstring for the padding.
+  """
+  pairs = len(split)
+  order = np.random.default_rng(seed).permutation(pairs) if shuffle else np.arange(pairs)
+  source_lengths = np.array([len(p) for p in split.pt], np.int64)
+  label_lengths = np.array([max(len(e) - 1, 0) for e in split.en], np.int64)
+  batches = []
+  for rows, full_rows in _group(order, np.maximum(source_lengths, label_lengths), data_config):
+    length = _padded_length(int(max(max(source_lengths[rows]), max(label_lengths[rows]))),
+                            data_config.max_tokens)
+    height = -(-full_rows // rows_multiple) * rows_multiple
+    source, target_input, labels = (np.zeros((height, length), np.int32) for _ in range(3))
+    for i, row in enumerate(rows):
+      pt, en = split.pt[row], split.en[row]
+      source[i, :len(pt)] = pt
+      target_input[i, :len(en) - 1] = en[:-1]
+      labels[i, :len(en) - 1] = en[1:]
+    batches.append(((source, target_input), labels))
+  return batches

@@ -1,0 +1,195 @@
+"""Checkpoints of the Keras trainer without TensorFlow (:mod:`transformer.training.keras_loop`).
+
+One folder per checkpoint, ``<model_dir>/checkpoints/step-<N>`` (N: the
+optimizer step), holding
+
+=====================  ====================================================
+``model.weights.h5``   the model's weights (``model.save_weights``): the
+                       TensorFlow side loads it into the same model
+                       (``evaluate.py``, the export)
+``optimizer.npz``      the optimizer's variables in order (its step counter,
+                       Adam's moments)
+``non_trainable.npz``  the model's non-trainable variables in order (the
+                       dropout layers' random states among them), so that a
+                       resumed run draws the masks the uninterrupted one would
+``state.json``         the position in the data and the run's state
+=====================  ====================================================
+
+A checkpoint is written into ``checkpoints/.step-<N>.partial`` and renamed
+into place: a folder named ``step-<N>`` is complete, and a kill or a full disk
+leaves at most a partial folder, which the next restore removes. As in
+:mod:`transformer.training.checkpointing`, a newest checkpoint that cannot be
+read is moved to ``checkpoints/unreadable/`` with a warning and the one before
+it is used; only when none is readable is the run refused. The chief keeps the
+newest ``keep``.
+"""
+
+import json
+import os
+from pathlib import Path
+import re
+import shutil
+import zipfile
+from typing import List, Optional, Tuple
+
+from absl import logging
+import numpy as np
+
+from transformer.training.errors import TrainingError, describe_error
+
+CHECKPOINT_SUBDIR = "checkpoints"
+UNREADABLE_SUBDIR = "unreadable"
+WEIGHTS_FILE = "model.weights.h5"
+_FILES = (WEIGHTS_FILE, "optimizer.npz", "non_trainable.npz", "state.json")
+_NAME = re.compile(r"step-(\d+)")
+
+
+class CheckpointError(TrainingError):
+  """No readable checkpoint, or one that does not fit the model."""
+
+
+def checkpoint_dirs(directory: Path) -> List[Path]:
+  """The complete checkpoints of ``directory`` (``checkpoints/``), oldest first."""
+  found = [p for p in Path(directory).glob("step-*") if _NAME.fullmatch(p.name) and p.is_dir()]
+  return sorted(found, key=lambda p: int(_NAME.fullmatch(p.name).group(1)))
+
+
+def exist(directory: Path) -> bool:
+  """Whether ``directory`` holds checkpoints of this trainer."""
+  return bool(checkpoint_dirs(directory))
+
+
+def latest_weights(directory: Path) -> Optional[Path]:
+  """The newest checkpoint's weights file, or None."""
+  dirs = checkpoint_dirs(directory)
+  return dirs[-1] / WEIGHTS_FILE if dirs else None
+
+
+def _fsync(path: Path) -> None:
+  fd = os.open(path, os.O_RDONLY)
+  try:
+    os.fsync(fd)
+  finally:
+    os.close(fd)
+
+
+def save(directory: Path, step: int, model, optimizer_values, non_trainable_values,
+         state: dict, keep: int) -> Path:
+  """Writes checkpoint ``step`` (the model's variables must hold the values to
+  save; the other values are arrays) and keeps the newest ``keep``."""
+  directory = Path(directory)
+  final = directory / f"step-{step}"
+  partial = directory / f".step-{step}.partial"
+  shutil.rmtree(partial, ignore_errors=True)
+  partial.mkdir(parents=True)
+  try:
+    model.save_weights(str(partial / WEIGHTS_FILE))
+    np.savez(partial / "optimizer.npz", *[np.asarray(v) for v in optimizer_values])
+    np.savez(partial / "non_trainable.npz", *[np.asarray(v) for v in non_trainable_values])
+    (partial / "state.json").write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
+    for name in _FILES:
+      _fsync(partial / name)
+    if final.exists():  # the same step saved again (a resumed run's first save)
+      shutil.rmtree(final)
+    partial.rename(final)
+    _fsync(directory)
+  except OSError as e:
+    shutil.rmtree(partial, ignore_errors=True)
+    latest = checkpoint_dirs(directory)
+    raise CheckpointError(
+        f"cannot write the checkpoint {final}: {describe_error(e)}. The last good checkpoint "
+        f"is {latest[-1] if latest else 'none (none was written yet)'}; free space and rerun "
+        "the same command to resume from it") from e
+  for old in checkpoint_dirs(directory)[:-keep]:
+    shutil.rmtree(old, ignore_errors=True)
+  return final
+
+
+class _Unreadable(Exception):
+  """A checkpoint's files cannot be read in full (cut short, missing, not what they should be)."""
+
+
+def _read(path: Path, model) -> Tuple[List[np.ndarray], List[np.ndarray], dict]:
+  """Loads the weights into ``model``; returns the other files' contents.
+  Raises :class:`_Unreadable`, or :class:`CheckpointError` for weights of another model."""
+  missing = [name for name in _FILES if not (path / name).is_file()]
+  if missing:
+    raise _Unreadable(f"missing {', '.join(missing)}")
+  try:
+    state = json.loads((path / "state.json").read_text(encoding="utf-8"))
+    arrays = []
+    for name in ("optimizer.npz", "non_trainable.npz"):
+      with np.load(path / name, allow_pickle=False) as npz:
+        arrays.append([npz[f"arr_{i}"] for i in range(len(npz.files))])
+  except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
+    raise _Unreadable(describe_error(e)) from e
+  try:
+    model.load_weights(str(path / WEIGHTS_FILE))
+  except OSError as e:  # h5py: a truncated or damaged file
+    raise _Unreadable(describe_error(e)) from e
+  except ValueError as e:  # Keras: other shapes or layers
+    raise CheckpointError(
+        f"cannot restore the checkpoint {path}: it was written by a different "
+        f"model/configuration (e.g. another d_model or vocabulary). Use a new --model_dir, or "
+        f"delete {path.parent} to start over. Cause: {describe_error(e)}") from e
+  return arrays[0], arrays[1], state
+
+
+def restore(directory: Path,
+            model) -> Optional[Tuple[Path, List[np.ndarray], List[np.ndarray], dict]]:
+  """Loads the newest readable checkpoint's weights into ``model``.
+
+  Returns ``(path, optimizer values, non-trainable values, state)``, or None
+  when there is no checkpoint. Partial writes are removed; unreadable newer
+  checkpoints are set aside with a warning. Raises :class:`CheckpointError`
+  when checkpoints exist but none can be read.
+  """
+  directory = Path(directory)
+  for partial in directory.glob(".step-*.partial"):
+    logging.warning("removing %s, a checkpoint write that did not finish", partial)
+    shutil.rmtree(partial, ignore_errors=True)
+  unreadable = []
+  for path in reversed(checkpoint_dirs(directory)):
+    try:
+      return (path, *_read(path, model))
+    except _Unreadable as e:
+      reason = str(e)
+      aside = directory / UNREADABLE_SUBDIR
+      aside.mkdir(exist_ok=True)
+      shutil.rmtree(aside / path.name, ignore_errors=True)
+      path.rename(aside / path.name)
+      logging.warning("skipping the checkpoint %s: it cannot be read (%s); moved to %s",
+                      path, reason, aside)
+      unreadable.append(f"{path.name} ({reason})")
+  if unreadable:
+    raise CheckpointError(f"no readable checkpoint left in {directory}: {'; '.join(unreadable)} "
+                          f"(moved to {directory / UNREADABLE_SUBDIR}). Use a new --model_dir "
+                          f"or delete {directory} to start over")
+  return None
+
+
+def last_weights(directory: Path, n: int) -> List[Path]:
+  """The weights files of the last ``n`` checkpoints, oldest first;
+  :class:`CheckpointError` when there are fewer."""
+  dirs = checkpoint_dirs(directory)
+  if n < 1 or len(dirs) < n:
+    raise CheckpointError(f"asked for the last {n} checkpoints but {directory} has {len(dirs)}")
+  return [path / WEIGHTS_FILE for path in dirs[-n:]]
+
+
+def load_weights(model, paths: List[Path]) -> None:
+  """Loads ``paths[0]`` into the built ``model``, or with several the
+  element-wise mean of their floating-point weights (paper §6.1)."""
+  sums = None
+  for path in paths:
+    try:
+      model.load_weights(str(path))
+    except (OSError, ValueError) as e:
+      raise CheckpointError(f"cannot load {path} into the model: {describe_error(e)}") from e
+    if len(paths) > 1:
+      values = [np.asarray(w.numpy(), np.float64) for w in model.weights]
+      sums = values if sums is None else [total + v for total, v in zip(sums, values)]
+  if len(paths) > 1:
+    for weight, total in zip(model.weights, sums):
+      if np.issubdtype(np.dtype(weight.dtype), np.floating):
+        weight.assign((total / len(paths)).astype(weight.dtype))
