@@ -115,20 +115,107 @@ def guide_tokenizers(guide_tokenizers_build):
   return tokenizers.load_tokenizers(guide_tokenizers_build[0])
 
 
+# The tiny model the tests build and train. Factories, so that tests and
+# fixtures of any scope can vary what they need.
+
+
 @pytest.fixture(scope="session")
-def tiny_translator_dir(tutorial_tokenizers, tmp_path_factory) -> Path:
+def tiny_config():
+  """``tiny_config(**model_fields)``: a fresh configs/tiny.py config with those
+  ``config.model`` fields set (``dropout_rate=0.0`` where runs must agree)."""
+  from configs import tiny  # pylint: disable=g-import-not-at-top
+
+  def make(**model_fields):
+    config = tiny.get_config()
+    for name, value in model_fields.items():
+      config.model[name] = value
+    return config
+  return make
+
+
+@pytest.fixture(scope="session")
+def short_config(tiny_config):
+  """``short_config(**model_fields)``: ``tiny_config`` with 64 positions and
+  outputs at most 5 tokens longer than their input, so that decoding is quick."""
+  def make(**model_fields):
+    config = tiny_config(max_position=64, **model_fields)
+    config.decoding.extra_length = 5
+    return config
+  return make
+
+
+@pytest.fixture(scope="session")
+def make_model(tiny_config):
+  """``make_model(config=None, vocab_sizes=(30, 30), **model_fields)``: a built
+  Transformer of ``config.model`` (by default ``tiny_config(**model_fields)``),
+  its weights drawn from Keras' seed as it stands (``keras.utils.set_random_seed``
+  first for the same weights)."""
+  from transformer.model import Transformer  # pylint: disable=g-import-not-at-top
+
+  def make(config=None, vocab_sizes=(30, 30), **model_fields):
+    if config is None:
+      config = tiny_config(**model_fields)
+    else:
+      assert not model_fields, "set the fields on the config passed"
+    model = Transformer.from_model_config(config.model, *vocab_sizes)
+    model.build(((None, None), (None, None)))  # (source ids, target ids), any lengths
+    return model
+  return make
+
+
+@pytest.fixture(scope="session")
+def random_batch():
+  """``random_batch(seed=0, rows=3, source_length=7, target_length=6, vocab=30,
+  lowest=4)``: (source ids, target ids), int32 arrays drawn uniformly from
+  ``lowest .. vocab - 1`` (4: past [PAD], [UNK], [START], [END]) by one
+  generator, source first; no padding (tests that need some zero the tail)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+
+  def make(seed=0, rows=3, source_length=7, target_length=6, vocab=30, lowest=4):
+    rng = np.random.default_rng(seed)
+    return (rng.integers(lowest, vocab, (rows, source_length)).astype(np.int32),
+            rng.integers(lowest, vocab, (rows, target_length)).astype(np.int32))
+  return make
+
+
+@pytest.fixture(scope="session")
+def random_dataset(random_batch):
+  """``random_dataset(batch_size, **random_batch_args)``: random pairs as the
+  pipeline gives training batches, ``((source, target[:, :-1]), target[:, 1:])``
+  of int64 ids, ``batch_size`` pairs a batch (the pairs: ``random_batch``'s)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  def make(batch_size, **random_batch_args):
+    source, target = (ids.astype("int64") for ids in random_batch(**random_batch_args))
+    return tf.data.Dataset.from_tensor_slices(
+        ((source, target[:, :-1]), target[:, 1:])).batch(batch_size)
+  return make
+
+
+@pytest.fixture(scope="session")
+def make_trainer():
+  """``make_trainer(config, vocab_sizes, model_dir=None, **options)``: the
+  Trainer train.py would make of ``config``, without a progress bar (``options``:
+  the Trainer's other keywords, e.g. ``jit_compile``)."""
+  from transformer import training  # pylint: disable=g-import-not-at-top
+
+  def make(config, vocab_sizes, model_dir=None, **options):
+    return training.Trainer(config, input_vocab_size=vocab_sizes[0],
+                            target_vocab_size=vocab_sizes[1], model_dir=model_dir,
+                            progress=False, **options)
+  return make
+
+
+@pytest.fixture(scope="session")
+def tiny_translator_dir(tutorial_tokenizers, tiny_config, make_model, tmp_path_factory) -> Path:
   """An exported translator SavedModel of an untrained configs/tiny.py model
   (seeded), with the tutorial's tokenizers: for command-line tests."""
   import keras  # pylint: disable=g-import-not-at-top
-  from configs import tiny  # pylint: disable=g-import-not-at-top
   from transformer import export  # pylint: disable=g-import-not-at-top
   from transformer import tokenizers  # pylint: disable=g-import-not-at-top
-  from transformer.model import Transformer  # pylint: disable=g-import-not-at-top
-  config = tiny.get_config()
+  config = tiny_config()
   keras.utils.set_random_seed(0)
-  model = Transformer.from_model_config(config.model,
-                                        *tokenizers.vocab_sizes(tutorial_tokenizers))
-  model.build(((None, None), (None, None)))
+  model = make_model(config, tokenizers.vocab_sizes(tutorial_tokenizers))
   export_dir = tmp_path_factory.mktemp("tiny_translator") / "translator"
   export.export_translator(model, tutorial_tokenizers, export_dir, config.decoding)
   return export_dir

@@ -8,10 +8,8 @@ import pytest
 import tensorflow as tf
 
 from bench import tutorial_baseline
-from configs import tiny
 from configs import tutorial
 from transformer import decoding
-from transformer.model import Transformer
 
 # The vocabulary sizes of the tutorial's tokenizer (7,765 pt and 7,010 en entries).
 TUTORIAL_VOCABULARIES = (7765, 7010)
@@ -26,20 +24,23 @@ def tutorial_layout(config):
   return config
 
 
-def tiny_pair(input_vocab=50, target_vocab=40):
-  """Our model with tiny sizes and the tutorial's layout, and the baseline with its weights.
+@pytest.fixture(scope="module")
+def tiny_pair(tiny_config, make_model):
+  """``tiny_pair(input_vocab=50, target_vocab=40)``: our model with tiny sizes and
+  the tutorial's layout, and the baseline with its weights.
 
   The baseline's LayerNormalization keeps Keras' default ε; ours takes
   ``layer_norm_epsilon`` from configs/tutorial.py, so the two must agree to float rounding.
   """
-  model_config = tutorial_layout(tiny.get_config()).model
-  keras.utils.set_random_seed(1)
-  ours = Transformer.from_model_config(model_config, input_vocab, target_vocab)
-  ours.build(((None, None), (None, None)))
-  baseline = tutorial_baseline.build(tutorial_baseline.TutorialTransformer.from_model_config(
-      model_config, input_vocab, target_vocab))
-  tutorial_baseline.copy_weights(ours, baseline)
-  return ours, baseline
+  def make(input_vocab=50, target_vocab=40):
+    config = tutorial_layout(tiny_config())
+    keras.utils.set_random_seed(1)
+    ours = make_model(config, (input_vocab, target_vocab))
+    baseline = tutorial_baseline.build(tutorial_baseline.TutorialTransformer.from_model_config(
+        config.model, input_vocab, target_vocab))
+    tutorial_baseline.copy_weights(ours, baseline)
+    return ours, baseline
+  return make
 
 
 def padded_batch(vocab, lengths, seed):
@@ -58,7 +59,7 @@ def test_parameter_count_is_the_tutorials():
   assert baseline.count_params() == 10_184_162
 
 
-def test_logits_match_ours_at_every_real_position():
+def test_logits_match_ours_at_every_real_position(tiny_pair):
   ours, baseline = tiny_pair()
   source = padded_batch(50, [7, 3, 5], seed=0)
   target = padded_batch(40, [2, 6, 4], seed=1)
@@ -68,7 +69,7 @@ def test_logits_match_ours_at_every_real_position():
   np.testing.assert_allclose(got[real], expected[real], atol=2e-5, rtol=1e-4)
 
 
-def test_padding_changes_no_logit_at_a_real_position():
+def test_padding_changes_no_logit_at_a_real_position(tiny_pair):
   """The re-attached masks reach every attention layer: more padding on the source
   and the target changes nothing at the real positions."""
   _, baseline = tiny_pair()
@@ -93,7 +94,7 @@ def test_tutorial_loss_and_accuracy_count_real_labels_only():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "tf.function"])
-def test_translator_loop_gives_our_greedy_tokens(tutorial_tokenizers, compiled):
+def test_translator_loop_gives_our_greedy_tokens(tiny_pair, tutorial_tokenizers, compiled):
   ours, baseline = tiny_pair(*TUTORIAL_VOCABULARIES)
   sentence = tf.constant("este é um problema que temos que resolver .")
   length = 6
@@ -104,5 +105,7 @@ def test_translator_loop_gives_our_greedy_tokens(tutorial_tokenizers, compiled):
     tokens = translator(sentence, max_length=length)[1]
   source = tutorial_tokenizers.pt.tokenize(sentence[tf.newaxis]).to_tensor()
   expected = decoding.greedy_decode(ours, source, tf.constant([length]))
+  # Tokens that depend on the position and the prefix, not one repeated.
+  assert len(set(expected.numpy()[0].tolist())) > 1
   assert tokens[0, 0] == decoding.START_ID
   np.testing.assert_array_equal(tokens[0, 1:], expected[0])

@@ -49,9 +49,8 @@ def test_translate_verbose_shows_tensorflow_logs(tiny_translator_dir):
   assert len(result.stdout.splitlines()) == 1
 
 
-def test_export_drops_the_signature_renaming_notices(tutorial_tokenizers, tmp_path,
-                                                     monkeypatch, caplog):
-  from configs import tiny  # pylint: disable=g-import-not-at-top
+def test_export_drops_the_signature_renaming_notices(tiny_config, make_model, tutorial_tokenizers,
+                                                     tmp_path, monkeypatch, caplog):
   from transformer import export  # pylint: disable=g-import-not-at-top
 
   def save_logging_as_tensorflow_does(obj, export_dir, signatures):
@@ -61,10 +60,9 @@ def test_export_drops_the_signature_renaming_notices(tutorial_tokenizers, tmp_pa
           "absl", logging.INFO, f"tensorflow/python/saved_model/{module}.py", 1,
           f"a record of {module}", None, None))
 
-  from transformer.model import Transformer  # pylint: disable=g-import-not-at-top
-  model = Transformer.from_model_config(tiny.get_config().model, 7765, 7010)
+  model = make_model(vocab_sizes=(7765, 7010))
   monkeypatch.setattr(export.tf.saved_model, "save", save_logging_as_tensorflow_does)
-  export.export_translator(model, tutorial_tokenizers, tmp_path, tiny.get_config().decoding)
+  export.export_translator(model, tutorial_tokenizers, tmp_path, tiny_config().decoding)
   assert [r.getMessage() for r in caplog.records] == ["a record of builder_impl"]
 
 

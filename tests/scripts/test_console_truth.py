@@ -109,12 +109,10 @@ def test_a_terminal_gets_the_live_line_redrawn_in_place():
 
 
 @pytest.mark.slow
-def test_a_time_budgets_epoch_count_follows_its_plan(monkeypatch, capsys):
+def test_a_time_budgets_epoch_count_follows_its_plan(tiny_config, random_dataset, monkeypatch,
+                                                     capsys):
   # 1 minute of budget, a first epoch of 10 s (6 fit), then 20 s ones: the
   # plan fixes 3 epochs after the second.
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from configs import tiny  # pylint: disable=g-import-not-at-top
   from transformer import training  # pylint: disable=g-import-not-at-top
   run_epoch = training.Trainer._run_epoch  # pylint: disable=protected-access
 
@@ -123,14 +121,10 @@ def test_a_time_budgets_epoch_count_follows_its_plan(monkeypatch, capsys):
     record["seconds"] = 10.0 if record["epoch"] == 1 else 20.0
     return record, record["seconds"]
   monkeypatch.setattr(training.Trainer, "_run_epoch", timed)
-  config = tiny.get_config()
-  config.model.output_weights = "untied"
+  config = tiny_config(output_weights="untied")
   config.training.update(epochs=100, time_budget_minutes=1.0, cooldown_fraction=1 / 3,
                          warmup_steps=4)
-  rng = np.random.default_rng(0)
-  source, target = rng.integers(4, 50, (6, 9)), rng.integers(4, 50, (6, 10))
-  dataset = tf.data.Dataset.from_tensor_slices(
-      ((source, target[:, :-1]), target[:, 1:])).batch(2)
+  dataset = random_dataset(2, rows=6, source_length=9, target_length=10, vocab=50)
   trainer = training.Trainer(config, input_vocab_size=60, target_vocab_size=60)
   trainer.fit(lambda epoch: dataset)
   labels = re.findall(r"^(Epoch \d+/~?\d+) ", capsys.readouterr().out, re.MULTILINE)

@@ -4,9 +4,7 @@ last ones cooling down, the plan kept across a resume."""
 import os
 import signal
 
-import numpy as np
 import pytest
-import tensorflow as tf
 
 from transformer.training import budget
 from transformer import training
@@ -107,20 +105,14 @@ def test_turning_the_budget_on_or_off_is_a_resume_difference():
 # epoch reported as 10 training seconds, 1 minute of budget, the last third
 # cooling down: 6 epochs, the cooldown over steps 12-18.
 
-def _dataset():
-  rng = np.random.default_rng(0)
-  source, target = rng.integers(4, 50, (6, 9)), rng.integers(4, 50, (6, 10))
-  return tf.data.Dataset.from_tensor_slices(((source, target[:, :-1]), target[:, 1:])).batch(2)
-
-
-def _trainer(model_dir):
-  from configs import tiny  # pylint: disable=g-import-not-at-top
-  config = tiny.get_config()
-  config.model.output_weights = "untied"
+@pytest.fixture
+def budget_run(tiny_config, make_trainer, random_dataset):
+  """(``trainer(model_dir)``, the dataset of 3 batches of 2 random pairs)."""
+  config = tiny_config(output_weights="untied")
   config.training.update(epochs=100, time_budget_minutes=1.0, cooldown_fraction=1 / 3,
                          warmup_steps=4, checkpoint_every_steps=100)
-  return training.Trainer(config, input_vocab_size=60, target_vocab_size=60,
-                          model_dir=model_dir, progress=False)
+  dataset = random_dataset(2, rows=6, source_length=9, target_length=10, vocab=50)
+  return lambda model_dir: make_trainer(config, (60, 60), model_dir), dataset
 
 
 @pytest.fixture
@@ -135,10 +127,11 @@ def ten_second_epochs(monkeypatch):
 
 
 @pytest.mark.slow
-def test_trainer_runs_the_epochs_that_fit_and_ends_at_rate_zero(tmp_path, ten_second_epochs):
+def test_trainer_runs_the_epochs_that_fit_and_ends_at_rate_zero(tmp_path, budget_run,
+                                                                ten_second_epochs):
   # pylint: disable=unused-argument
-  dataset = _dataset()
-  result = _trainer(tmp_path).fit(lambda epoch: dataset)
+  trainer, dataset = budget_run
+  result = trainer(tmp_path).fit(lambda epoch: dataset)
   assert (result.epoch, result.step) == (6, 18)
   assert [record["planned_epochs"] for record in result.history] == [6] * 6
   rates = [record["learning_rate"] for record in result.history]
@@ -149,19 +142,19 @@ def test_trainer_runs_the_epochs_that_fit_and_ends_at_rate_zero(tmp_path, ten_se
 
 
 @pytest.mark.slow
-def test_a_resumed_run_keeps_its_plan_and_its_seconds(tmp_path, ten_second_epochs):
+def test_a_resumed_run_keeps_its_plan_and_its_seconds(tmp_path, budget_run, ten_second_epochs):
   # pylint: disable=unused-argument
-  dataset = _dataset()
+  trainer, dataset = budget_run
 
   def stop_in_epoch_5(step, loss):  # pylint: disable=unused-argument
     if step == 14:
       os.kill(os.getpid(), signal.SIGTERM)
-  first = _trainer(tmp_path)
+  first = trainer(tmp_path)
   stopped = first.fit(lambda epoch: dataset, step_callback=stop_in_epoch_5)
   assert stopped.interrupted_by == signal.SIGTERM and stopped.step == 14
   rate_at_stop = first.learning_rate
 
-  second = _trainer(tmp_path)
+  second = trainer(tmp_path)
   assert second.restore() == 14
   assert second.learning_rate == pytest.approx(rate_at_stop)  # the cooldown came back
   result = second.fit(lambda epoch: dataset)

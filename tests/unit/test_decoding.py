@@ -7,11 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from configs import tiny
 from transformer import decoding
 from transformer.attention import padding_mask
 from transformer.losses import masked_loss
-from transformer.model import Transformer
 from transformer.optimization import make_optimizer
 
 END = decoding.END_ID
@@ -19,18 +17,12 @@ VOCAB = 24  # Reserved ids 0-3, then 20 "words".
 MAX_POSITION = 64
 
 
-def tiny_config():
-  config = tiny.get_config()
-  config.model.dropout_rate = 0.0
-  config.model.max_position = MAX_POSITION
-  config.training.warmup_steps = 100
-  return config
-
-
-def build_model(config):
-  model = Transformer.from_model_config(config.model, VOCAB, VOCAB)
-  model.build(((None, None), (None, None)))
-  return model
+@pytest.fixture(scope="module")
+def decoding_config(tiny_config):
+  """``decoding_config(**model_fields)``: configs/tiny.py without dropout, its
+  positions as long as :data:`MAX_POSITION`."""
+  return lambda **model_fields: tiny_config(dropout_rate=0.0, max_position=MAX_POSITION,
+                                            **model_fields)
 
 
 def random_sources(rng, batch, min_words=2, max_words=7):
@@ -57,17 +49,17 @@ def strip_padding(row):
 
 
 @pytest.fixture(scope="module")
-def untrained_model():
+def untrained_model(decoding_config, make_model):
   keras.utils.set_random_seed(1)
-  return build_model(tiny_config())
+  return make_model(decoding_config(), (VOCAB, VOCAB))
 
 
 @pytest.fixture(scope="module")
-def trained_model():
+def trained_model(decoding_config, make_model):
   """Learns to reverse 2-7 word sequences in a few hundred steps (~10 s)."""
   keras.utils.set_random_seed(0)
-  config = tiny_config()
-  model = build_model(config)
+  config = decoding_config()
+  model = make_model(config, (VOCAB, VOCAB))
   optimizer = make_optimizer(config)
   rng = np.random.default_rng(0)
 
@@ -137,19 +129,28 @@ def trained(trained_model):
   return compiled(trained_model)
 
 
+def assert_outputs_vary(tokens, limits):
+  """Outputs a wrong cache would change: each sentence's its own, and some end
+  early. (An untrained model's are mostly one token repeated to the limit.)"""
+  rows = [tuple(strip_padding(row)) for row in np.asarray(tokens)]
+  assert len(set(rows)) == len(rows), rows
+  assert any(row[-1] == END and len(row) < limit for row, limit in zip(rows, np.asarray(limits)))
+
+
 @pytest.mark.slow
-def test_eager_cached_greedy_equals_uncached(untrained_model, batch):
+def test_eager_cached_greedy_equals_uncached(trained_model, batch):
   sources, limits = batch[0][:3], batch[1][:3]
-  cached = decoding.greedy_decode(untrained_model, sources, limits).numpy()
-  uncached = decoding.greedy_decode_uncached(untrained_model, sources, limits).numpy()
+  cached = decoding.greedy_decode(trained_model, sources, limits).numpy()
+  uncached = decoding.greedy_decode_uncached(trained_model, sources, limits).numpy()
+  assert_outputs_vary(uncached, limits)
   np.testing.assert_array_equal(cached, uncached)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("decoders", ["untrained", "trained"])
-def test_cached_greedy_equals_uncached(request, decoders, batch):
-  decoders = request.getfixturevalue(decoders)
-  np.testing.assert_array_equal(decoders["greedy"](*batch), decoders["uncached"](*batch))
+def test_cached_greedy_equals_uncached(trained, batch):
+  uncached = trained["uncached"](*batch)
+  assert_outputs_vary(uncached, batch[1])
+  np.testing.assert_array_equal(trained["greedy"](*batch), uncached)
 
 
 def test_trained_model_reverses_and_stops_at_end(trained, batch):
@@ -241,21 +242,39 @@ def reference_beam_search(model, source, max_length, beam_size, alpha):
 
 
 @pytest.fixture(scope="module")
-def varied_model():
-  """Random weights whose beams differ and some of whose hypotheses end early.
+def varied_model(decoding_config, make_model):
+  """Two layers of random weights whose beams differ, whose hypotheses end at
+  different lengths, and whose next token depends on the whole prefix.
 
   An untrained tied model mostly repeats one token; this one has a separate
-  random output layer, N(0, 0.3²), that never picks [PAD], [UNK] or [START]
-  and favours [END] a little (bias 2).
+  random output layer, N(0, 1), that never picks [PAD], [UNK] or [START]
+  and favours [END] a little (bias 1). Two layers, because the second layer's
+  cached keys and values mix every earlier token: with one random layer a
+  hypothesis reading another's cache rows scored the same (seed chosen so that
+  the tests below see the beams diverge; they assert it).
   """
-  keras.utils.set_random_seed(2)
-  config = tiny_config()
-  config.model.output_weights = "untied"
-  model = build_model(config)
+  keras.utils.set_random_seed(6)
+  model = make_model(decoding_config(num_layers=2, output_weights="untied"), (VOCAB, VOCAB))
   final = model.final_layer
-  final.kernel.assign(np.random.default_rng(2).normal(0, 0.3, final.kernel.shape))
-  final.bias.assign(np.array([-30.0, -30.0, -30.0, 2.0] + [0.0] * (VOCAB - 4)))
+  final.kernel.assign(np.random.default_rng(6).normal(0, 1.0, final.kernel.shape))
+  final.bias.assign(np.array([-30.0, -30.0, -30.0, 1.0] + [0.0] * (VOCAB - 4)))
   return model
+
+
+class WithoutCacheReorder:
+  """The model, but beam search's cache rows stay where they are when
+  hypotheses change parents: what a lost reorder would do."""
+
+  def __init__(self, model):
+    self.model = model
+
+  def __getattr__(self, name):
+    return getattr(self.model, name)
+
+  @staticmethod
+  def reorder_cache(cache, gather):
+    del gather
+    return cache
 
 
 def test_cached_beam_search_equals_uncached_reference(varied_model):
@@ -267,10 +286,14 @@ def test_cached_beam_search_equals_uncached_reference(varied_model):
   tokens, scores = decoding.beam_search(varied_model, sources, limits, beam_size=4,
                                         alpha=0.6)
   greedy = decoding.greedy_decode(varied_model, sources, limits).numpy()
-  # Beams that matter: beam search differs from greedy, and some outputs end early.
+  # Beams that matter: beam search differs from greedy, some outputs end early,
+  # and hypotheses that read the cache rows of the wrong parent score otherwise.
   assert not np.array_equal(tokens.numpy(), greedy)
   assert any(END in strip_padding(row) and len(strip_padding(row)) < limit
              for row, limit in zip(tokens.numpy(), limits.numpy()))
+  _, stale_scores = decoding.beam_search(WithoutCacheReorder(varied_model), sources, limits,
+                                         beam_size=4, alpha=0.6)
+  assert np.abs(stale_scores.numpy() - scores.numpy()).max() > 1e-2
   full_model = tf.function(lambda s, t: varied_model((s, t), training=False),
                            input_signature=(SPEC[0], SPEC[0]), autograph=False)
   for row, source in enumerate(sources):
@@ -332,8 +355,8 @@ def test_beam_search_finds_a_better_sequence_than_greedy():
 
 
 @pytest.mark.parametrize("method", ["greedy", "beam"])
-def test_decode_trims_a_10000_token_input(untrained_model, method):
-  config = tiny_config()
+def test_decode_trims_a_10000_token_input(untrained_model, decoding_config, method):
+  config = decoding_config()
   config.decoding.extra_length = 5
   sources = tf.constant([[decoding.START_ID] + [9] * 9_998 + [END], [2, 5, 3] + [0] * 9_997])
   tokens = decoding.decode(untrained_model, sources, method,

@@ -14,12 +14,10 @@ import pytest
 import sacrebleu
 import tensorflow as tf
 
-from configs import tiny
 from transformer import averaging
 from transformer import evaluation
 from transformer import run_folder
 from transformer import training
-from transformer.model import Transformer
 from transformer.training import checkpointing
 
 REPO_DIR = Path(__file__).resolve().parents[2]
@@ -27,21 +25,6 @@ PAIRS = [("um dois três .", "one two three ."), ("olá .", "hello ."),
          ("o gato está no tapete .", "the cat is on the mat ."),
          ("ela não sabia .", "she did n't know ."), ("sim", "yes")]
 VOCAB = (50, 40)  # (pt, en) vocabulary sizes of the models without a tokenizer
-
-
-def tiny_config(**model_overrides):
-  config = tiny.get_config()
-  config.model.max_position = 64
-  config.decoding.extra_length = 5
-  for name, value in model_overrides.items():
-    config.model[name] = value
-  return config
-
-
-def build_model(config, vocab=VOCAB):
-  model = Transformer.from_model_config(config.model, *vocab)
-  model.build(((None, None), (None, None)))
-  return model
 
 
 def write_trainer_checkpoints(model_dir, config, count, vocab=VOCAB, seed=0):
@@ -119,8 +102,9 @@ def test_bleu_on_tokenized_text_says_so_without_sacrebleu_warning(tmp_path, capl
   assert "tokenized" in record["note"] and "transformer/evaluation.py" in record["note"]
 
 
-def test_averaging_trainer_checkpoints_gives_the_mean_of_each_variable(tmp_path):
-  config = tiny_config()
+def test_averaging_trainer_checkpoints_gives_the_mean_of_each_variable(make_model, short_config,
+                                                                       tmp_path):
+  config = short_config()
   paths, values = write_trainer_checkpoints(tmp_path, config, 3)
   # What broke name-based checks: the Trainer's checkpoints name the model's
   # variables through the optimizer (optimizer/_trainable_variables/N).
@@ -128,7 +112,7 @@ def test_averaging_trainer_checkpoints_gives_the_mean_of_each_variable(tmp_path)
   assert not any(name.startswith("model/") for name in names)
 
   checkpoint_dir = tmp_path / checkpointing.CHECKPOINT_SUBDIR
-  model = build_model(config)
+  model = make_model(config, VOCAB)
   assert averaging.last_checkpoints(checkpoint_dir, 3) == paths
   averaging.average_checkpoints(model, paths)
   assert_weights(model, [np.mean(arrays, axis=0) for arrays in zip(*values)])
@@ -138,8 +122,8 @@ def test_averaging_trainer_checkpoints_gives_the_mean_of_each_variable(tmp_path)
   assert_weights(model, values[0])
 
 
-def test_last_checkpoints_refuses_to_average_more_than_there_are(tmp_path):
-  paths, _ = write_trainer_checkpoints(tmp_path, tiny_config(), 2)
+def test_last_checkpoints_refuses_to_average_more_than_there_are(short_config, tmp_path):
+  paths, _ = write_trainer_checkpoints(tmp_path, short_config(), 2)
   checkpoint_dir = tmp_path / checkpointing.CHECKPOINT_SUBDIR
   assert averaging.last_checkpoints(checkpoint_dir, 1) == paths[1:]
   with pytest.raises(training.CheckpointError, match="last 3 checkpoints but .* has 2"):
@@ -155,21 +139,22 @@ def test_last_checkpoints_refuses_to_average_more_than_there_are(tmp_path):
     {"num_layers": 3},  # all of the model's variables are there, and more
     {"num_layers": 1},  # some of the model's variables are missing
 ], ids=["d_model", "more_layers", "fewer_layers"])
-def test_restore_refuses_a_checkpoint_of_another_model(tmp_path, overrides):
+def test_restore_refuses_a_checkpoint_of_another_model(make_model, short_config, tmp_path,
+                                                       overrides):
   two_layers = {"num_layers": 2}  # so that the checkpoint can have fewer
-  (path,), _ = write_trainer_checkpoints(tmp_path, tiny_config(**{**two_layers, **overrides}), 1)
-  model = build_model(tiny_config(**two_layers))
+  (path,), _ = write_trainer_checkpoints(tmp_path, short_config(**{**two_layers, **overrides}), 1)
+  model = make_model(short_config(**two_layers), VOCAB)
   with pytest.raises(training.CheckpointError, match=path):
     averaging.restore_model(model, path)
   with pytest.raises(training.CheckpointError, match=path):
     averaging.average_checkpoints(model, [path])
 
 
-def test_restore_refuses_a_checkpoint_of_a_submodule(tmp_path):
-  model = build_model(tiny_config())
+def test_restore_refuses_a_checkpoint_of_a_submodule(make_model, short_config, tmp_path):
+  model = make_model(short_config(), VOCAB)
   path = tf.train.Checkpoint(model=model.decoder).write(str(tmp_path / "decoder"))
   with pytest.raises(training.CheckpointError, match=path):
-    averaging.restore_model(build_model(tiny_config()), path)
+    averaging.restore_model(make_model(short_config(), VOCAB), path)
 
 
 class TwoDense(keras.Model):
@@ -197,18 +182,17 @@ def test_restore_refuses_as_many_variables_in_other_places(tmp_path):
     averaging.restore_model(model, path)
 
 
-def test_restore_refuses_a_corrupt_checkpoint(tmp_path):
-  (path,), _ = write_trainer_checkpoints(tmp_path, tiny_config(), 1)
+def test_restore_refuses_a_corrupt_checkpoint(make_model, short_config, tmp_path):
+  (path,), _ = write_trainer_checkpoints(tmp_path, short_config(), 1)
   Path(path + ".index").write_bytes(b"not a checkpoint index")
   with pytest.raises(training.CheckpointError, match=f"cannot read the checkpoint {path}"):
-    averaging.restore_model(build_model(tiny_config()), path)
+    averaging.restore_model(make_model(short_config(), VOCAB), path)
 
 
-def write_model_dir(model_dir, tokenizer_path, tokenizers, count):
-  """A train.py output folder: config.json, tokenizer_path.txt and ``count``
-  Trainer checkpoints with random weights. Returns write_trainer_checkpoints'."""
+def write_model_dir(model_dir, config, tokenizer_path, tokenizers, count):
+  """A train.py output folder of ``config``: config.json, tokenizer_path.txt and
+  ``count`` Trainer checkpoints with random weights. Returns write_trainer_checkpoints'."""
   from transformer.tokenizers import vocab_sizes  # pylint: disable=g-import-not-at-top
-  config = tiny_config()
   model_dir.mkdir(parents=True)
   (model_dir / "config.json").write_text(config.to_json())
   (model_dir / "tokenizer_path.txt").write_text(f"{tokenizer_path}\n")
@@ -226,10 +210,11 @@ def write_data_dir(data_dir, pairs, split_suffix="dev"):
 
 @pytest.mark.slow
 def test_evaluate_scores_an_averaged_model_dir_as_its_export_does(
-    tmp_path, tutorial_tokenizer_path, tutorial_tokenizers):
+    short_config, tmp_path, tutorial_tokenizer_path, tutorial_tokenizers):
   import evaluate  # pylint: disable=g-import-not-at-top
   model_dir = tmp_path / "run"
-  _, values = write_model_dir(model_dir, tutorial_tokenizer_path, tutorial_tokenizers, 3)
+  _, values = write_model_dir(model_dir, short_config(), tutorial_tokenizer_path,
+                              tutorial_tokenizers, 3)
   data_dir = write_data_dir(tmp_path / "data", PAIRS)
 
   export_dir = tmp_path / "averaged"
@@ -261,15 +246,14 @@ def test_evaluate_scores_an_averaged_model_dir_as_its_export_does(
 
 
 @pytest.mark.slow
-def test_teacher_forced_metrics_are_the_trainers_validation_metrics(tutorial_tokenizers):
+def test_teacher_forced_metrics_are_the_trainers_validation_metrics(tiny_config, make_trainer,
+                                                                    tutorial_tokenizers):
   from transformer import data  # pylint: disable=g-import-not-at-top
   from transformer import pipeline  # pylint: disable=g-import-not-at-top
   from transformer.tokenizers import vocab_sizes  # pylint: disable=g-import-not-at-top
-  config = tiny.get_config()
+  config = tiny_config()
   config.training.label_smoothing = 0.1
-  trainer = training.Trainer(config, input_vocab_size=vocab_sizes(tutorial_tokenizers)[0],
-                             target_vocab_size=vocab_sizes(tutorial_tokenizers)[1],
-                             progress=False)
+  trainer = make_trainer(config, vocab_sizes(tutorial_tokenizers))
   expected = trainer.evaluate(pipeline.make_batches(
       data.pairs_to_dataset(PAIRS), tutorial_tokenizers, max_tokens=config.data.max_tokens,
       batch_size=config.data.batch_size, shuffle=False))
@@ -297,10 +281,11 @@ def assert_one_line_error(result, message):
 
 
 @pytest.fixture(scope="module")
-def cli_dirs(tmp_path_factory, tutorial_tokenizer_path, tutorial_tokenizers):
+def cli_dirs(short_config, tmp_path_factory, tutorial_tokenizer_path, tutorial_tokenizers):
   """(model_dir with 2 checkpoints, data folder with a validation split)."""
   root = tmp_path_factory.mktemp("cli")
-  write_model_dir(root / "run", tutorial_tokenizer_path, tutorial_tokenizers, 2)
+  write_model_dir(root / "run", short_config(), tutorial_tokenizer_path, tutorial_tokenizers,
+                  2)
   return root / "run", write_data_dir(root / "data", PAIRS)
 
 

@@ -1,8 +1,9 @@
-"""Exported translator SavedModel, .keras saving and translate.py (transformer/export.py)."""
+"""Exported translator SavedModel and .keras saving (transformer/export.py).
+
+translate.py, which reads them: tests/scripts/."""
 
 import json
 import os
-from pathlib import Path
 import subprocess
 import sys
 
@@ -11,30 +12,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from configs import tiny
 from transformer import export
-from transformer.config import SHARED_DATA_DIR
-from transformer.model import Transformer
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-TOKENIZER_PATH = SHARED_DATA_DIR / "tutorial_tokenizer"
-MAX_POSITION = 64
+MAX_POSITION = 64  # short_config's
 LONG_SENTENCE = " ".join(["palavra"] * 10_000)
 BAD_INPUTS = ["", "   \t ", "✈✈ 漢字 ☃", LONG_SENTENCE, "e quando melhoramos a procura ."]
-
-
-def tiny_config():
-  config = tiny.get_config()
-  config.model.max_position = MAX_POSITION
-  config.decoding.extra_length = 5
-  return config
-
-
-def build_model(config, input_vocab_size, target_vocab_size):
-  keras.utils.set_random_seed(0)
-  model = Transformer.from_model_config(config.model, input_vocab_size, target_vocab_size)
-  model.build(((None, None), (None, None)))
-  return model
 
 
 def subprocess_env():
@@ -43,22 +25,15 @@ def subprocess_env():
 
 
 @pytest.fixture(scope="module")
-def tokenizers():
-  if not TOKENIZER_PATH.exists():
-    pytest.skip(f"tutorial tokenizer SavedModel not found at {TOKENIZER_PATH} "
-                "(the shared data folder beside the project)")
-  from transformer.tokenizers import load_tokenizers  # pylint: disable=g-import-not-at-top
-  return load_tokenizers(TOKENIZER_PATH)
-
-
-@pytest.fixture(scope="module")
-def exported(tokenizers, tmp_path_factory):
+def exported(short_config, make_model, tutorial_tokenizers, tmp_path_factory):
   """(export dir, in-memory Translator, loaded SavedModel) for an untrained tiny model."""
-  config = tiny_config()
-  model = build_model(config, int(tokenizers.pt.get_vocab_size()),
-                      int(tokenizers.en.get_vocab_size()))
+  from transformer.tokenizers import vocab_sizes  # pylint: disable=g-import-not-at-top
+  config = short_config()
+  keras.utils.set_random_seed(0)
+  model = make_model(config, vocab_sizes(tutorial_tokenizers))
   export_dir = tmp_path_factory.mktemp("export") / "translator"
-  translator = export.export_translator(model, tokenizers, export_dir, config.decoding)
+  translator = export.export_translator(model, tutorial_tokenizers, export_dir,
+                                        config.decoding)
   return export_dir, translator, tf.saved_model.load(str(export_dir))
 
 
@@ -87,7 +62,7 @@ def test_saved_model_matches_in_memory_translator(exported):
           == as_text(translator.translate_greedy(sentences)))
 
 
-def test_attention_output_shapes_and_trimmed_source(exported):
+def test_attention_output_shapes_and_trimmed_source(short_config, exported):
   _, _, loaded = exported
   result = loaded.translate_with_attention(tf.constant(BAD_INPUTS))
   batch = len(BAD_INPUTS)
@@ -100,7 +75,7 @@ def test_attention_output_shapes_and_trimmed_source(exported):
   assert b"[UNK]" in source_tokens[2].numpy().tolist()
   out_len = tokens.shape[1]
   assert result["token_ids"].shape == (batch, out_len) and out_len <= MAX_POSITION
-  assert attention.shape == (batch, tiny_config().model.num_heads, out_len, MAX_POSITION)
+  assert attention.shape == (batch, short_config().model.num_heads, out_len, MAX_POSITION)
   # Each position's attention is a distribution over the real source tokens only.
   np.testing.assert_allclose(tf.reduce_sum(attention, -1), 1.0, atol=1e-5)
   np.testing.assert_array_equal(attention[0, :, :, 2:], 0.0)
@@ -133,22 +108,9 @@ print(json.dumps(result))
   assert result == {"beam": expected, "served": expected, "project_imported": False}
 
 
-@pytest.mark.slow
-def test_translate_cli_reads_arguments_and_stdin(exported, tmp_path):
-  export_dir, translator, _ = exported
-  sentences = ["olá mundo .", "", "mas e se estes fatores fossem ativos ?"]
-  expected = as_text(translator.translate_greedy(tf.constant(sentences)))
-  run = subprocess.run(
-      [sys.executable, str(REPO_ROOT / "translate.py"), f"--export_dir={export_dir}",
-       "--method=greedy", "--batch_size=2", "-"],
-      input="\n".join(sentences) + "\n", cwd=tmp_path, env=subprocess_env(),
-      capture_output=True, text=True, timeout=300, check=False)
-  assert run.returncode == 0, run.stderr[-3000:]
-  assert run.stdout.split("\n")[:-1] == expected
-
-
-def test_keras_file_reloads_with_identical_outputs(tmp_path):
-  model = build_model(tiny_config(), 50, 40)
+def test_keras_file_reloads_with_identical_outputs(make_model, short_config, tmp_path):
+  keras.utils.set_random_seed(0)
+  model = make_model(short_config(), (50, 40))
   path = export.save_keras_model(model, tmp_path / "model.keras")
   reloaded = keras.models.load_model(path)
   inputs = (tf.constant([[2, 5, 6, 7, 3], [2, 9, 3, 0, 0]]), tf.constant([[2, 11, 12], [2, 13, 0]]))
@@ -156,6 +118,6 @@ def test_keras_file_reloads_with_identical_outputs(tmp_path):
   assert reloaded.get_config()["max_position"] == MAX_POSITION
 
 
-def test_save_keras_model_wants_the_keras_suffix(tmp_path):
+def test_save_keras_model_wants_the_keras_suffix(make_model, short_config, tmp_path):
   with pytest.raises(ValueError, match=r"\.keras"):
-    export.save_keras_model(build_model(tiny_config(), 50, 40), tmp_path / "model.h5")
+    export.save_keras_model(make_model(short_config(), (50, 40)), tmp_path / "model.h5")

@@ -9,17 +9,13 @@ import pytest
 import tensorflow as tf
 
 from transformer.attention import padding_mask
-from transformer.model import Transformer
 
 VOCAB = 40
 
 
-def make_model(**overrides):
-  args = dict(num_layers=3, d_model=32, num_heads=4, dff=64, input_vocab_size=VOCAB,
-              target_vocab_size=VOCAB, dropout_rate=0.3, attention_dropout_rate=0.2,
-              max_position=64)
-  args.update(overrides)
-  return Transformer(**args)
+# configs/tiny.py with three layers and more dropout: a mask lost in any layer,
+# or in training mode only, shows.
+DEEP = dict(num_layers=3, dropout_rate=0.3, attention_dropout_rate=0.2, max_position=64)
 
 
 def seed_states(model):
@@ -33,8 +29,8 @@ def restore(states):
 
 
 @pytest.mark.parametrize("head_width", ["split", "full"])
-def test_no_look_ahead_leakage_in_training_mode_with_dropout(head_width):
-  model = make_model(head_width=head_width)
+def test_no_look_ahead_leakage_in_training_mode_with_dropout(make_model, head_width):
+  model = make_model(vocab_sizes=(VOCAB, VOCAB), **DEEP, head_width=head_width)
   rng = np.random.default_rng(0)
   source = rng.integers(1, VOCAB, (2, 9))
   target = rng.integers(1, VOCAB, (2, 8))
@@ -56,8 +52,8 @@ def test_no_look_ahead_leakage_in_training_mode_with_dropout(head_width):
   assert not np.allclose(model((source, target), training=True).numpy(), before)
 
 
-def test_returned_self_attention_scores_are_causal():
-  model = make_model()
+def test_returned_self_attention_scores_are_causal(make_model):
+  model = make_model(vocab_sizes=(VOCAB, VOCAB), **DEEP)
   rng = np.random.default_rng(1)
   model((rng.integers(1, VOCAB, (2, 5)), rng.integers(1, VOCAB, (2, 6))), training=True)
   for layer in model.decoder.layers:
@@ -79,8 +75,8 @@ def encoder_layer_outputs(model, source):
 
 
 @pytest.mark.parametrize("output_weights", ["tied", "untied"])
-def test_padding_the_source_changes_nothing_at_real_positions(output_weights):
-  model = make_model(output_weights=output_weights)
+def test_padding_the_source_changes_nothing_at_real_positions(make_model, output_weights):
+  model = make_model(vocab_sizes=(VOCAB, VOCAB), **DEEP, output_weights=output_weights)
   rng = np.random.default_rng(2)
   source = np.concatenate([rng.integers(1, VOCAB, (2, 6)), np.zeros((2, 1), int)], axis=1)
   source[1, 4:] = 0  # the second sentence is shorter
@@ -109,8 +105,8 @@ def test_padding_the_source_changes_nothing_at_real_positions(output_weights):
       assert np.all(weights.transpose(0, 3, 1, 2)[padded] == 0.0), training
 
 
-def test_padding_the_target_changes_nothing_at_real_positions():
-  model = make_model()
+def test_padding_the_target_changes_nothing_at_real_positions(make_model):
+  model = make_model(vocab_sizes=(VOCAB, VOCAB), **DEEP)
   rng = np.random.default_rng(3)
   source = rng.integers(1, VOCAB, (2, 6))
   target = rng.integers(1, VOCAB, (2, 5))

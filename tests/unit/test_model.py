@@ -15,25 +15,18 @@ import configs.tutorial_2021
 from transformer.model import Transformer
 
 
-def built(config_module, input_vocab, target_vocab):
-  model = Transformer.from_model_config(config_module.get_config().model, input_vocab,
-                                        target_vocab)
-  model.build(((None, None), (None, None)))
-  return model
-
-
-def test_tutorial_config_has_the_tutorials_parameter_count():
+def test_tutorial_config_has_the_tutorials_parameter_count(make_model):
   # The tutorial's transformer.summary() with its converter's vocabularies.
-  assert built(configs.tutorial, 7765, 7010).count_params() == 10_184_162
+  assert make_model(configs.tutorial.get_config(), (7765, 7010)).count_params() == 10_184_162
 
 
-def test_tutorial_2021_config_has_that_versions_parameter_count():
+def test_tutorial_2021_config_has_that_versions_parameter_count(make_model):
   # The pre-Keras tutorial's model with the same converter: its heads of width
   # d_model/h give each attention sub-layer 8 times fewer projection weights
   # than the current tutorial's key_dim=d_model.
   model_config = configs.tutorial_2021.get_config().model
   assert parameter_count(model_config, 7765, 7010) == 4_646_882
-  assert built(configs.tutorial_2021, 7765, 7010).count_params() == 4_646_882
+  assert make_model(configs.tutorial_2021.get_config(), (7765, 7010)).count_params() == 4_646_882
 
 
 def parameter_count(model_config, input_vocab, target_vocab):
@@ -55,49 +48,46 @@ def parameter_count(model_config, input_vocab, target_vocab):
 
 
 @pytest.mark.slow
-def test_base_and_big_match_the_papers_table_3():
+def test_base_and_big_match_the_papers_table_3(make_model):
   # README: base 63.1M (paper: 65M), big 214.2M (paper: 213M) with a shared
   # 37,000-token vocabulary (§3.4, Table 3).
   for module, count, millions in ((configs.base, 63_082_496, 63.1),
                                   (configs.big, 214_245_376, 214.2)):
     assert parameter_count(module.get_config().model, 37000, 37000) == count
-    assert built(module, 37000, 37000).count_params() == count
+    assert make_model(module.get_config(), (37000, 37000)).count_params() == count
     assert round(count / 1e6, 1) == millions
   assert parameter_count(configs.tutorial.get_config().model, 7765, 7010) == 10_184_162
 
 
-def tiny_model(**overrides):
-  args = dict(num_layers=2, d_model=16, num_heads=4, dff=32, input_vocab_size=30,
-              target_vocab_size=30, dropout_rate=0.0, max_position=32)
-  args.update(overrides)
-  return Transformer(**args)
+# configs/tiny.py with two layers, narrower, without dropout (vocabularies of 30).
+SMALL = dict(num_layers=2, d_model=16, dff=32, dropout_rate=0.0, max_position=32)
 
 
-def random_batch(seed=0, vocab=30):
-  rng = np.random.default_rng(seed)
-  source = rng.integers(1, vocab, (3, 7))
+def with_padding(batch):
+  """The batch with the third source sentence padded after 5 tokens."""
+  source, target = batch
   source[2, 5:] = 0
-  return source, rng.integers(1, vocab, (3, 6))
+  return source, target
 
 
 @pytest.mark.parametrize("output_weights", ["tied", "shared"])
-def test_tied_output_projection_is_the_embedding_variable(output_weights):
-  model = tiny_model(output_weights=output_weights)
-  model(random_batch())
+def test_tied_output_projection_is_the_embedding_variable(make_model, random_batch, output_weights):
+  model = make_model(**SMALL, output_weights=output_weights)
+  model(with_padding(random_batch()))
   assert model.output_projection is model.decoder.embedding.embeddings
   embedding_matrices = [v for v in model.trainable_variables if tuple(v.shape) == (30, 16)]
   assert len(embedding_matrices) == (1 if output_weights == "shared" else 2)
   if output_weights == "shared":
     assert model.encoder.embedding is model.decoder.embedding
-  untied = tiny_model(output_weights="untied")
-  untied(random_batch())
+  untied = make_model(**SMALL, output_weights="untied")
+  untied(with_padding(random_batch()))
   assert untied.count_params() - model.count_params() == (
       16 * 30 + 30 + (30 * 16 if output_weights == "shared" else 0))
 
 
-def test_tied_embedding_gets_gradients_from_input_and_output_uses():
-  model = tiny_model(output_weights="tied")
-  source, target = random_batch()
+def test_tied_embedding_gets_gradients_from_input_and_output_uses(make_model, random_batch):
+  model = make_model(**SMALL, output_weights="tied")
+  source, target = with_padding(random_batch())
   target = np.full_like(target, 5)  # only token 5 is a decoder input
   with tf.GradientTape() as tape:
     loss = tf.reduce_sum(model((source, target)))
@@ -112,15 +102,15 @@ def test_tied_embedding_gets_gradients_from_input_and_output_uses():
   assert np.abs(gradient[5] - output_only[0]).max() > 1e-4
 
 
-def test_shared_weights_need_one_vocabulary():
+def test_shared_weights_need_one_vocabulary(make_model):
   with pytest.raises(ValueError, match="joint vocabulary"):
-    tiny_model(output_weights="shared", target_vocab_size=31)
+    make_model(vocab_sizes=(30, 31), **SMALL, output_weights="shared")
 
 
 @pytest.mark.parametrize("head_width", ["split", "full"])
-def test_decode_step_equals_the_last_position_of_a_full_pass(head_width):
-  model = tiny_model(head_width=head_width)
-  source, target = random_batch(1)
+def test_decode_step_equals_the_last_position_of_a_full_pass(make_model, random_batch, head_width):
+  model = make_model(**SMALL, head_width=head_width)
+  source, target = with_padding(random_batch(1))
   full = model((source, target)).numpy()
   context, source_mask = model.encode(source)
   cache = model.initial_cache(context, max_length=10)
@@ -132,12 +122,12 @@ def test_decode_step_equals_the_last_position_of_a_full_pass(head_width):
                              model.decoder.last_attn_scores.numpy()[:, :, -1], atol=1e-6)
 
 
-def test_get_config_round_trip_gives_identical_outputs():
+def test_get_config_round_trip_gives_identical_outputs(make_model, random_batch):
   # The paper's choices: every one differs from the (tutorial's) defaults.
-  model = tiny_model(head_width="split", positional_layout="interleaved",
+  model = make_model(**SMALL, head_width="split", positional_layout="interleaved",
                      output_weights="tied", scale_embeddings=False, layer_norm_epsilon=1e-6,
                      residual_dropout_on_attention=True, attention_dropout_rate=0.0)
-  batch = random_batch(2)
+  batch = with_padding(random_batch(2))
   expected = model(batch).numpy()
   clone = Transformer.from_config(model.get_config())
   clone(batch)
@@ -147,9 +137,10 @@ def test_get_config_round_trip_gives_identical_outputs():
 
 
 @pytest.mark.parametrize("output_weights", ["tied", "shared", "untied"])
-def test_keras_file_round_trip_gives_identical_outputs(tmp_path, output_weights):
-  model = tiny_model(output_weights=output_weights)
-  batch = random_batch(3)
+def test_keras_file_round_trip_gives_identical_outputs(make_model, random_batch, tmp_path,
+                                                      output_weights):
+  model = make_model(**SMALL, output_weights=output_weights)
+  batch = with_padding(random_batch(3))
   expected = model(batch).numpy()
   path = tmp_path / "model.keras"
   model.save(path)
@@ -158,11 +149,11 @@ def test_keras_file_round_trip_gives_identical_outputs(tmp_path, output_weights)
   np.testing.assert_array_equal(restored(batch).numpy(), expected)
 
 
-def test_mixed_precision_keeps_float32_logits():
+def test_mixed_precision_keeps_float32_logits(make_model, random_batch):
   keras.mixed_precision.set_global_policy("mixed_bfloat16")
   try:
-    model = tiny_model()
-    logits = model(random_batch())
+    model = make_model(**SMALL)
+    logits = model(with_padding(random_batch()))
     assert model.encoder.layers[0].ffn.inner.compute_dtype == "bfloat16"
   finally:
     keras.mixed_precision.set_global_policy("float32")
@@ -219,15 +210,15 @@ def test_every_layer_round_trips_through_get_config(index):
 
 
 @pytest.mark.parametrize("output_weights", ["tied", "shared", "untied"])
-def test_tf_checkpoint_holds_every_variable(tmp_path, output_weights):
+def test_tf_checkpoint_holds_every_variable(make_model, random_batch, tmp_path, output_weights):
   """tf.train.Checkpoint (what training saves) must reach every layer of the stacks."""
-  model = tiny_model(output_weights=output_weights)
-  batch = random_batch(5)
+  model = make_model(**SMALL, output_weights=output_weights)
+  batch = with_padding(random_batch(5))
   expected = model(batch).numpy()
   path = tf.train.Checkpoint(model=model).save(str(tmp_path / "ckpt"))
   saved = [name for name, _ in tf.train.list_variables(path) if name.startswith("model/")]
   assert len(saved) == len(model.weights)
-  restored = tiny_model(output_weights=output_weights)
+  restored = make_model(**SMALL, output_weights=output_weights)
   restored(batch)
   tf.train.Checkpoint(model=restored).restore(path).assert_existing_objects_matched()
   np.testing.assert_array_equal(restored(batch).numpy(), expected)

@@ -14,18 +14,8 @@ from transformer.model import Transformer
 D_MODEL, MAX_POSITION, VOCAB = 16, 24, 30
 
 
-def tiny_model(**overrides):
-  args = dict(num_layers=1, d_model=D_MODEL, num_heads=4, dff=32, input_vocab_size=VOCAB,
-              target_vocab_size=VOCAB, dropout_rate=0.0, max_position=MAX_POSITION)
-  args.update(overrides)
-  model = Transformer(**args)
-  model.build(((None, None), (None, None)))
-  return model
-
-
-def random_batch(seed=0):
-  rng = np.random.default_rng(seed)
-  return rng.integers(1, VOCAB, (2, 7)), rng.integers(1, VOCAB, (2, 6))
+# configs/tiny.py narrower, without dropout (make_model's vocabularies are VOCAB).
+SMALL = dict(d_model=D_MODEL, dff=32, dropout_rate=0.0, max_position=MAX_POSITION)
 
 
 def count(variables):
@@ -53,12 +43,12 @@ def test_positional_scale_multiplies_the_positions_only(positions):
                              rtol=1e-6, atol=1e-7)
 
 
-def test_learned_table_is_trainable_and_learns():
-  model = tiny_model(positional_encoding="learned")
+def test_learned_table_is_trainable_and_learns(make_model, random_batch):
+  model = make_model(**SMALL, positional_encoding="learned")
   table = model.encoder.embedding.position_table.embeddings
   assert tuple(table.shape) == (MAX_POSITION, D_MODEL)
   assert any(v is table for v in model.trainable_variables)
-  source, target = random_batch()
+  source, target = random_batch(rows=2)
   with tf.GradientTape() as tape:
     loss = tf.reduce_mean(model((source, target)) ** 2)
   gradient = tape.gradient(loss, table)
@@ -69,16 +59,17 @@ def test_learned_table_is_trainable_and_learns():
 
 @pytest.mark.parametrize("output_weights, tables", [("tied", 2), ("untied", 2),
                                                      ("shared", 1)])
-def test_learned_positions_add_one_table_per_embedding(output_weights, tables):
-  sinusoid = tiny_model(output_weights=output_weights)
-  learned = tiny_model(output_weights=output_weights, positional_encoding="learned")
+def test_learned_positions_add_one_table_per_embedding(make_model, output_weights, tables):
+  sinusoid = make_model(**SMALL, output_weights=output_weights)
+  learned = make_model(**SMALL, output_weights=output_weights, positional_encoding="learned")
   assert (count(learned.trainable_variables) - count(sinusoid.trainable_variables)
           == tables * MAX_POSITION * D_MODEL)
 
 
-def test_learned_positions_round_trip_get_config_and_keras_file(tmp_path):
-  model = tiny_model(positional_encoding="learned", positional_scale=0.5, key_dim=2)
-  batch = random_batch(1)
+def test_learned_positions_round_trip_get_config_and_keras_file(make_model, random_batch,
+                                                                tmp_path):
+  model = make_model(**SMALL, positional_encoding="learned", positional_scale=0.5, key_dim=2)
+  batch = random_batch(1, rows=2)
   expected = model(batch).numpy()
   assert Transformer.from_config(model.get_config()).get_config() == model.get_config()
   model.save(tmp_path / "model.keras")
@@ -87,11 +78,11 @@ def test_learned_positions_round_trip_get_config_and_keras_file(tmp_path):
   np.testing.assert_array_equal(restored(batch).numpy(), expected)
 
 
-def test_cached_decoding_reads_the_learned_row_of_each_position():
+def test_cached_decoding_reads_the_learned_row_of_each_position(make_model, random_batch):
   """decode_step at position i equals the full pass at i; with row i of the
   decoder's table zeroed it no longer does (so the row at the offset is used)."""
-  model = tiny_model(positional_encoding="learned")
-  source, target = random_batch(2)
+  model = make_model(**SMALL, positional_encoding="learned")
+  source, target = random_batch(2, rows=2)
   full = model((source, target)).numpy()
   context, source_mask = model.encode(source)
   cache = model.initial_cache(context, max_length=target.shape[1])
@@ -108,8 +99,8 @@ def test_cached_decoding_reads_the_learned_row_of_each_position():
   assert not np.allclose(logits.numpy(), full[:, 3], atol=1e-3)
 
 
-def test_key_dim_sets_every_heads_width():
-  model = tiny_model(key_dim=2)
+def test_key_dim_sets_every_heads_width(make_model):
+  model = make_model(**SMALL, key_dim=2)
   for attention in (model.encoder.layers[0].self_attention,
                     model.decoder.layers[0].cross_attention):
     assert tuple(attention.mha.query_dense.kernel.shape) == (D_MODEL, 4 * 2)

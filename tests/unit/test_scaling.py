@@ -1,42 +1,21 @@
 """The two scalings as switches (issue #10): ``model.scale_attention_logits``
 (1/√d_k, §3.2.1) and ``model.embedding_initializer`` beside ``scale_embeddings``
-(§3.4), and the notebook that measures them."""
-
-import json
-import os
-from pathlib import Path
-import subprocess
-import sys
+(§3.4). The notebook that measures them: tests/notebooks/test_scaling_notebook.py."""
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from configs import tiny
 from transformer import decoding
 from transformer.config import ConfigError, default_config, validate_config
 from transformer.model import Transformer
 
-ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOK = ROOT / "notebooks" / "scaling.ipynb"
-VOCAB = 30
 
-
-def tiny_model(**overrides):
-  config = tiny.get_config()
-  config.model.dropout_rate = 0.0
-  config.model.update(overrides)
-  model = Transformer.from_model_config(config.model, VOCAB, VOCAB)
-  model.build(((None, None), (None, None)))
-  return model
-
-
-def random_batch(seed=0):
-  rng = np.random.default_rng(seed)
-  source = rng.integers(4, VOCAB, (3, 7)).astype(np.int32)
+def with_padding(batch):
+  """The batch with the second source sentence padded after 5 tokens, as tensors."""
+  source, target = batch
   source[1, 5:] = 0
-  target = rng.integers(4, VOCAB, (3, 6)).astype(np.int32)
   return tf.constant(source), tf.constant(target)
 
 
@@ -54,10 +33,11 @@ def softmax(x):
 
 
 @pytest.mark.parametrize("scaled", [True, False])
-def test_attention_weights_are_softmax_of_qkt_or_qkt_over_root_dk(scaled):
-  model = tiny_model(scale_attention_logits=scaled)
+def test_attention_weights_are_softmax_of_qkt_or_qkt_over_root_dk(make_model, random_batch,
+                                                                   scaled):
+  model = make_model(scale_attention_logits=scaled)
   assert all(a.mha.scale_logits is scaled for a in attention_layers(model))
-  source, target = random_batch()
+  source, target = with_padding(random_batch())
   model((source, target))
   # Recompute the first encoder self-attention from its own projections.
   attention = model.encoder.layers[0].self_attention
@@ -73,16 +53,16 @@ def test_attention_weights_are_softmax_of_qkt_or_qkt_over_root_dk(scaled):
                              rtol=1e-5, atol=1e-6)
 
 
-def test_switch_off_changes_the_output():
-  on, off = tiny_model(), tiny_model(scale_attention_logits=False)
+def test_switch_off_changes_the_output(make_model, random_batch):
+  on, off = make_model(), make_model(scale_attention_logits=False)
   off.set_weights(on.get_weights())
-  batch = random_batch(1)
+  batch = with_padding(random_batch(1))
   assert np.abs(on(batch).numpy() - off(batch).numpy()).max() > 1e-3
 
 
-def test_cached_decoding_honours_the_switch():
-  model = tiny_model(scale_attention_logits=False)
-  source, target = random_batch(2)
+def test_cached_decoding_honours_the_switch(make_model, random_batch):
+  model = make_model(scale_attention_logits=False)
+  source, target = with_padding(random_batch(2))
   full = model((source, target)).numpy()
   context, source_mask = model.encode(source)
   cache = model.initial_cache(context, max_length=target.shape[1])
@@ -91,9 +71,9 @@ def test_cached_decoding_honours_the_switch():
     np.testing.assert_allclose(logits.numpy(), full[:, index], rtol=1e-4, atol=1e-5)
 
 
-def test_beam_search_scores_are_full_pass_log_probs_with_the_switch_off():
-  model = tiny_model(scale_attention_logits=False)
-  source, _ = random_batch(3)
+def test_beam_search_scores_are_full_pass_log_probs_with_the_switch_off(make_model, random_batch):
+  model = make_model(scale_attention_logits=False)
+  source, _ = with_padding(random_batch(3))
   max_lengths = tf.constant([5, 4, 6])
   tokens, scores = decoding.beam_search(model, source, max_lengths, beam_size=3, alpha=0.0)
   tokens = tokens.numpy()
@@ -106,12 +86,12 @@ def test_beam_search_scores_are_full_pass_log_probs_with_the_switch_off():
     np.testing.assert_allclose(scores.numpy()[row], chosen.sum(), rtol=1e-4, atol=1e-4)
 
 
-def test_get_config_and_keras_file_round_trip_the_new_fields(tmp_path):
-  model = tiny_model(scale_attention_logits=False, embedding_initializer="normal")
+def test_get_config_and_keras_file_round_trip_the_new_fields(make_model, random_batch, tmp_path):
+  model = make_model(scale_attention_logits=False, embedding_initializer="normal")
   config = model.get_config()
   assert config["scale_attention_logits"] is False
   assert config["embedding_initializer"] == "normal"
-  batch = random_batch(4)
+  batch = with_padding(random_batch(4))
   expected = model(batch).numpy()
   clone = Transformer.from_config(config)
   clone(batch)
@@ -134,14 +114,11 @@ def test_config_defaults_and_validation():
 
 
 @pytest.mark.parametrize("output_weights", ["tied", "shared"])
-def test_embedding_initializer_reaches_the_embedding(output_weights):
+def test_embedding_initializer_reaches_the_embedding(make_model, output_weights):
   d_model, vocab = 32, 2000
   for name in ("uniform", "normal"):
-    config = tiny.get_config().model
-    config.update(dict(d_model=d_model, output_weights=output_weights,
-                       embedding_initializer=name))
-    model = Transformer.from_model_config(config, vocab, vocab)
-    model.build(((None, None), (None, None)))
+    model = make_model(vocab_sizes=(vocab, vocab), d_model=d_model,
+                       output_weights=output_weights, embedding_initializer=name)
     weights = model.output_projection.numpy()  # the target embedding (tied)
     if name == "uniform":
       assert np.abs(weights).max() <= 0.05
@@ -151,24 +128,6 @@ def test_embedding_initializer_reaches_the_embedding(output_weights):
       assert np.abs(weights).max() > 0.5  # far outside U(-0.05, 0.05)
 
 
-def test_unknown_embedding_initializer_is_one_clear_error():
+def test_unknown_embedding_initializer_is_one_clear_error(make_model):
   with pytest.raises(ValueError, match="unknown embedding initializer 'xavier'"):
-    tiny_model(embedding_initializer="xavier")
-
-
-def notebook_script():
-  cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
-  code = ["".join(cell["source"]) for cell in cells if cell["cell_type"] == "code"]
-  return "import matplotlib\nmatplotlib.use('Agg')\n" + "\n\n".join(code)
-
-
-@pytest.mark.slow
-def test_scaling_notebook_runs_top_to_bottom(tmp_path):
-  script = tmp_path / "notebook.py"
-  script.write_text(notebook_script(), encoding="utf-8")
-  result = subprocess.run([sys.executable, str(script)], cwd=NOTEBOOK.parent,
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-  assert result.returncode == 0, result.stderr[-3000:]
-  # It read and printed the measured statistics.
-  assert "d_k" in result.stdout and "RMS" in result.stdout
+    make_model(embedding_initializer="xavier")

@@ -5,11 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import configs.tiny
 from transformer.training import step
 from transformer.config import ConfigError, validate_config
-from transformer.model import Transformer
-from transformer.training import Trainer
 
 VOCAB = 50
 sub_batch = step.sub_batch
@@ -34,12 +31,9 @@ def batch():
 
 
 @pytest.fixture(scope="module")
-def model():
-  config = configs.tiny.get_config()
-  config.model.dropout_rate = 0.0  # Only dropout may differ between groupings.
-  transformer = Transformer.from_model_config(config.model, VOCAB, VOCAB)
-  transformer.build(((None, None), (None, None)))
-  return transformer
+def model(make_model):
+  # Only dropout may differ between groupings.
+  return make_model(vocab_sizes=(VOCAB, VOCAB), dropout_rate=0.0)
 
 
 def test_sub_batches_hold_every_real_token_once_and_less_padding(batch):
@@ -79,9 +73,9 @@ def test_grouped_gradients_equal_the_whole_batch(model, batch):
 
 
 @pytest.mark.slow
-def test_trainer_steps_with_groups_match_whole_batches(batch, monkeypatch):
-  config = configs.tiny.get_config()
-  config.model.dropout_rate = 0.0
+def test_trainer_steps_with_groups_match_whole_batches(tiny_config, make_trainer, batch,
+                                                      monkeypatch):
+  config = tiny_config(dropout_rate=0.0)
   dataset = tf.data.Dataset.from_tensors(((batch[0], batch[1]), batch[2])).repeat(3)
   traced_sub_batches = []
   monkeypatch.setattr(step, "sub_batch", lambda *args: traced_sub_batches.append(args[-1])
@@ -89,7 +83,7 @@ def test_trainer_steps_with_groups_match_whole_batches(batch, monkeypatch):
   losses = {}
   for groups in (1, 2):
     config.training.length_groups = groups
-    trainer = Trainer(config, input_vocab_size=VOCAB, target_vocab_size=VOCAB, progress=False)
+    trainer = make_trainer(config, (VOCAB, VOCAB))
     losses[groups] = [r["loss"] for r in trainer.train_on_batches(dataset)]
   # The grouped Trainer did split its batches, in a loop traced once.
   assert len(traced_sub_batches) == 1
@@ -98,16 +92,14 @@ def test_trainer_steps_with_groups_match_whole_batches(batch, monkeypatch):
 
 
 @pytest.mark.slow
-def test_xla_compiled_steps_match_plain_steps(batch):
+def test_xla_compiled_steps_match_plain_steps(tiny_config, make_trainer, batch):
   # train.py --jit_compile, the other speed switch: the same losses and weights.
-  config = configs.tiny.get_config()
-  config.model.dropout_rate = 0.0
+  config = tiny_config(dropout_rate=0.0)
   config.training.length_groups = 1
   dataset = tf.data.Dataset.from_tensors(((batch[0], batch[1]), batch[2])).repeat(3)
   losses, logits = {}, {}
   for jit_compile in (False, True):
-    trainer = Trainer(config, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
-                      jit_compile=jit_compile, progress=False)
+    trainer = make_trainer(config, (VOCAB, VOCAB), jit_compile=jit_compile)
     losses[jit_compile] = [r["loss"] for r in trainer.train_on_batches(dataset)]
     logits[jit_compile] = trainer.model((batch[0], batch[1]), training=False).numpy()
   np.testing.assert_allclose(losses[True], losses[False], rtol=1e-4)
@@ -117,11 +109,11 @@ def test_xla_compiled_steps_match_plain_steps(batch):
   np.testing.assert_allclose(logits[True], logits[False], rtol=1e-3, atol=1e-3)
 
 
-def test_length_groups_refuse_zero_and_jit_compile():
-  config = configs.tiny.get_config()
+def test_length_groups_refuse_zero_and_jit_compile(tiny_config, make_trainer):
+  config = tiny_config()
   config.training.length_groups = 0
   with pytest.raises(ConfigError, match=r"config\.training\.length_groups: must be > 0"):
     validate_config(config)
   config.training.length_groups = 2
   with pytest.raises(ValueError, match="jit_compile needs static shapes"):
-    Trainer(config, input_vocab_size=VOCAB, target_vocab_size=VOCAB, jit_compile=True)
+    make_trainer(config, (VOCAB, VOCAB), jit_compile=True)

@@ -15,15 +15,24 @@ import pytest
 pytestmark = pytest.mark.slow
 
 
-def _tiny_config(**training):
-  from configs import tiny  # pylint: disable=g-import-not-at-top
-  config = tiny.get_config()
-  config.model.output_weights = "untied"
-  config.training.checkpoint_every_steps = 5
-  config.training.keep_checkpoints = 10
-  for key, value in training.items():
-    config.training[key] = value
-  return config
+@pytest.fixture(scope="module")
+def run_config(tiny_config):
+  """``run_config(**training_fields)``: the tiny config with an untied output
+  layer, a checkpoint every 5 steps, 10 kept, and those ``config.training`` fields."""
+  def make(**training_fields):
+    config = tiny_config(output_weights="untied")
+    config.training.checkpoint_every_steps = 5
+    config.training.keep_checkpoints = 10
+    config.training.update(training_fields)
+    return config
+  return make
+
+
+@pytest.fixture(scope="module")
+def vocab_sizes(tutorial_tokenizers):
+  """(pt, en) vocabulary sizes of the tutorial's tokenizers."""
+  from transformer import tokenizers  # pylint: disable=g-import-not-at-top
+  return tokenizers.vocab_sizes(tutorial_tokenizers)
 
 
 @pytest.fixture(scope="module")
@@ -39,28 +48,21 @@ def batches(train_pairs, tutorial_tokenizers):
   return make
 
 
-def _trainer(config, tokenizers, model_dir=None):
-  from transformer import tokenizers as tokenizers_lib, training  # pylint: disable=g-import-not-at-top
-  pt_size, en_size = tokenizers_lib.vocab_sizes(tokenizers)
-  return training.Trainer(config, input_vocab_size=pt_size, target_vocab_size=en_size,
-                          model_dir=model_dir, progress=False)
-
-
 @pytest.fixture(scope="module")
-def trained_dir(tmp_path_factory, batches, tutorial_tokenizers):
+def trained_dir(run_config, make_trainer, tmp_path_factory, batches, vocab_sizes):
   """A model_dir with checkpoints at steps 5 and 10 of the tiny config."""
   model_dir = tmp_path_factory.mktemp("trained")
-  trainer = _trainer(_tiny_config(train_steps=10), tutorial_tokenizers, model_dir)
+  trainer = make_trainer(run_config(train_steps=10), vocab_sizes, model_dir)
   result = trainer.fit(batches)
   assert result.step == 10
   return model_dir
 
 
-def test_loss_goes_down_on_real_pairs(batches, tutorial_tokenizers):
+def test_loss_goes_down_on_real_pairs(run_config, make_trainer, batches, vocab_sizes):
   # Measured: 8.85 at the first step, 6.36 averaged over steps 33-36 (3 epochs
   # of 12 batches, lr warming up over 100 steps); the bound (first - 1.5)
   # leaves about 1 nat of margin.
-  trainer = _trainer(_tiny_config(train_steps=36), tutorial_tokenizers)
+  trainer = make_trainer(run_config(train_steps=36), vocab_sizes)
   losses = []
   result = trainer.fit(batches, step_callback=lambda step, loss: losses.append(loss))
   assert result.step == 36 and len(losses) == 36
@@ -70,11 +72,11 @@ def test_loss_goes_down_on_real_pairs(batches, tutorial_tokenizers):
   assert all(math.isfinite(x) for x in losses)
 
 
-def test_resume_restores_step_and_optimizer_state(trained_dir, tutorial_tokenizers,
-                                                  tmp_path):
+def test_resume_restores_step_and_optimizer_state(run_config, make_trainer, trained_dir,
+                                                  vocab_sizes, tmp_path):
   model_dir = tmp_path / "run"
   shutil.copytree(trained_dir, model_dir)
-  trainer = _trainer(_tiny_config(train_steps=10), tutorial_tokenizers, model_dir)
+  trainer = make_trainer(run_config(train_steps=10), vocab_sizes, model_dir)
   assert trainer.restore() == 10
   assert trainer.step == 10
   # The schedule continues from step 10, not from the start.
@@ -89,13 +91,13 @@ def test_resume_restores_step_and_optimizer_state(trained_dir, tutorial_tokenize
   assert result.step == 10
 
 
-def test_nan_loss_stops_and_keeps_last_good_checkpoint(trained_dir, batches,
-                                                       tutorial_tokenizers, tmp_path):
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(run_config, make_trainer, trained_dir,
+                                                       batches, vocab_sizes, tmp_path):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from transformer import training  # pylint: disable=g-import-not-at-top
   model_dir = tmp_path / "run"
   shutil.copytree(trained_dir, model_dir)
-  trainer = _trainer(_tiny_config(train_steps=20), tutorial_tokenizers, model_dir)
+  trainer = make_trainer(run_config(train_steps=20), vocab_sizes, model_dir)
   assert trainer.restore() == 10
   # Poison one weight: every later forward pass gives NaN logits.
   kernel = trainer.model.final_layer.kernel
@@ -110,8 +112,8 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(trained_dir, batches,
       assert np.all(np.isfinite(reader.get_tensor(name))), name
 
 
-def test_corrupt_checkpoint_falls_back_then_fails_clearly(trained_dir, tutorial_tokenizers,
-                                                          tmp_path):
+def test_corrupt_checkpoint_falls_back_then_fails_clearly(run_config, make_trainer, trained_dir,
+                                                          vocab_sizes, tmp_path):
   """Garbage in the newest checkpoint: the one before it is used; garbage in
   every one: refused, naming them (issue #32)."""
   from transformer import training  # pylint: disable=g-import-not-at-top
@@ -123,16 +125,17 @@ def test_corrupt_checkpoint_falls_back_then_fails_clearly(trained_dir, tutorial_
   (model_dir / "checkpoints" / "ckpt-10.data-00000-of-00001").write_bytes(b"")  # truncated
   with pytest.raises(training.CheckpointError, match=r"no intact checkpoint left in .*"
                      r"ckpt-10 \(.*; ckpt-5 \("):
-    _trainer(_tiny_config(train_steps=20), tutorial_tokenizers, model_dir).restore()
+    make_trainer(run_config(train_steps=20), vocab_sizes, model_dir).restore()
 
 
-def test_mismatched_checkpoint_fails_clearly(trained_dir, tutorial_tokenizers, tmp_path):
+def test_mismatched_checkpoint_fails_clearly(run_config, make_trainer, trained_dir, vocab_sizes,
+                                             tmp_path):
   from transformer import training  # pylint: disable=g-import-not-at-top
   model_dir = tmp_path / "run"
   shutil.copytree(trained_dir, model_dir)
-  config = _tiny_config(train_steps=20)
+  config = run_config(train_steps=20)
   config.model.d_model = 16
-  trainer = _trainer(config, tutorial_tokenizers, model_dir)
+  trainer = make_trainer(config, vocab_sizes, model_dir)
   with pytest.raises(training.CheckpointError,
                      match=r"ckpt-10: it is corrupt or was written by a different model"):
     trainer.restore()
@@ -149,19 +152,14 @@ def float32_after():
 
 @pytest.mark.parametrize("policy,loss_scaled", [("mixed_float16", True),
                                                 ("mixed_bfloat16", False)])
-def test_mixed_precision_trains_and_resumes(tmp_path, policy, loss_scaled, float32_after):
+def test_mixed_precision_trains_and_resumes(run_config, make_trainer, random_dataset, tmp_path,
+                                            policy, loss_scaled, float32_after):
   import keras  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from transformer import training  # pylint: disable=g-import-not-at-top
-  rng = np.random.default_rng(0)
-  source, target = rng.integers(4, 50, (8, 9)), rng.integers(4, 50, (8, 10))
-  dataset = tf.data.Dataset.from_tensor_slices(
-      ((source, target[:, :-1]), target[:, 1:])).batch(4)
-  config = _tiny_config(train_steps=4, checkpoint_every_steps=2)
+  dataset = random_dataset(4, rows=8, source_length=9, target_length=10, vocab=50)
+  config = run_config(train_steps=4, checkpoint_every_steps=2)
 
   def trainer():
-    return training.Trainer(config, input_vocab_size=60, target_vocab_size=60,
-                            model_dir=tmp_path, mixed_precision=policy, progress=False)
+    return make_trainer(config, (60, 60), tmp_path, mixed_precision=policy)
   first = trainer()
   assert isinstance(first.optimizer, keras.optimizers.LossScaleOptimizer) == loss_scaled
   assert first.model.final_layer.compute_dtype == policy.split("_")[1]
@@ -173,16 +171,13 @@ def test_mixed_precision_trains_and_resumes(tmp_path, policy, loss_scaled, float
   assert second.learning_rate == pytest.approx(first.learning_rate)
 
 
-def test_checkpoints_follow_the_interval_from_the_last_one(tmp_path):
+def test_checkpoints_follow_the_interval_from_the_last_one(run_config, make_trainer, random_dataset,
+                                                           tmp_path):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from transformer import training  # pylint: disable=g-import-not-at-top
-  rng = np.random.default_rng(0)
-  source, target = rng.integers(4, 50, (6, 9)), rng.integers(4, 50, (6, 10))
-  dataset = tf.data.Dataset.from_tensor_slices(
-      ((source, target[:, :-1]), target[:, 1:])).batch(2)  # 3 steps per epoch
-  config = _tiny_config(train_steps=0, epochs=2, checkpoint_every_steps=2)
-  trainer = training.Trainer(config, input_vocab_size=60, target_vocab_size=60,
-                             model_dir=tmp_path, progress=False)
+  # 3 steps per epoch
+  dataset = random_dataset(2, rows=6, source_length=9, target_length=10, vocab=50)
+  config = run_config(train_steps=0, epochs=2, checkpoint_every_steps=2)
+  trainer = make_trainer(config, (60, 60), tmp_path)
   assert trainer.fit(lambda epoch: dataset).step == 6
   saved = tf.train.get_checkpoint_state(str(tmp_path / "checkpoints"))
   steps = [int(path.rsplit("-", 1)[1]) for path in saved.all_model_checkpoint_paths]
@@ -204,22 +199,22 @@ def test_epoch_summary_line():
       " | 12346 tok/s | 95.2 s")
 
 
-def test_a_cooldown_that_ends_before_the_run_is_warned(batches, tutorial_tokenizers, caplog):
+def test_a_cooldown_that_ends_before_the_run_is_warned(run_config, make_trainer, batches,
+                                                       vocab_sizes, caplog):
   # One epoch is 12 batches; a cooldown ending at step 8 leaves 4 steps at rate 0.
-  trainer = _trainer(_tiny_config(epochs=1, cooldown_steps=4, cooldown_end_step=8),
-                     tutorial_tokenizers)
+  trainer = make_trainer(run_config(epochs=1, cooldown_steps=4, cooldown_end_step=8),
+                         vocab_sizes)
   with caplog.at_level("WARNING"):
     trainer.fit(batches)
   assert "cooldown_end_step is 8 but this run ends at step 12 (12 steps per epoch)" in caplog.text
 
 
-def test_first_epochs_progress_bar_knows_its_length(batches, tutorial_tokenizers, capsys,
+def test_first_epochs_progress_bar_knows_its_length(run_config, batches, vocab_sizes, capsys,
                                                     monkeypatch):
-  from transformer import tokenizers as tokenizers_lib, training  # pylint: disable=g-import-not-at-top
+  from transformer import training  # pylint: disable=g-import-not-at-top
   monkeypatch.setattr(sys.stdout, "isatty", lambda: True)  # the bar is drawn on terminals
-  pt_size, en_size = tokenizers_lib.vocab_sizes(tutorial_tokenizers)
-  trainer = training.Trainer(_tiny_config(epochs=1), input_vocab_size=pt_size,
-                             target_vocab_size=en_size, progress=True)
+  trainer = training.Trainer(run_config(epochs=1), input_vocab_size=vocab_sizes[0],
+                             target_vocab_size=vocab_sizes[1], progress=True)
   trainer.fit(batches)
   out = capsys.readouterr().out
   # 12 batches: the bar shows "12/12" (and so an ETA), never "Unknown".

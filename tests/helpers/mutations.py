@@ -1,0 +1,185 @@
+"""The mutations tests/mutations/ applies: each an exact snippet of a source
+file, its replacement, the silent error it stands for, and the tests that must
+fail with it (see tests/mutations/test_mutations.py). The one list; a new
+silent error the suite should catch gets a line here."""
+
+import dataclasses
+
+BUDGET = "tests/unit/test_budget.py"
+DECODING = "tests/unit/test_decoding.py"
+EMBEDDING = "tests/unit/test_embedding.py"
+EVALUATION = "tests/unit/test_evaluation.py"
+LOSSES = "tests/unit/test_losses.py"
+MASKING = "tests/unit/test_masking.py"
+MODEL = "tests/unit/test_model.py"
+OPTIMIZATION = "tests/unit/test_optimization.py"
+POSITIONAL = "tests/unit/test_positional_options.py"
+CHECKPOINTING = "tests/unit/test_checkpointing.py"
+SCALING = "tests/unit/test_scaling.py"
+DISTRIBUTE = "tests/distributed/test_distribute.py"
+FAULTS = "tests/faults/test_faults.py"
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutation:
+  name: str
+  reason: str    # the silent error it stands for
+  file: str      # relative to the repository root
+  old: str       # exactly once in the file
+  new: str
+  tests: tuple   # pytest node ids (or files) that must fail with it
+
+
+MUTATIONS = (
+    # Masks.
+    Mutation("encoder_padding_mask", "encoder self-attention attends to source padding",
+             "transformer/encoder.py",
+             "x = layer(x, attention_mask=attention_mask, training=training)",
+             "x = layer(x, attention_mask=None, training=training)",
+             (f"{MASKING}::test_padding_the_source_changes_nothing_at_real_positions",)),
+    Mutation("encoder_padding_mask_lost_in_training", "encoder self-attention attends to "
+             "source padding in training mode only", "transformer/encoder.py",
+             "x = layer(x, attention_mask=attention_mask, training=training)",
+             "x = layer(x, attention_mask=None if training else attention_mask, "
+             "training=training)",
+             (f"{MASKING}::test_padding_the_source_changes_nothing_at_real_positions",)),
+    Mutation("cross_attention_padding_mask", "cross-attention attends to source padding",
+             "transformer/decoder.py",
+             "x = self.cross_attention(x, context, attention_mask=source_mask, training=training)",
+             "x = self.cross_attention(x, context, attention_mask=None, training=training)",
+             (f"{MASKING}::test_padding_the_source_changes_nothing_at_real_positions",)),
+    Mutation("causal_mask", "decoder self-attention sees later target positions",
+             "transformer/attention.py",
+             "x, x, attention_mask=causal_mask(ops.shape(x)[1]), training=training)",
+             "x, x, attention_mask=None, training=training)",
+             (f"{MASKING}::test_no_look_ahead_leakage_in_training_mode_with_dropout",)),
+    Mutation("causal_mask_lost_in_training", "the causal mask dropped in training mode only "
+             "(what Keras' use_causal_mask did with dropout)", "transformer/attention.py",
+             "x, x, attention_mask=causal_mask(ops.shape(x)[1]), training=training)",
+             "x, x, attention_mask=None if training else causal_mask(ops.shape(x)[1]), "
+             "training=training)",
+             (f"{MASKING}::test_no_look_ahead_leakage_in_training_mode_with_dropout",)),
+    Mutation("causal_mask_off_by_one", "query i also sees key i + 1",
+             "transformer/attention.py",
+             "return (positions[None, :] <= positions[:, None])[None, None]",
+             "return (positions[None, :] <= positions[:, None] + 1)[None, None]",
+             (f"{MASKING}::test_no_look_ahead_leakage_in_training_mode_with_dropout",)),
+    Mutation("masked_logits", "masked keys keep their logits (the mask only zeroes weights "
+             "afterwards, which then no longer sum to 1)", "transformer/attention.py",
+             "logits = ops.where(mask, logits, float(np.finfo(np.float32).min))",
+             "logits = logits",
+             (f"{MASKING}::test_padding_the_source_changes_nothing_at_real_positions",)),
+    Mutation("decoding_causal_mask", "a cached step attends to cache rows not written yet",
+             "transformer/attention.py",
+             "mask = (positions <= index)[None, None, None, :]",
+             "mask = (positions >= 0)[None, None, None, :]",
+             (f"{MODEL}::test_decode_step_equals_the_last_position_of_a_full_pass",)),
+    Mutation("decoding_cross_attention_mask", "a cached step attends to source padding",
+             "transformer/decoder.py",
+             "x, weights = self.cross_attention.step(x, cache[\"context_key\"], "
+             "cache[\"context_value\"],\n                                           source_mask)",
+             "x, weights = self.cross_attention.step(x, cache[\"context_key\"], "
+             "cache[\"context_value\"],\n                                           None)",
+             (f"{MODEL}::test_decode_step_equals_the_last_position_of_a_full_pass",)),
+    # Scalings.
+    Mutation("attention_logit_scale", "QKᵀ not divided by √d_k", "transformer/attention.py",
+             "logits = logits / ops.sqrt(ops.cast(ops.shape(key)[-1], logits.dtype))",
+             "logits = logits",
+             (f"{SCALING}::test_attention_weights_are_softmax_of_qkt_or_qkt_over_root_dk",)),
+    Mutation("embedding_scale", "token embeddings not multiplied by √d_model",
+             "transformer/embedding.py",
+             "x = x * ops.cast(ops.sqrt(float(self.d_model)), x.dtype)", "x = x",
+             (EMBEDDING,)),
+    # Positions.
+    Mutation("concatenated_layout", "cosines first in the concatenated layout",
+             "transformer/embedding.py",
+             "encoding = np.concatenate([np.sin(angles), np.cos(angles)], axis=-1)",
+             "encoding = np.concatenate([np.cos(angles), np.sin(angles)], axis=-1)",
+             (EMBEDDING,)),
+    Mutation("interleaved_layout", "the interleaved layout laid out as the concatenated one",
+             "transformer/embedding.py",
+             "encoding = np.stack([np.sin(angles), np.cos(angles)], axis=-1)"
+             ".reshape(length, depth)",
+             "encoding = np.concatenate([np.sin(angles), np.cos(angles)], axis=-1)",
+             (EMBEDDING,)),
+    Mutation("decoding_position_offset", "each decoded token embedded at position 0",
+             "transformer/decoder.py", "x = self.embedding(ids[:, None], offset=index)",
+             "x = self.embedding(ids[:, None], offset=0)",
+             (f"{MODEL}::test_decode_step_equals_the_last_position_of_a_full_pass",)),
+    Mutation("learned_position_offset", "learned positions read from row 0 whatever the "
+             "offset", "transformer/embedding.py",
+             "rows = ops.slice(table, (offset, 0), (length, self.d_model))",
+             "rows = ops.slice(table, (0, 0), (length, self.d_model))",
+             (f"{POSITIONAL}::test_cached_decoding_reads_the_learned_row_of_each_position",)),
+    # The decoding cache.
+    Mutation("cache_write_position", "a step's key and value written to the cache's first row",
+             "transformer/attention.py", "here = ops.equal(positions, index)[None, None, :, None]",
+             "here = ops.equal(positions, 0)[None, None, :, None]",
+             (f"{MODEL}::test_decode_step_equals_the_last_position_of_a_full_pass",)),
+    Mutation("greedy_cache_not_kept", "greedy decoding drops each step's cache update",
+             "transformer/decoding.py",
+             "logits, cache, _ = model.decode_step(ids[:, i], i, cache, source_mask)",
+             "logits, _, _ = model.decode_step(ids[:, i], i, cache, source_mask)",
+             (f"{DECODING}::test_cached_greedy_equals_uncached",)),
+    Mutation("beam_cache_reorder", "hypotheses keep the cache rows of their old place, not "
+             "of their parent", "transformer/decoding.py",
+             "tf.gather(by_beam(x), new_parents, batch_dims=1)", "by_beam(x)",
+             (f"{DECODING}::test_cached_beam_search_equals_uncached_reference",)),
+    Mutation("length_penalty", "beam scores not divided by the length penalty",
+             "transformer/decoding.py",
+             "return ((5.0 + tf.cast(length, tf.float32)) / 6.0) ** alpha",
+             "return tf.ones_like(tf.cast(length, tf.float32))",
+             (f"{DECODING}::test_beam_search_finds_a_better_sequence_than_greedy",)),
+    # Output weights.
+    Mutation("tied_output_weights", "the tied output projection uses the source embedding",
+             "transformer/model.py",
+             "embeddings = ops.cast(self.decoder.embedding.embeddings, x.dtype)",
+             "embeddings = ops.cast(self.encoder.embedding.embeddings, x.dtype)",
+             (f"{MODEL}::test_tied_embedding_gets_gradients_from_input_and_output_uses",)),
+    Mutation("shared_embedding", "'shared' gives the encoder and decoder embeddings of their own",
+             "transformer/model.py", "if output_weights == \"shared\":\n      shared_embedding",
+             "if False:\n      shared_embedding",
+             (f"{MODEL}::test_tied_output_projection_is_the_embedding_variable",)),
+    # The loss.
+    Mutation("label_smoothing", "label smoothing ignored", "transformer/losses.py",
+             "nll = (1.0 - label_smoothing) * nll + label_smoothing * uniform", "nll = nll",
+             (LOSSES,)),
+    Mutation("loss_over_padding", "padding tokens counted in the loss",
+             "transformer/losses.py",
+             "mask = ops.cast(ops.not_equal(labels, pad_id), \"float32\")",
+             "mask = ops.cast(ops.not_equal(labels, -1), \"float32\")", (LOSSES,)),
+    Mutation("loss_per_replica_mean", "each replica divides by its own real tokens, not the "
+             "global batch's", "transformer/training/trainer.py",
+             "global_count = tf.distribute.get_replica_context().all_reduce(\n"
+             "        tf.distribute.ReduceOp.SUM, count)",
+             "global_count = count", (f"{DISTRIBUTE}::test_two_replicas_match_one_device",)),
+    # The learning rate.
+    Mutation("warmup", "the warmup's slope d_model^-0.5·step·warmup^-1.5 at warmup^-1",
+             "transformer/optimization.py", "step * float(self.warmup_steps) ** -1.5",
+             "step * float(self.warmup_steps) ** -1.0", (OPTIMIZATION,)),
+    Mutation("schedule_step_offset", "the schedule at iteration, not the step number (0 at "
+             "the first update)", "transformer/optimization.py", "step = iteration + 1.0",
+             "step = iteration", (OPTIMIZATION,)),
+    Mutation("cooldown", "the cooldown never lowers the rate", "transformer/optimization.py",
+             "return rate * ops.where(steps > 0.0, ops.clip(remaining, 0.0, 1.0), 1.0)",
+             "return rate", (OPTIMIZATION,)),
+    Mutation("budget_cooldown_end", "the time budget's cooldown ends at its length in steps, "
+             "not at the step it began plus that length", "transformer/training/budget.py",
+             "self.cooldown_end_step.assign(step + steps)", "self.cooldown_end_step.assign(steps)",
+             (f"{BUDGET}::test_plan_stays_open_until_the_cooldown_must_begin_then_is_fixed",)),
+    # Checkpoints: averaging and resuming.
+    Mutation("checkpoint_position", "checkpoints do not hold the step within the epoch",
+             "transformer/training/checkpointing.py",
+             "epoch=epoch, step_in_epoch=step_in_epoch,", "epoch=epoch,",
+             (f"{CHECKPOINTING}::test_a_position_is_saved_once",)),
+    Mutation("checkpoint_averaging", "averaging keeps the last checkpoint's weights",
+             "transformer/averaging.py",
+             "variable.assign((total / len(paths)).astype(",
+             "variable.assign((variable.numpy()).astype(",
+             (f"{EVALUATION}::test_averaging_trainer_checkpoints_gives_the_mean_of_each_"
+              "variable",)),
+    Mutation("resume_position", "a resumed epoch trains its first batches again",
+             "transformer/training/trainer.py", "dataset = dataset.skip(skip)",
+             "dataset = dataset",
+             (f"{FAULTS}::test_6_a_resumed_run_with_dropout_repeats_the_uninterrupted_one",)),
+)
