@@ -26,11 +26,11 @@ import json
 from pathlib import Path
 import sys
 
-from absl import app
 from absl import flags
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bench import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None, "train.py output folder.")
@@ -143,4 +143,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

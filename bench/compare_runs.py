@@ -15,11 +15,12 @@ loss against cumulative training minutes, the training accuracy dashed) and
 from pathlib import Path
 import sys
 
-from absl import app
 from absl import flags
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
 from transformer import plotting  # pylint: disable=g-import-not-at-top,wrong-import-position
+from transformer.training.files import write_text_atomically  # pylint: disable=g-import-not-at-top,wrong-import-position
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position  (after plotting's Agg backend)
 
 _RUNS = flags.DEFINE_multi_string("run", None, "label:folder holding metrics.jsonl.")
@@ -86,10 +87,10 @@ def main(argv):
   output = Path(_OUTPUT.value)
   output.parent.mkdir(parents=True, exist_ok=True)
   plot(runs, output.with_suffix(".png"))
-  output.with_suffix(".md").write_text(table(runs), encoding="utf-8")
+  write_text_atomically(output.with_suffix(".md"), table(runs))
   print(table(runs))
 
 
 if __name__ == "__main__":
   flags.mark_flags_as_required(["run", "output"])
-  app.run(main)
+  cli.run(main)

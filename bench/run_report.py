@@ -21,16 +21,16 @@ Reads the ``train.py`` output folder and what ``evaluate.py`` wrote into its
 
 import json
 from pathlib import Path
-import shutil
 import sys
 
-from absl import app
 from absl import flags
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bench import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
 from transformer import data  # pylint: disable=g-import-not-at-top,wrong-import-position
 from transformer import plotting  # pylint: disable=g-import-not-at-top,wrong-import-position
+from transformer.training.files import write_text_atomically  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 SHARED_DATA = machine.SHARED_DATA
 
@@ -83,7 +83,7 @@ def bleu_table(bleu_dir: Path) -> str:
   rows = ["| split | decoding | checkpoints | BLEU | teacher-forced accuracy | sentences "
           "| signature |", "|---|---|---|---|---|---|---|"]
   for path in sorted(bleu_dir.glob("*.json")):
-    result = json.loads(path.read_text(encoding="utf-8"))
+    result = cli.read_json(path)
     steps = [Path(c).name.split("-")[-1] for c in result.get("checkpoints", [])]
     checkpoints = (f"average of {len(steps)} ({', '.join(steps)})" if len(steps) > 1
                    else f"step {steps[0]}" if steps else "exported translator")
@@ -131,10 +131,10 @@ def main(argv):
   model_dir, results_dir = Path(_MODEL_DIR.value), Path(_RESULTS_DIR.value)
   results_dir.mkdir(parents=True, exist_ok=True)
   for name in ("metrics.jsonl", "config.json"):
-    shutil.copy(model_dir / name, results_dir / name)
+    write_text_atomically(results_dir / name, (model_dir / name).read_text(encoding="utf-8"))
   steps = training_scalars(model_dir)
-  (results_dir / "train_steps.jsonl").write_text(
-      "".join(json.dumps(s, sort_keys=True) + "\n" for s in steps), encoding="utf-8")
+  write_text_atomically(results_dir / "train_steps.jsonl",
+                        "".join(json.dumps(s, sort_keys=True) + "\n" for s in steps))
   epochs = plotting.read_metrics(results_dir / "metrics.jsonl")
   plotting.plot_training_curves(results_dir / "metrics.jsonl",
                                 results_dir / "training_curves.png")
@@ -144,22 +144,21 @@ def main(argv):
   # bleu/ is evaluate.py's default; other bleu_* folders hold other settings
   # (e.g. --output_dir=<model_dir>/bleu_latest).
   for path in model_dir.glob("bleu*/*.json"):
-    result = json.loads(path.read_text(encoding="utf-8"))
+    result = cli.read_json(path)
     result["hypotheses_file"] = Path(result["hypotheses_file"]).name
     name = path.name if path.parent.name == "bleu" else f"{path.parent.name}.{path.name}"
-    (bleu_dir / name).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-  (results_dir / "bleu.md").write_text(bleu_table(bleu_dir), encoding="utf-8")
-  (results_dir / "samples.md").write_text(
-      samples(model_dir / "bleu", _DATA_DIR.value, _SAMPLES.value), encoding="utf-8")
+    write_text_atomically(bleu_dir / name, json.dumps(result, indent=2) + "\n")
+  write_text_atomically(results_dir / "bleu.md", bleu_table(bleu_dir))
+  write_text_atomically(results_dir / "samples.md",
+                        samples(model_dir / "bleu", _DATA_DIR.value, _SAMPLES.value))
   if _TRANSLATOR.value:
     attention_plots(_TRANSLATOR.value, _DATA_DIR.value, results_dir)
   # The machine the report was made on; the run's own commit is in its README.
-  (results_dir / "machine.json").write_text(
-      json.dumps(machine.description(), indent=2) + "\n",
-      encoding="utf-8")
+  write_text_atomically(results_dir / "machine.json",
+                        json.dumps(machine.description(), indent=2) + "\n")
   print(f"wrote {results_dir}")
 
 
 if __name__ == "__main__":
   flags.mark_flags_as_required(["model_dir", "results_dir"])
-  app.run(main)
+  cli.run(main)
