@@ -24,7 +24,9 @@ holds only the JSON record.
 Prints the JSON record; TensorFlow's own logs are hidden unless ``--verbose``
 (or ``TF_CPP_MIN_LOG_LEVEL`` is set). Exit status: 0 on success, 1 with one
 ``evaluate.py: error: ...`` line on bad input (flags, data, a folder that is
-not a train.py output or translator, a missing or corrupt checkpoint).
+not a train.py output or translator, a missing or corrupt checkpoint), 130 or
+143 with one line when stopped by Ctrl-C or SIGTERM. ``--export_dir`` is
+swapped in whole (written as ``<export_dir>.new``, then renamed).
 Two scores: ``bleu``, this project's (see :mod:`transformer.evaluation` for what
 it does and does not compare with), and ``whole_word.bleu``, the scoring of
 published results on this split (:mod:`transformer.bleu`).
@@ -44,6 +46,7 @@ from transformer import run_folder
 from transformer import sources
 from transformer.training import progress
 from transformer.training import runtime
+from transformer.training import stop_signals
 
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None,
@@ -179,17 +182,22 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
              max_sentences: int = 0) -> dict:
   """Restores the model of ``model_dir`` and scores it; returns the BLEU record."""
   from transformer import evaluation  # pylint: disable=g-import-not-at-top
-  from transformer.export import Translator, export_translator  # pylint: disable=g-import-not-at-top
+  from transformer.export import Translator  # pylint: disable=g-import-not-at-top
+  from transformer.training.files import write_text_atomically  # pylint: disable=g-import-not-at-top
   pairs, split_size = load_pairs(data_dir, split, max_sentences)  # bad data fails at once
   start = time.monotonic()
   config, tokenizers, model, checkpoints = run_folder.restore_model_dir(model_dir, average_last)
   # Said after the fact: a checkpoint that cannot be read is one error line alone.
-  restored = f"averaged the last {average_last} checkpoints" if average_last else (
-      "restored the latest checkpoint")
+  names = ", ".join(Path(path).name for path in checkpoints)
+  restored = f"averaged the last {average_last} checkpoints ({names})" if average_last else (
+      f"restored the checkpoint {names}")
   say(f"{restored} of {model_dir}: took {time.monotonic() - start:.1f} s")
+  skipped = newer_unreadable_checkpoints(model_dir, checkpoints[-1])
+  if skipped:
+    say(f"evaluate.py: warning: skipped the newer {', '.join(skipped)}: cannot be read in full "
+        "(truncated or corrupt)")
   if export_dir:
-    with progress.announced(f"exporting the translator to {export_dir}", say):
-      translator = export_translator(model, tokenizers, export_dir, config.decoding)
+    translator = export(model, tokenizers, config, export_dir, checkpoints)
   else:
     translator = Translator(tokenizers, model, config.decoding)
   output_dir = Path(output_dir or Path(model_dir) / "bleu")
@@ -201,28 +209,53 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
             "teacher_forced": teacher_forced}
   # The JSON beside the hypotheses also says which checkpoints were scored.
   stem = evaluation.result_stem(split, method, len(pairs), split_size)
-  (output_dir / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n",
-                                           encoding="utf-8")
+  write_text_atomically(output_dir / f"{stem}.json", json.dumps(result, indent=2) + "\n")
   return result
+
+
+def newer_unreadable_checkpoints(model_dir, used: str) -> list:
+  """The names of the checkpoints of ``model_dir``'s index newer than ``used``:
+  those the restore skipped because they cannot be read in full."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from transformer.training.checkpointing import CHECKPOINT_SUBDIR, checkpoint_step  # pylint: disable=g-import-not-at-top
+  state = tf.train.get_checkpoint_state(str(Path(model_dir) / CHECKPOINT_SUBDIR))
+  listed = state.all_model_checkpoint_paths if state else []
+  return [Path(path).name for path in listed if checkpoint_step(path) > checkpoint_step(used)]
+
+
+def export(model, tokenizers, config, export_dir, checkpoints):
+  """Exports the translator SavedModel to ``export_dir``, swapped in whole
+  (:func:`transformer.export.begin_swap`): a kill or a full disk leaves the
+  previous export. Returns the translator, in memory."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from transformer import export as export_lib  # pylint: disable=g-import-not-at-top
+  from transformer.training.checkpointing import checkpoint_step  # pylint: disable=g-import-not-at-top
+  from transformer.training.errors import describe_error  # pylint: disable=g-import-not-at-top
+  staging = export_lib.begin_swap(export_dir)
+  try:
+    with progress.announced(f"exporting the translator to {export_dir}", say):
+      translator = export_lib.export_translator(model, tokenizers, staging, config.decoding)
+      export_lib.finish_swap(staging, export_dir, checkpoint_step(checkpoints[-1]),
+                             checkpoints=[Path(path).name for path in checkpoints])
+  except (OSError, tf.errors.OpError) as e:
+    raise UsageError(f"cannot write the export to {staging}: {describe_error(e)}; "
+                     f"{export_dir} is left as it was") from e
+  return translator
 
 
 def evaluate_translator(translator_dir, split: str, method: str, data_dir, output_dir=None,
                         batch_size: int = 64, max_sentences: int = 0) -> dict:
   """Scores an exported translator SavedModel; returns the BLEU record."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import  (tokenizer ops)
   from transformer import evaluation  # pylint: disable=g-import-not-at-top
-  from transformer.training.errors import describe_error  # pylint: disable=g-import-not-at-top
+  from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
   pairs, split_size = load_pairs(data_dir, split, max_sentences)
-  try:
-    translator = tf.saved_model.load(str(translator_dir))
-  except Exception as e:  # pylint: disable=broad-except  (OSError, DecodeError, OpError...)
-    raise UsageError(f"cannot load the SavedModel {translator_dir}: "
-                     f"{describe_error(e)}") from e
+  translator = tokenizers_lib.load_saved_model(translator_dir, "translator")
   if not all(hasattr(translator, name) for name in ("translate", "translate_greedy",
                                                     "tokenizers")):
     raise UsageError(f"{translator_dir} is a SavedModel but not an exported translator (it "
                      "lacks translate, translate_greedy or tokenizers)")
+  # The tokenizers' token tables come from assets/*.txt: the files saved?
+  tokenizers_lib.check_vocabulary_files(translator.tokenizers)
   result = score(evaluation.translator_batch_fn(translator, method), pairs, split_size,
                  output_dir or Path(translator_dir).parent / "bleu", split, method,
                  batch_size, translator.tokenizers.en)
@@ -248,10 +281,20 @@ def main(argv):
   print(json.dumps(result, indent=2))
 
 
+def say_stopped(interrupted) -> None:
+  say(f"evaluate.py: stopped by {interrupted.name} before it finished (it leaves no file "
+      "half written); rerun the same command to score")
+
+
 def run(argv):
-  """main, with expected failures turned into one line and exit status 1."""
+  """main, with expected failures turned into one line and exit status 1, and
+  SIGINT/SIGTERM into one line and 128 + the signal's number."""
+  stop_signals.interrupt_on_signals(say_stopped)
   try:
     main(argv)
+  except stop_signals.Interrupted as e:
+    say_stopped(e)
+    sys.exit(128 + e.signum)
   except UsageError as e:
     sys.exit(f"evaluate.py: error: {e}")
   except Exception as e:  # pylint: disable=broad-except
@@ -263,4 +306,4 @@ def run(argv):
 
 
 if __name__ == "__main__":
-  app.run(run)
+  app.run(run, flags_parser=runtime.flags_parser("evaluate.py"))

@@ -56,6 +56,7 @@ from transformer import sources
 from transformer.training import distribute
 from transformer.training import progress
 from transformer.training import runtime
+from transformer.training import stop_signals
 from transformer.training.errors import describe_error
 
 REPO_DIR = Path(__file__).resolve().parent
@@ -67,7 +68,11 @@ def config_error(argv, error: Exception) -> str:
   overrides = [arg.split("=", 1)[0][len("--config."):] for arg in argv
                if arg.startswith("--config.")]
   unknown = [message for message in map(config_lib.unknown_field, overrides) if message]
-  return unknown[0] if unknown else f"--config: cannot load the configuration ({describe_error(error)})"
+  if unknown:
+    return unknown[0]
+  if isinstance(error, flags.Error):  # e.g. --config.model.num_layers=abc, --config=f.py:bad
+    return runtime.flag_error_line(error)
+  return f"--config: cannot load the configuration ({describe_error(error)})"
 
 
 try:  # The default file is loaded, and the overrides applied, right here.
@@ -345,7 +350,6 @@ def train(config, model_dir: Path, tf):
   from transformer.training import checkpointing  # pylint: disable=g-import-not-at-top
   from transformer import data  # pylint: disable=g-import-not-at-top
   from transformer import pipeline  # pylint: disable=g-import-not-at-top
-  from transformer.training import stop_signals  # pylint: disable=g-import-not-at-top
   from transformer.training import summaries as summaries_lib  # pylint: disable=g-import-not-at-top
   from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
   from transformer import training  # pylint: disable=g-import-not-at-top
@@ -442,13 +446,20 @@ def train(config, model_dir: Path, tf):
   logging.info(progress.run_summary(result.step, result.start_step, result.history))
   final = {"final": True, "step": result.step}
   translator = None
-  if _EXPORT.value and chief:
+  # A rerun of a finished command redoes only what is missing at this step.
+  if _EXPORT.value and chief and exported_step(model_dir) == result.step:
+    logging.info("%s already holds step %d: not exported again", model_dir / "export",
+                 result.step)
+  elif _EXPORT.value and chief:
     with stop_signals.StopSignals(finishing="the export") as stop:
       translator, paths = export(trainer, tokenizers, config, model_dir)
     final.update(paths)
     if stop.received is not None:
       stopped_during_export(stop.received, result.step, model_dir)
-  if bleu.available:
+  if bleu.available and bleu.recorded(result.step):
+    logging.info("validation BLEU at step %d is in %s: not computed again", result.step,
+                 model_dir / run_folder.METRICS_FILE)
+  elif bleu.available:
     final["bleu"] = bleu("validation", result.step, translator)
   if len(final) > 2:
     summaries.append_metrics(final)
@@ -522,6 +533,20 @@ class Bleu:
     self.summaries = summaries
     self._in_memory_translator = None  # one for every epoch: traced once
 
+  def recorded(self, step) -> bool:
+    """Whether a final record at ``step`` holds the BLEU of these pairs and method."""
+    metrics, scores = (self.model_dir / run_folder.METRICS_FILE,
+                       self.model_dir / "bleu" / f"validation.{_BLEU_METHOD.value}.json")
+    if not (metrics.is_file() and scores.is_file()):
+      return False
+    finals = [r for r in run_folder.read_metrics(metrics)
+              if r.get("final") and r["step"] == step and "bleu" in r]
+    try:
+      scored = json.loads(scores.read_text(encoding="utf-8"))["num_sentences"]
+    except (ValueError, KeyError):
+      return False
+    return bool(finals) and scored == len(self.pairs)
+
   def __call__(self, split_name, step, translator=None):
     """BLEU of `translator` (default: an in-memory one over the current model) on
     the validation pairs; writes <model_dir>/bleu/<split_name>.<method>.{txt,json}
@@ -564,6 +589,16 @@ def stopped_during_export(signum: int, step: int, model_dir: Path) -> None:
   sys.exit(128 + signum)
 
 
+def exported_step(model_dir: Path):
+  """The step of the export in ``model_dir/export`` (its export_info.json), or None."""
+  from transformer import export as export_lib  # pylint: disable=g-import-not-at-top
+  try:
+    info = json.loads((model_dir / "export" / export_lib.EXPORT_INFO_FILE).read_text())
+    return info["step"]
+  except (OSError, ValueError, KeyError, TypeError):  # none yet, or unreadable: export again
+    return None
+
+
 def export(trainer, tokenizers, config, model_dir):
   """Exports the translator SavedModel and the .keras model into export/, swapped
   in whole (:func:`transformer.export.begin_swap`); returns the in-memory
@@ -588,26 +623,26 @@ def export(trainer, tokenizers, config, model_dir):
   return translator, {"export": str(translator_dir), "keras_model": str(keras_path)}
 
 
-def parse_flags(argv):
-  """absl's flag parsing, with a typo'd config field or a config file that
-  cannot be loaded (both fail while the flags are parsed) in one line."""
-  try:
-    return app.parse_flags_with_usage(argv)
-  except Exception as e:  # pylint: disable=broad-except  (whatever the config file raised)
-    sys.exit(f"train.py: error: {config_error(argv, e)}")
-
-
 def run(argv):
+  # SIGTERM too stops in one line where no StopSignals block (training, the
+  # export) finishes the work first: during start-up and the final BLEU.
+  stop_signals.interrupt_on_signals(say_interrupted)
   try:
     main(argv)
   except (UsageError, RunError) as e:
     sys.exit(f"train.py: error: {e}")
-  except KeyboardInterrupt:
-    print("train.py: error: interrupted by Ctrl-C; rerun the same command to resume from the "
-          "last checkpoint", file=sys.stderr)
-    sys.exit(128 + 2)  # SIGINT, as a shell reports it
+  except KeyboardInterrupt as e:
+    say_interrupted(e)
+    sys.exit(128 + getattr(e, "signum", 2))  # as a shell reports it
+
+
+def say_interrupted(interrupted: KeyboardInterrupt) -> None:
+  """The line for a SIGTERM or SIGINT (a plain KeyboardInterrupt: SIGINT)."""
+  by = "SIGTERM" if getattr(interrupted, "signum", 2) != 2 else "Ctrl-C"
+  print(f"train.py: error: interrupted by {by}; rerun the same command to resume from the "
+        "last checkpoint", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":
   flags.mark_flags_as_required(["model_dir"])
-  app.run(run, flags_parser=parse_flags)
+  app.run(run, flags_parser=runtime.flags_parser("train.py", describe=config_error))

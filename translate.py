@@ -16,8 +16,10 @@ else. Without sentences it reads stdin, one sentence per line, unless stdin is
 a terminal. Input must be UTF-8: a line that is not stops the run after the
 lines before it are translated (--invalid_utf8=replace puts U+FFFD in place of
 the bad bytes instead). Errors are one line on stderr; exit status 2 for a bad
-command line, 1 for a bad --export_dir, --model_dir or input. TensorFlow's own
-log lines are hidden unless --verbose (or TF_CPP_MIN_LOG_LEVEL is set).
+command line, 1 for a bad --export_dir, --model_dir or input (also an export
+whose vocabulary files were changed since it was saved), 130 or 143 when
+stopped by Ctrl-C or SIGTERM. TensorFlow's own log lines are hidden unless
+--verbose (or TF_CPP_MIN_LOG_LEVEL is set).
 
 With --export_dir it needs only TensorFlow and tensorflow_text: the SavedModel
 from ``transformer.export.export_translator`` holds the tokenizers and the model.
@@ -35,6 +37,7 @@ from absl import flags
 from absl import logging
 
 from transformer.training import runtime
+from transformer.training import stop_signals
 from transformer.training.errors import describe_error
 
 _EXPORT_DIR = flags.DEFINE_string(
@@ -194,18 +197,20 @@ def restore_translator(model_dir: str, average_last: int, why: str):
   return Translator(run_tokenizers, model, config.decoding)
 
 
-def load_translator(tf, export_dir: str):
+def load_translator(export_dir: str):
   """The translator SavedModel at ``export_dir``; InputError if it is not one."""
+  from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
   try:
-    translator = tf.saved_model.load(export_dir)
-  except Exception as e:  # pylint: disable=broad-except  (OSError, DecodeError, OpError...)
-    raise InputError(f"--export_dir={export_dir}: cannot load the SavedModel "
-                     f"({describe_error(e)})") from e
-  missing = [name for name in ("translate", "translate_greedy")
-             if not hasattr(translator, name)]
-  if missing:
-    raise InputError(f"--export_dir={export_dir}: a SavedModel but not a translator (no "
-                     f"{', '.join(missing)}); {_EXPORT_HINT}")
+    translator = tokenizers_lib.load_saved_model(export_dir, "translator")
+    missing = [name for name in ("translate", "translate_greedy", "tokenizers")
+               if not hasattr(translator, name)]
+    if missing:
+      raise InputError(f"--export_dir={export_dir}: a SavedModel but not a translator (no "
+                       f"{', '.join(missing)}); {_EXPORT_HINT}")
+    # The tokenizers' token tables come from assets/*.txt: the files saved?
+    tokenizers_lib.check_vocabulary_files(translator.tokenizers)
+  except tokenizers_lib.TokenizerError as e:
+    raise InputError(f"--export_dir={export_dir}: {e}") from e
   return translator
 
 
@@ -248,16 +253,25 @@ def main(argv):
   if not _VERBOSE.value:
     logging.set_verbosity(logging.ERROR)
   tf = runtime.import_tensorflow(_VERBOSE.value)
-  translator = (load_translator(tf, export_dir) if export_dir
+  translator = (load_translator(export_dir) if export_dir
                 else restore_translator(_MODEL_DIR.value, _AVERAGE_LAST.value, why))
   translate = (translator.translate if _METHOD.value == "beam"
                else translator.translate_greedy)
   translate_and_print(tf, translate, sentences, _BATCH_SIZE.value)
 
 
+def say_stopped(interrupted) -> None:
+  # The translations printed so far are whole lines, in input order.
+  print(f"translate.py: stopped by {interrupted.name}", file=sys.stderr, flush=True)
+
+
 def run(argv):
+  stop_signals.interrupt_on_signals(say_stopped)
   try:
     main(argv)
+  except stop_signals.Interrupted as e:
+    say_stopped(e)
+    sys.exit(128 + e.signum)
   except BrokenPipeError:
     # The reader left (``| head -1``): end quietly, as Unix filters do. stdout
     # points at the null device so that Python's flush at exit fails no more.
@@ -270,4 +284,4 @@ def run(argv):
 
 
 if __name__ == "__main__":
-  app.run(run)
+  app.run(run, flags_parser=runtime.flags_parser("translate.py", exit_code=2))

@@ -31,6 +31,7 @@ import tensorflow as tf
 from transformer import bleu as bleu_lib
 from transformer import losses
 from transformer import pipeline
+from transformer.training.files import write_text_atomically
 
 PathLike = Union[str, os.PathLike]
 Pair = Tuple[str, str]
@@ -115,7 +116,7 @@ def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output
   stem = result_stem(split_name, method, len(hypotheses), split_size)
   hypotheses_file = output_dir / f"{stem}.txt"
   # Hypotheses hold no newlines (the detokenizer joins tokens with spaces).
-  hypotheses_file.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+  write_text_atomically(hypotheses_file, "".join(h + "\n" for h in hypotheses))
   result = {"bleu": score.score, "signature": str(bleu.get_signature()), "method": method,
             "split": split_name, "num_sentences": len(hypotheses),
             "partial": stem != f"{split_name}.{method}",
@@ -123,8 +124,7 @@ def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output
                            else "as in the data"),
             "hypotheses_file": str(hypotheses_file), "details": str(score),
             "note": TOKENIZED_BLEU_NOTE, "whole_word": whole_word}
-  (output_dir / f"{stem}.json").write_text(
-      json.dumps(result, indent=2) + "\n", encoding="utf-8")
+  write_text_atomically(output_dir / f"{stem}.json", json.dumps(result, indent=2) + "\n")
   return result
 
 

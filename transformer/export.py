@@ -250,11 +250,13 @@ def begin_swap(target: PathLike) -> Path:
   return staging
 
 
-def finish_swap(staging: PathLike, target: PathLike, step: int) -> None:
-  """Records ``step`` in ``staging`` and puts it in place of ``target``: readers
-  see the whole old or the whole new folder, one step's files either way."""
+def finish_swap(staging: PathLike, target: PathLike, step: int, **info) -> None:
+  """Records ``step`` (and ``info``, e.g. the checkpoints averaged) in
+  ``staging``'s :data:`EXPORT_INFO_FILE` and puts it in place of ``target``:
+  readers see the whole old or the whole new folder, one step's files either
+  way. ``train.py`` and ``evaluate.py --export_dir`` export through it."""
   staging, target = Path(staging), Path(target)
-  (staging / EXPORT_INFO_FILE).write_text(json.dumps({"step": step}) + "\n",
+  (staging / EXPORT_INFO_FILE).write_text(json.dumps({"step": step, **info}) + "\n",
                                           encoding="utf-8")
   old = _sibling(target, ".old")
   if target.exists():

@@ -16,7 +16,6 @@ Importing this module leaves matplotlib's backend alone, so plots still show in
 a notebook; without a display matplotlib picks a file-only one by itself.
 """
 
-import json
 import math
 import os
 from pathlib import Path
@@ -161,10 +160,8 @@ def save_attention_plot(sentence_tokens: Sequence, translation_tokens: Sequence,
   return figure
 
 
-def read_metrics(metrics_path: PathLike) -> list:
-  """The records of ``train.py``'s ``metrics.jsonl``, one dict per line."""
-  with open(metrics_path, encoding="utf-8") as f:
-    return [json.loads(line) for line in f if line.strip()]
+# The records of train.py's metrics.jsonl (a cut line skipped, saying so).
+read_metrics = run_folder.read_metrics
 
 
 def plot_training_curves(metrics_path: PathLike, path: PathLike):

@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
+import re
 import shutil
 import tempfile
 import time
@@ -44,6 +45,7 @@ from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_li
 
 from transformer import data
 from transformer import run_folder
+from transformer.training.errors import describe_error
 
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[START]", "[END]")
 PAD_ID = RESERVED_TOKENS.index("[PAD]")
@@ -340,14 +342,17 @@ def get_or_build_tokenizers(train_pairs_or_data_dir: Union[PathLike, Sequence[da
 
 
 def load_tokenizers(path: PathLike):
-  """Loads a Tokenizers SavedModel (ours or the tutorial's converter)."""
+  """Loads a Tokenizers SavedModel (ours or the tutorial's converter), checking
+  that its vocabulary files are those it was saved with
+  (:func:`check_vocabulary_files`); :class:`TokenizerError` naming the file
+  otherwise."""
   path = Path(path)
   if not (path / "saved_model.pb").is_file():
     raise TokenizerError(
         f"no tokenizer SavedModel at {path}: pass the tutorial's "
         "ted_hrlr_translate_pt_en_converter or build one with "
         "transformer.tokenizers.get_or_build_tokenizers(data_dir, cache_dir)")
-  tokenizers = tf.saved_model.load(str(path))
+  tokenizers = load_saved_model(path, "tokenizer")
   for language in (data.SOURCE_LANGUAGE, data.TARGET_LANGUAGE):
     tokenizer = getattr(tokenizers, language, None)
     if tokenizer is None:
@@ -356,7 +361,57 @@ def load_tokenizers(path: PathLike):
     if missing:
       raise TokenizerError(f"the .{language} tokenizer in {path} lacks "
                            f"{', '.join(missing)}")
+  check_vocabulary_files(tokenizers)
   return tokenizers
+
+
+def load_saved_model(path: PathLike, what: str):
+  """``tf.saved_model.load(path)``; :class:`TokenizerError` naming ``path`` (or
+  its empty vocabulary file, which fails the load with a bare OutOfRangeError)
+  when it does not load. ``what`` names the SavedModel in the message."""
+  path = Path(path)
+  empty = sorted(p for p in path.glob("assets/*.txt") if p.stat().st_size == 0)
+  if empty:
+    raise TokenizerError(f"{empty[0]} is empty: the {what} SavedModel {path} lost a "
+                         "vocabulary file; restore it, or rebuild the tokenizer")
+  try:
+    return tf.saved_model.load(str(path))
+  except Exception as e:  # pylint: disable=broad-except  (OSError, DecodeError, OpError...)
+    raise TokenizerError(f"cannot load the SavedModel {path} ({describe_error(e)}): its "
+                         f"files are damaged, or it is not a {what}") from e
+
+
+def _tokens(tokenizer) -> List[str]:
+  """A tokenizer's vocabulary in id order, from its ``lookup`` (its ``vocab``)."""
+  ids = tf.range(tokenizer.get_vocab_size(), dtype=tf.int64)[tf.newaxis]  # one "sentence"
+  return [t.decode("utf-8", "replace") for t in tokenizer.lookup(ids)[0].numpy()]
+
+
+def check_vocabulary_files(tokenizers) -> None:
+  """Raises :class:`TokenizerError` naming the file unless each tokenizer's
+  vocabulary file (its SavedModel's ``assets/*.txt``) holds its vocabulary.
+
+  ``tokenize`` builds its token table from that file when the SavedModel
+  loads, while ``lookup``, the vocabulary sizes and :func:`vocabulary_hash`
+  read the ``vocab`` variable saved beside it: a file changed, cut or swapped
+  after the save changes the token ids under the same hash, so it is refused.
+  """
+  for language in (data.SOURCE_LANGUAGE, data.TARGET_LANGUAGE):
+    tokenizer = getattr(tokenizers, language)
+    path = Path(tokenizer.get_vocab_path().numpy().decode("utf-8"))
+    try:  # One token per "\n"-terminated line, as BertTokenizer reads the file.
+      in_file = path.read_bytes().decode("utf-8").rstrip("\n").split("\n")
+    except (OSError, UnicodeDecodeError) as e:
+      raise TokenizerError(f"{path}: cannot read the .{language} vocabulary "
+                           f"({describe_error(e)})") from e
+    saved = _tokens(tokenizer)
+    if in_file != saved:
+      differ = next((i for i, (a, b) in enumerate(zip(in_file, saved)) if a != b),
+                    min(len(in_file), len(saved)))
+      raise TokenizerError(
+          f"{path} is not the .{language} vocabulary this tokenizer was saved with "
+          f"({len(in_file)} tokens, not {len(saved)}; they differ from id {differ} on): "
+          "it was changed, cut or swapped since; restore it, or rebuild the tokenizer")
 
 
 def vocab_sizes(tokenizers) -> Tuple[int, int]:
@@ -370,10 +425,7 @@ def vocabulary_hash(tokenizers) -> str:
   sizes but other tokens (or another order) do not share."""
   digest = hashlib.sha256()
   for language in (data.SOURCE_LANGUAGE, data.TARGET_LANGUAGE):
-    tokenizer = getattr(tokenizers, language)
-    ids = tf.range(tokenizer.get_vocab_size(), dtype=tf.int64)[tf.newaxis]  # one "sentence"
-    tokens = tokenizer.lookup(ids)[0].numpy()
-    digest.update(json.dumps([language, [t.decode("utf-8", "replace") for t in tokens]],
+    digest.update(json.dumps([language, _tokens(getattr(tokenizers, language))],
                              ensure_ascii=False).encode("utf-8"))
   return digest.hexdigest()
 
@@ -385,7 +437,11 @@ def vocabulary_mismatch(model_dir: PathLike, tokenizers) -> Optional[str]:
   recorded_file = Path(model_dir) / VOCABULARY_HASH_FILE
   if not recorded_file.is_file():
     return None
-  recorded = recorded_file.read_text(encoding="utf-8").strip()
+  recorded = recorded_file.read_text(encoding="utf-8", errors="replace").strip()
+  if not re.fullmatch(r"[0-9a-f]{64}", recorded):
+    return (f"{recorded_file} is damaged (it holds {recorded[:20]!r}, not the 64 hex digits "
+            "of a sha256), so the run's tokenizer cannot be checked; if this is the run's "
+            "tokenizer, delete the file (the next run records it again)")
   current = vocabulary_hash(tokenizers)
   if recorded == current:
     return None

@@ -8,7 +8,6 @@ one thread each. The rest runs in this process on a tiny model.
 """
 
 import json
-import os
 from pathlib import Path
 import re
 import shutil
@@ -22,158 +21,13 @@ import pytest
 
 from configs import tiny
 from helpers.checkpoints import small_checkpoints
+from helpers.fault_runs import (REPO_DIR, assert_fails_in_one_line, checkpoint_steps, copy_run,
+                                driver_env, error_lines, files_below, finish_driver,
+                                run_driver, run_script, start_driver, swap_vocabularies,
+                                train_args)
 
 # The faults are those of real train.py runs and multi-epoch fits.
 pytestmark = pytest.mark.slow
-
-REPO_DIR = Path(__file__).resolve().parents[2]
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1",
-              "TF_NUM_INTEROP_THREADS": "1"}
-
-# train.py in this process, with the fault FAULT at a fixed point:
-#   kill_in_first_checkpoint_write: SIGKILL once ckpt-N_temp/ is written, before
-#     TensorFlow merges it into ckpt-N.* (the first save);
-#   pause_at_step: after step FAULT_STEP, wait until <model_dir>.release exists;
-#   sigterm_in_export: SIGTERM to itself as the export starts;
-#   full_disk_after_step: after step FAULT_STEP, files may not grow past 256 KiB
-#     (RLIMIT_FSIZE, which any user may lower): a checkpoint write then fails
-#     with EFBIG, as it would with ENOSPC.
-#   full_disk_in_export: as full_disk_after_step (4 KiB), as the export starts;
-#   memory_limit_at_model: the address space may grow by 2 GiB only (RLIMIT_AS)
-#     from the moment the Trainer builds the model: TensorFlow's allocation then
-#     fails as it does when memory runs out (a kernel OOM kill is SIGKILL, which
-#     the kill tests cover);
-#   sigint_after_lock: SIGINT (Ctrl-C) to itself once the run folder is locked,
-#     during start-up.
-_DRIVER = """
-import os, resource, runpy, signal, sys, time
-from tensorflow.python.ops import gen_io_ops
-from transformer import export, training
-from transformer.training import checkpointing
-
-fault, fault_step = os.environ["FAULT"], int(os.environ.get("FAULT_STEP", "0"))
-model_dir = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--model_dir="))
-
-merge = gen_io_ops.merge_v2_checkpoints
-def merge_or_die(*args, **kwargs):
-  if fault == "kill_in_first_checkpoint_write":
-    os.kill(os.getpid(), signal.SIGKILL)
-  return merge(*args, **kwargs)
-gen_io_ops.merge_v2_checkpoints = merge_or_die
-
-def limit_file_size(size):
-  signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-  resource.setrlimit(resource.RLIMIT_FSIZE, (size, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
-
-save_keras_model = export.save_keras_model
-def signalled_save(*args, **kwargs):
-  if fault == "sigterm_in_export":
-    os.kill(os.getpid(), signal.SIGTERM)
-  if fault == "full_disk_in_export":
-    limit_file_size(4 * 1024)
-  return save_keras_model(*args, **kwargs)
-export.save_keras_model = signalled_save
-
-trainer_init = training.Trainer.__init__
-def limited_init(self, *args, **kwargs):
-  if fault == "memory_limit_at_model":
-    status = open("/proc/self/status").read()
-    size = int(status.split("VmSize:")[1].split()[0]) * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (size + (2 << 30), resource.RLIM_INFINITY))
-  trainer_init(self, *args, **kwargs)
-training.Trainer.__init__ = limited_init
-
-acquire = checkpointing.RunLock.acquire
-def acquire_then_interrupt(self):
-  acquire(self)
-  if fault == "sigint_after_lock":
-    # Ctrl-C as in a terminal, also when the suite started with SIGINT ignored (nohup ... &).
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    os.kill(os.getpid(), signal.SIGINT)
-checkpointing.RunLock.acquire = acquire_then_interrupt
-
-def after_step(step, loss):
-  if step != fault_step:
-    return
-  if fault == "pause_at_step":
-    open(model_dir + ".paused", "w").close()
-    while not os.path.exists(model_dir + ".release"):
-      time.sleep(0.1)
-  if fault == "full_disk_after_step":
-    limit_file_size(256 * 1024)
-
-fit = training.Trainer.fit
-training.Trainer.fit = lambda self, *a, **k: fit(self, *a, step_callback=after_step, **k)
-sys.argv = sys.argv[1:]
-runpy.run_path("train.py", run_name="__main__")
-"""
-
-
-def _env(**extra):
-  return {**os.environ, **ONE_THREAD, "PYTHONPATH": str(REPO_DIR), "TF_CPP_MIN_LOG_LEVEL": "2",
-          **extra}
-
-
-@pytest.fixture(scope="module")
-def small_data(tmp_path_factory, ted_data_dir):
-  """The first 96 training and 16 validation pairs of the real data: 6 batches an epoch."""
-  folder = tmp_path_factory.mktemp("data")
-  for split, count in (("train", 96), ("dev", 16)):
-    for language in ("pt", "en"):
-      lines = (ted_data_dir / f"{language}.{split}").read_text(encoding="utf-8").splitlines()
-      (folder / f"{language}.{split}").write_text("".join(l + "\n" for l in lines[:count]),
-                                                 encoding="utf-8")
-  return folder
-
-
-def _args(model_dir, data_dir, tokenizer, steps, *extra):
-  return ["train.py", "--config=configs/tiny.py", f"--config.training.train_steps={steps}",
-          "--config.training.checkpoint_every_steps=5", f"--data={data_dir}",
-          f"--tokenizer={tokenizer}", f"--model_dir={model_dir}", "--bleu_examples=0",
-          "--noexport", *extra]
-
-
-def _start(args, fault="none", fault_step=0):
-  """train.py through the driver, with its output in a pipe."""
-  return subprocess.Popen([sys.executable, "-c", _DRIVER, *args], cwd=REPO_DIR,
-                          env=_env(FAULT=fault, FAULT_STEP=str(fault_step)),
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def _finish(proc, timeout=240):
-  """(return code, output) of a driver run; kills it if it outlives ``timeout``."""
-  try:
-    output, _ = proc.communicate(timeout=timeout)
-  except subprocess.TimeoutExpired:
-    proc.kill()
-    pytest.fail(f"train.py did not end within {timeout} s: {proc.communicate()[0][-3000:]}")
-  return proc.returncode, output
-
-
-def _run(args, fault="none", fault_step=0):
-  return _finish(_start(args, fault, fault_step))
-
-
-def _error_lines(output, script="train.py"):
-  assert "Traceback" not in output, output[-3000:]
-  return [line for line in output.splitlines() if line.startswith(f"{script}: error: ")]
-
-
-def _assert_fails_in_one_line(code, output, pattern):
-  """train.py exited 1 with one error line, which matches ``pattern``."""
-  assert code == 1, output[-3000:]
-  lines = _error_lines(output)
-  assert len(lines) == 1 and re.match(pattern, lines[0]), output[-3000:]
-
-
-def _files(folder):
-  """{relative path: bytes} of every file below ``folder``."""
-  return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
-
-
-def _run_script(*args):
-  return subprocess.run([sys.executable, *map(str, args)], cwd=REPO_DIR, env=_env(),
-                        capture_output=True, text=True, timeout=240, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -183,16 +37,16 @@ def finished_and_refused(tmp_path_factory, small_data, tutorial_tokenizer_path):
   the folder, the first run's PID and (exit status, output) of the second run
   and of the first."""
   model_dir = tmp_path_factory.mktemp("finished") / "run"
-  first = _start([a for a in _args(model_dir, small_data, tutorial_tokenizer_path, 6)
-                  if a != "--noexport"], "pause_at_step", 1)
+  args = train_args(model_dir, small_data, tutorial_tokenizer_path, 6)
+  first = start_driver([a for a in args if a != "--noexport"], "pause_at_step", 1)
   deadline = time.time() + 180
   while not Path(f"{model_dir}.paused").exists():
-    assert first.poll() is None and time.time() < deadline, _finish(first)[1][-3000:]
+    assert first.poll() is None and time.time() < deadline, finish_driver(first)[1][-3000:]
     time.sleep(0.2)
-  second = _run(_args(model_dir, small_data, tutorial_tokenizer_path, 6,
-                      "--config.training.seed=1"))
+  second = run_driver(train_args(model_dir, small_data, tutorial_tokenizer_path, 6,
+                                 "--config.training.seed=1"))
   Path(f"{model_dir}.release").touch()
-  return model_dir, first.pid, second, _finish(first)
+  return model_dir, first.pid, second, finish_driver(first)
 
 
 @pytest.fixture(scope="module")
@@ -201,17 +55,6 @@ def finished_run(finished_and_refused):
   model_dir, _, _, (code, output) = finished_and_refused
   assert code == 0, output[-3000:]
   return model_dir
-
-
-def _copy(run_dir, tmp_path):
-  shutil.copytree(run_dir, tmp_path / "run")
-  return tmp_path / "run"
-
-
-def _checkpoint_steps(model_dir):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  state = tf.train.get_checkpoint_state(str(model_dir / "checkpoints"))
-  return [int(p.rsplit("-", 1)[1]) for p in state.all_model_checkpoint_paths]
 
 
 # ------------------------------------------------------------ 1. kill in the first write
@@ -227,10 +70,10 @@ def interrupted_runs(tmp_path_factory, small_data, tutorial_tokenizer_path):
   start-up, then killed inside its first checkpoint write, then to its end.
   Returns the folder and (exit status, output, _paths after it) of each run."""
   model_dir = tmp_path_factory.mktemp("interrupted") / "run"
-  args = _args(model_dir, small_data, tutorial_tokenizer_path, 6)
+  args = train_args(model_dir, small_data, tutorial_tokenizer_path, 6)
   runs = []
   for fault in ("sigint_after_lock", "kill_in_first_checkpoint_write", "none"):
-    code, output = _run(args, fault)
+    code, output = run_driver(args, fault)
     runs.append((code, output, _paths(model_dir)))
   return model_dir, runs
 
@@ -247,7 +90,7 @@ def test_1_a_kill_inside_the_first_checkpoint_write_resumes(interrupted_runs):
   assert "removing" in output and "ckpt-5_temp" in output
   # The killed run's lock was stale, and is taken over.
   assert re.search(r"taking over the stale lock \S+train.lock of PID \d+", output), output
-  assert _checkpoint_steps(model_dir) == [5, 6]
+  assert checkpoint_steps(model_dir) == [5, 6]
   assert not list((model_dir / "checkpoints").glob("*_temp"))
 
 
@@ -271,7 +114,7 @@ def test_2_a_truncated_newest_checkpoint_falls_back_to_the_one_before(tmp_path, 
   assert small_checkpoints(tmp_path)[0].restore() == 5
   assert re.search(r"skipping the checkpoint \S+ckpt-10: it cannot be read \(\w+", caplog.text)
   assert (tmp_path / "checkpoints" / "unreadable" / "ckpt-10.index").is_file()
-  assert _checkpoint_steps(tmp_path) == [5]  # the index lists what is intact
+  assert checkpoint_steps(tmp_path) == [5]  # the index lists what is intact
 
   # Nothing intact is left: refused, never started over.
   _truncate(tmp_path, 5)
@@ -283,11 +126,11 @@ def test_2_a_truncated_newest_checkpoint_falls_back_to_the_one_before(tmp_path, 
 
 def test_2_evaluation_skips_a_truncated_newest_checkpoint(tmp_path, finished_run):
   from transformer import run_folder  # pylint: disable=g-import-not-at-top
-  model_dir = _copy(finished_run, tmp_path)
-  newest = _checkpoint_steps(model_dir)[-1]
+  model_dir = copy_run(finished_run, tmp_path)
+  newest = checkpoint_steps(model_dir)[-1]
   _truncate(model_dir, newest)
   paths = run_folder.restore_model_dir(model_dir)[3]
-  assert paths == [str(model_dir / "checkpoints" / f"ckpt-{_checkpoint_steps(model_dir)[-2]}")]
+  assert paths == [str(model_dir / "checkpoints" / f"ckpt-{checkpoint_steps(model_dir)[-2]}")]
 
 
 # ------------------------------------------------------------ 3. two runs on one folder
@@ -295,7 +138,7 @@ def test_2_evaluation_skips_a_truncated_newest_checkpoint(tmp_path, finished_run
 def test_3_a_second_run_on_a_folder_in_use_is_refused(finished_and_refused):
   model_dir, first_pid, (code, output), first = finished_and_refused
   assert code == 1, output[-3000:]
-  assert _error_lines(output) == [
+  assert error_lines(output) == [
       f"train.py: error: {model_dir} is in use by another train.py (PID {first_pid}); wait "
       "for it to end or stop it, or use another --model_dir"]
   code, output = first
@@ -308,13 +151,13 @@ def test_3_a_second_run_on_a_folder_in_use_is_refused(finished_and_refused):
 
 def test_4_a_refused_run_leaves_config_json_as_it_was(tmp_path, finished_run, small_data,
                                                       tutorial_tokenizer_path):
-  model_dir = _copy(finished_run, tmp_path)
+  model_dir = copy_run(finished_run, tmp_path)
   (model_dir / "checkpoints" / "checkpoint").unlink()  # the index lost
   before = (model_dir / "config.json").read_bytes()
-  result = _run_script(*_args(model_dir, small_data, tutorial_tokenizer_path, 6,
-                              "--config.model.d_model=64"))
+  result = run_script(*train_args(model_dir, small_data, tutorial_tokenizer_path, 6,
+                                  "--config.model.d_model=64"))
   assert result.returncode == 1
-  assert [line for line in _error_lines(result.stderr)
+  assert [line for line in error_lines(result.stderr)
           if "field model.d_model was 32, now 64" in line], result.stderr[-3000:]
   assert (model_dir / "config.json").read_bytes() == before
 
@@ -328,13 +171,13 @@ def export_faults(tmp_path_factory, finished_run, small_data, tutorial_tokenizer
   export starts. Returns the folder, the export's files before, (exit status,
   output) of the first run, the export's files and the checkpoint steps after
   it, and (exit status, output) of the rerun."""
-  model_dir = _copy(finished_run, tmp_path_factory.mktemp("export_faults"))
-  before = _files(model_dir / "export")
-  args = [a for a in _args(model_dir, small_data, tutorial_tokenizer_path, 8)
+  model_dir = copy_run(finished_run, tmp_path_factory.mktemp("export_faults"))
+  before = files_below(model_dir / "export")
+  args = [a for a in train_args(model_dir, small_data, tutorial_tokenizer_path, 8)
           if a != "--noexport"]
-  full_disk = _run(args, "full_disk_in_export")
-  after_full_disk = _files(model_dir / "export"), _checkpoint_steps(model_dir)
-  return model_dir, before, full_disk, after_full_disk, _run(args, "sigterm_in_export")
+  full_disk = run_driver(args, "full_disk_in_export")
+  after_full_disk = files_below(model_dir / "export"), checkpoint_steps(model_dir)
+  return model_dir, before, full_disk, after_full_disk, run_driver(args, "sigterm_in_export")
 
 
 def test_5_sigterm_during_the_export_finishes_it_and_says_so(export_faults):
@@ -448,15 +291,15 @@ def shuffled_tokenizer(tmp_path_factory, tutorial_tokenizers):
 def test_8_another_tokenizer_of_the_same_sizes_is_refused(tmp_path, finished_run, small_data,
                                                           shuffled_tokenizer):
   from transformer import run_folder, tokenizers  # pylint: disable=g-import-not-at-top
-  model_dir = _copy(finished_run, tmp_path)
+  model_dir = copy_run(finished_run, tmp_path)
   (model_dir / "tokenizer_path.txt").write_text(f"{shuffled_tokenizer}\n")
   with pytest.raises(tokenizers.TokenizerError, match="not those the run in .* was trained"):
     run_folder.restore_model_dir(model_dir)
 
   (model_dir / "tokenizer_path.txt").unlink()
-  code, output = _run(_args(model_dir, small_data, shuffled_tokenizer, 8))
+  code, output = run_driver(train_args(model_dir, small_data, shuffled_tokenizer, 8))
   assert code == 1
-  assert [line for line in _error_lines(output)
+  assert [line for line in error_lines(output)
           if line.startswith(f"train.py: error: --tokenizer={shuffled_tokenizer}: the "
                              "tokenizer's vocabularies")], output[-3000:]
   assert not (model_dir / "tokenizer_path.txt").exists()
@@ -464,7 +307,7 @@ def test_8_another_tokenizer_of_the_same_sizes_is_refused(tmp_path, finished_run
 
 def test_8_a_run_folder_without_a_recorded_hash_still_evaluates(tmp_path, finished_run):
   from transformer import run_folder, tokenizers  # pylint: disable=g-import-not-at-top
-  model_dir = _copy(finished_run, tmp_path)
+  model_dir = copy_run(finished_run, tmp_path)
   (model_dir / tokenizers.VOCABULARY_HASH_FILE).unlink()
   assert run_folder.restore_model_dir(model_dir)[3][-1].endswith("ckpt-6")
 
@@ -474,11 +317,11 @@ def test_8_a_run_folder_without_a_recorded_hash_still_evaluates(tmp_path, finish
 def test_9_a_full_disk_at_a_checkpoint_names_it_and_the_last_good_one(
     tmp_path, small_data, tutorial_tokenizer_path):
   model_dir = tmp_path / "run"
-  code, output = _run(_args(model_dir, small_data, tutorial_tokenizer_path, 12),
-                      "full_disk_after_step", 7)
+  code, output = run_driver(train_args(model_dir, small_data, tutorial_tokenizer_path, 12),
+                            "full_disk_after_step", 7)
   checkpoints = model_dir / "checkpoints"
   # ckpt-6 ends the first epoch; the next one is due 5 steps later, at 11.
-  _assert_fails_in_one_line(
+  assert_fails_in_one_line(
       code, output,
       rf"train.py: error: cannot write the checkpoint {checkpoints / 'ckpt-11'}: .*File too "
       rf"large.*The last good checkpoint is {checkpoints / 'ckpt-6'}; free space and rerun")
@@ -489,7 +332,7 @@ def test_9_a_full_disk_at_the_export_keeps_the_old_one_and_the_rerun_exports(exp
   model_dir, before, (code, output), (export_after, steps_after), _ = export_faults
   export = model_dir / "export"
   assert json.loads(before[Path("export_info.json")]) == {"step": 6}
-  _assert_fails_in_one_line(
+  assert_fails_in_one_line(
       code, output,
       rf"train.py: error: cannot write the export to {model_dir / 'export.new'}: .*File too "
       rf"large.*; {export} is left as it was, and the trained model is in "
@@ -505,10 +348,11 @@ def test_9_running_out_of_memory_while_building_the_model_is_one_line(
     tmp_path, small_data, tutorial_tokenizer_path):
   model_dir = tmp_path / "run"
   # A 7,765 × 262,144 embedding: 8 GB, beyond the 2 GiB the fault leaves.
-  code, output = _run(_args(model_dir, small_data, tutorial_tokenizer_path, 6,
-                            "--config.model.d_model=262144", "--config.model.num_heads=1"),
-                      "memory_limit_at_model")
-  _assert_fails_in_one_line(
+  code, output = run_driver(train_args(model_dir, small_data, tutorial_tokenizer_path, 6,
+                                       "--config.model.d_model=262144",
+                                       "--config.model.num_heads=1"),
+                            "memory_limit_at_model")
+  assert_fails_in_one_line(
       code, output,
       r"train.py: error: out of memory while building the model \((ResourceExhaustedError: "
       r".*OOM when allocating|MemoryError: Unable to allocate).*\); try a smaller configuration")
@@ -521,7 +365,7 @@ def test_9_ctrl_c_during_start_up_is_one_line_and_the_rerun_starts(interrupted_r
   model_dir, (interrupted, rerun, _) = interrupted_runs
   code, output, paths = interrupted
   assert code == 128 + signal.SIGINT, output[-3000:]
-  assert _error_lines(output) == [
+  assert error_lines(output) == [
       "train.py: error: interrupted by Ctrl-C; rerun the same command to resume from the "
       "last checkpoint"], output[-3000:]
   assert Path("config.json") not in paths
@@ -530,7 +374,7 @@ def test_9_ctrl_c_during_start_up_is_one_line_and_the_rerun_starts(interrupted_r
   # it), the next one to the end.
   code, output, paths = rerun
   assert code == -signal.SIGKILL and Path("checkpoints/ckpt-5_temp") in paths, output[-3000:]
-  assert _checkpoint_steps(model_dir)[-1] == 6
+  assert checkpoint_steps(model_dir)[-1] == 6
 
 
 @pytest.mark.parametrize("config_file,override,message", [
@@ -541,15 +385,19 @@ def test_9_ctrl_c_during_start_up_is_one_line_and_the_rerun_starts(interrupted_r
     ("def get_config(:\n", None, r"--config: cannot load the configuration \(SyntaxError"),
     ("def get_config():\n  return [1]\n", None,
      r"--config: get_config\(\) returned a list, not an ml_collections.ConfigDict"),
+    (None, "--config=configs/tiny.py:bogus", r"--config=configs/tiny.py:bogus: TypeError: "
+     r"get_config\(\) takes 0 positional arguments but 1 was given$"),
+    (None, "--config.model.num_layers=abc",
+     r"--config.model.num_layers=abc: invalid literal for int\(\) with base 10: 'abc'$"),
 ])
 def test_9_bad_configurations_are_one_line(tmp_path, config_file, override, message):
   args = [override] if override else []
   if config_file is not None:
     (tmp_path / "config.py").write_text(config_file)
     args.insert(0, f"--config={tmp_path / 'config.py'}")
-  result = _run_script("train.py", f"--model_dir={tmp_path / 'run'}", *args)
+  result = run_script("train.py", f"--model_dir={tmp_path / 'run'}", *args)
   assert result.returncode == 1
-  lines = _error_lines(result.stderr)
+  lines = error_lines(result.stderr)
   assert len(lines) == 1 and re.match(f"train.py: error: {message}", lines[0]), result.stderr
   assert not (tmp_path / "run").exists()
 
@@ -557,11 +405,11 @@ def test_9_bad_configurations_are_one_line(tmp_path, config_file, override, mess
 @pytest.mark.parametrize("content", ["", "{\"model\": ", "[1, 2]"])
 def test_9_a_corrupt_config_json_is_one_line(tmp_path, finished_run, small_data,
                                              tutorial_tokenizer_path, content):
-  model_dir = _copy(finished_run, tmp_path)
+  model_dir = copy_run(finished_run, tmp_path)
   (model_dir / "config.json").write_text(content)
-  result = _run_script(*_args(model_dir, small_data, tutorial_tokenizer_path, 8))
+  result = run_script(*train_args(model_dir, small_data, tutorial_tokenizer_path, 8))
   assert result.returncode == 1
-  lines = _error_lines(result.stderr)
+  lines = error_lines(result.stderr)
   assert len(lines) == 1 and lines[0].startswith(
       f"train.py: error: {model_dir / 'config.json'} "), result.stderr
   assert (model_dir / "config.json").read_text() == content
@@ -573,8 +421,8 @@ def test_9_an_empty_validation_split_is_refused_before_training(tmp_path, small_
   shutil.copytree(small_data, data_dir)
   for language in ("pt", "en"):
     (data_dir / f"{language}.dev").write_text("")
-  result = _run_script(*_args(tmp_path / "run", data_dir, tutorial_tokenizer_path, 6))
-  assert _error_lines(result.stderr) == [
+  result = run_script(*train_args(tmp_path / "run", data_dir, tutorial_tokenizer_path, 6))
+  assert error_lines(result.stderr) == [
       f"train.py: error: --data={data_dir}: the validation split is empty"], result.stderr
   assert not (tmp_path / "run" / "checkpoints").exists()
 
@@ -583,9 +431,9 @@ def test_9_output_and_export_dirs_that_are_files_are_one_line(tmp_path, finished
   a_file = tmp_path / "file"
   a_file.write_text("")
   for flag in ("output_dir", "export_dir"):
-    result = _run_script("evaluate.py", f"--model_dir={finished_run}", f"--{flag}={a_file}")
+    result = run_script("evaluate.py", f"--model_dir={finished_run}", f"--{flag}={a_file}")
     assert result.returncode == 1
-    assert _error_lines(result.stderr, "evaluate.py") == [
+    assert error_lines(result.stderr, "evaluate.py") == [
         f"evaluate.py: error: --{flag}={a_file} exists and is not a folder"], result.stderr
 
 
@@ -593,9 +441,132 @@ def test_9_translate_into_a_closed_pipe_ends_quietly(finished_run):
   translator = finished_run / "export" / "translator"
   command = (f"yes 'olá .' | head -200 | {sys.executable} translate.py "
              f"--export_dir={translator} --method=greedy --batch_size=1 | head -1")
-  # translate.py's own log level, not _env()'s 2: on AVX-512 CPUs the first op logs a oneDNN ERROR line.
-  env = {k: v for k, v in _env().items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  # translate.py's own log level, not driver_env()'s 2: on AVX-512 CPUs the first op
+  # logs a oneDNN ERROR line.
+  env = {k: v for k, v in driver_env().items() if k != "TF_CPP_MIN_LOG_LEVEL"}
   result = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=REPO_DIR, env=env,
                           capture_output=True, text=True, timeout=240, check=False)
   assert result.stdout.count("\n") == 1
   assert result.stderr == "", result.stderr
+
+
+# ============================== second round (issue #48; more in test_faults_round2.py)
+
+def test_r2_1_translate_refuses_an_export_with_swapped_vocabulary_files(tmp_path,
+                                                                        finished_run):
+  translator = shutil.copytree(finished_run / "export" / "translator", tmp_path / "translator")
+  swap_vocabularies(translator / "assets")
+  result = run_script("translate.py", f"--export_dir={translator}", "olá .")
+  assert result.returncode == 1 and result.stdout == ""
+  assert error_lines(result.stderr, "translate.py") == [
+      f"translate.py: error: --export_dir={translator}: {translator / 'assets' / 'pt_vocab.txt'} "
+      "is not the .pt vocabulary this tokenizer was saved with (7010 tokens, not 7765; they "
+      "differ from id 12 on): it was changed, cut or swapped since; restore it, or rebuild "
+      "the tokenizer"], result.stderr
+
+
+def test_r2_6_evaluate_with_a_corrupt_tokenizer_is_one_line(tmp_path, finished_run,
+                                                            tutorial_tokenizer_path):
+  model_dir = copy_run(finished_run, tmp_path)
+  tokenizer = shutil.copytree(tutorial_tokenizer_path, tmp_path / "tokenizer")
+  (tokenizer / "saved_model.pb").write_bytes(b"not a SavedModel")
+  (model_dir / "tokenizer_path.txt").write_text(f"{tokenizer}\n")
+  result = run_script("evaluate.py", f"--model_dir={model_dir}")
+  assert result.returncode == 1
+  lines = error_lines(result.stderr, "evaluate.py")
+  assert len(lines) == 1 and lines[0].startswith(
+      f"evaluate.py: error: cannot load the SavedModel {tokenizer} ("), result.stderr
+
+
+def test_r2_4_7_evaluate_exports_whole_and_names_the_checkpoint_it_fell_back_to(
+    tmp_path, finished_run, small_data):
+  model_dir = copy_run(finished_run, tmp_path)
+  export_dir = tmp_path / "averaged"
+  shutil.copytree(model_dir / "export" / "translator", export_dir)
+  before = files_below(export_dir)
+  evaluate = ["evaluate.py", f"--model_dir={model_dir}", f"--export_dir={export_dir}",
+              "--method=greedy", "--max_sentences=2", f"--data={small_data}"]
+  # A kill once the new SavedModel is written: the previous export is whole.
+  code, output = run_driver(evaluate, "kill_after_translator_save")
+  assert code == -signal.SIGKILL, output[-3000:]
+  assert files_below(export_dir) == before
+
+  _truncate(model_dir, 6)
+  result = run_script(*evaluate)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert f"restored the checkpoint ckpt-5 of {model_dir}" in result.stderr, result.stderr
+  assert ("evaluate.py: warning: skipped the newer ckpt-6: cannot be read in full"
+          in result.stderr), result.stderr
+  assert json.loads((export_dir / "export_info.json").read_text()) == {
+      "step": 5, "checkpoints": ["ckpt-5"]}
+  assert sorted(p.name for p in tmp_path.glob("averaged*")) == ["averaged"]
+
+
+def test_r2_7_rerunning_a_finished_command_changes_nothing(tmp_path, finished_run, small_data,
+                                                          tutorial_tokenizer_path):
+  model_dir = copy_run(finished_run, tmp_path)
+  before = files_below(model_dir / "export"), (model_dir / "metrics.jsonl").read_text()
+  info_time = (model_dir / "export" / "export_info.json").stat().st_mtime_ns
+  args = train_args(model_dir, small_data, tutorial_tokenizer_path, 6)
+  code, output = run_driver([a for a in args if a != "--noexport"])
+  assert code == 0, output[-3000:]
+  assert f"{model_dir / 'export'} already holds step 6: not exported again" in output
+  assert (files_below(model_dir / "export"), (model_dir / "metrics.jsonl").read_text()) == before
+  assert (model_dir / "export" / "export_info.json").stat().st_mtime_ns == info_time
+
+
+def _signal_when(command, ready, signum, stdin=None):
+  """Runs ``command``, sends ``signum`` once ``ready(process)`` returns, and
+  returns (exit status, stdout, stderr). SIGINT acts as in a terminal, also
+  when the suite runs with it ignored."""
+  # The scripts' own log level, not driver_env()'s 2: on AVX-512 CPUs the first op logs
+  # a oneDNN ERROR line.
+  env = {k: v for k, v in driver_env().items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  proc = subprocess.Popen([sys.executable, *command], cwd=REPO_DIR, env=env, text=True,
+                          stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+  try:
+    ready(proc)
+    proc.send_signal(signum)
+    stdout, stderr = proc.communicate(timeout=120)
+  finally:
+    proc.kill()
+  return proc.returncode, stdout, stderr
+
+
+def test_r2_6_sigterm_during_evaluate_is_one_line(finished_run):
+  """SIGINT takes the same path (stop_signals.interrupt_on_signals), tested
+  with translate.py below."""
+  def translating(proc):
+    for line in proc.stderr:
+      if line.startswith("translating"):
+        return
+  code, stdout, stderr = _signal_when(
+      ["evaluate.py", f"--model_dir={finished_run}", "--output_dir=/dev/null/never"],
+      translating, signal.SIGTERM)
+  assert code == 128 + signal.SIGTERM and stdout == "", stderr
+  assert stderr == ("evaluate.py: stopped by SIGTERM before it finished (it leaves no file half "
+                    "written); rerun the same command to score\n")
+
+
+def test_r2_6_sigterm_during_train_py_start_up_is_one_line(tmp_path, small_data,
+                                                           tutorial_tokenizer_path):
+  code, output = run_driver(train_args(tmp_path / "run", small_data, tutorial_tokenizer_path, 6),
+                            "sigterm_after_lock")
+  assert code == 128 + signal.SIGTERM, output[-3000:]
+  assert error_lines(output) == [
+      "train.py: error: interrupted by SIGTERM; rerun the same command to resume from the "
+      "last checkpoint"], output[-3000:]
+
+
+def test_r2_6_ctrl_c_while_translate_reads_stdin_is_one_line(finished_run):
+  def one_translated(proc):
+    proc.stdin.write("olá .\n")
+    proc.stdin.flush()
+    proc.stdout.readline()
+  code, _, stderr = _signal_when(
+      ["translate.py", f"--export_dir={finished_run / 'export' / 'translator'}",
+       "--method=greedy", "--batch_size=1"], one_translated, signal.SIGINT, stdin=True)
+  assert code == 128 + signal.SIGINT, stderr
+  assert stderr == "translate.py: stopped by SIGINT\n"

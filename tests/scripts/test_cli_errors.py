@@ -356,7 +356,8 @@ def test_train_corrupt_checkpoint(tmp_path, tutorial_tokenizer_path, train_in_on
 @pytest.mark.parametrize("args,message", [
     (["--train_examples=-1"], "train.py: error: --train_examples must be >= 0, got -1"),
     (["extra"], "train.py: error: unexpected arguments: extra"),
-    (["--config.training.train_steps=many"], "FATAL Flags parsing error"),
+    (["--config.training.train_steps=many"],
+     "train.py: error: --config.training.train_steps=many: invalid literal for int"),
     (["--config=configs/nonexistent.py"], "train.py: error: --config: .*No such file"),
 ])
 def test_train_bad_flags(tmp_path, args, message):

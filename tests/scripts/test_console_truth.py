@@ -285,7 +285,7 @@ def test_evaluate_takes_a_limit_and_shows_its_progress(piped_run, ted_data_dir):
                      f"--data={ted_data_dir}")
   assert result.returncode == 0, result.stderr[-3000:]
   assert json.loads(result.stdout)["num_sentences"] == 3
-  for doing in ("restored the latest checkpoint", "translating 3 validation sentences",
+  for doing in ("restored the checkpoint ckpt-", "translating 3 validation sentences",
                 "teacher-forced loss and accuracy on 3 sentences"):
     assert re.search(rf"{re.escape(doing)}.*: took \d+\.\d s", result.stderr), (
         result.stderr[-3000:])

@@ -43,7 +43,7 @@ def test_help_mentions_every_flag():
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--strategy=nccl"], "flag --strategy=nccl: value should be one of"),
+    (["--strategy=nccl"], "train.py: error: --strategy=nccl: value should be one of"),
     (["--tpu=grpc://10.0.0.2:8470"], "TPU address .* with strategy 'default'"),
     (["--strategy=tpu", "--mixed_precision=mixed_float16"], "mixed_float16 is for GPUs"),
     # Folders that exist without the files (an absent path gives way to 'build'

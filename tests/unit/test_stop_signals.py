@@ -1,7 +1,11 @@
 """StopSignals: the first SIGTERM/SIGINT is recorded, a second acts at once, and the
 handlers are put back on exit; nothing is installed off the main thread."""
 
+import os
+from pathlib import Path
 import signal
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -60,3 +64,29 @@ def test_nothing_is_installed_off_the_main_thread(previous_handlers):
   thread.start()
   thread.join()
   assert seen == {**handlers, "received": None}
+
+
+_SIGNAL_IN_A_DESTRUCTOR = """
+import os, signal, sys, time
+from transformer.training import stop_signals
+stop_signals.interrupt_on_signals(lambda e: print(f"stopped by {e.name}", file=sys.stderr))
+class Dying:
+  def __del__(self):
+    os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(1000):  # the handler runs here, inside __del__, whose exceptions Python ignores
+      pass
+Dying()
+time.sleep(10)
+print("went on")
+"""
+
+
+def test_a_signal_that_lands_in_a_destructor_still_stops_the_script():
+  """interrupt_on_signals: the Interrupted that a destructor swallows (TensorFlow's
+  resources have __del__) still ends the script, in one line, with 143."""
+  repo = Path(__file__).resolve().parents[2]
+  result = subprocess.run([sys.executable, "-c", _SIGNAL_IN_A_DESTRUCTOR], cwd=repo,
+                          env={**os.environ, "PYTHONPATH": str(repo)}, capture_output=True,
+                          text=True, timeout=60, check=False)
+  assert (result.returncode, result.stdout, result.stderr) == (
+      128 + signal.SIGTERM, "", "stopped by SIGTERM\n")

@@ -30,6 +30,7 @@ chief writes to ``<model_dir>/checkpoints``, the others to a throw-away folder
 """
 
 from pathlib import Path
+import os
 import re
 import shutil
 from typing import Dict, List, Optional, Tuple
@@ -143,6 +144,26 @@ def intact_checkpoints(directory: Path) -> List[str]:
   return intact
 
 
+def write_index(directory: Path, prefixes: List[str]) -> None:
+  """Makes the ``checkpoint`` index file of ``directory`` list ``prefixes``
+  (oldest first; the last is the latest) with their files' times.
+
+  ``tf.train.CheckpointManager`` deletes only the checkpoints listed with a
+  time after the index's ``last_preserved_timestamp``; those listed without
+  one it keeps for good. So every intact checkpoint is listed, timed, and the
+  next save deletes all but the newest ``keep`` of them, however many earlier
+  kills left behind.
+  """
+  # An internal function: tf.compat.v1.train.update_checkpoint_state wraps it
+  # with a deprecation warning on the console.
+  from tensorflow.python.checkpoint import checkpoint_management  # pylint: disable=g-import-not-at-top
+  times = [os.path.getmtime(f"{prefix}.index") for prefix in prefixes]
+  checkpoint_management.update_checkpoint_state_internal(
+      str(directory), prefixes[-1], all_model_checkpoint_paths=prefixes,
+      save_relative_paths=True, all_model_checkpoint_timestamps=times,
+      last_preserved_timestamp=min(times) - 1)
+
+
 class Checkpoints:
   """Saves and restores the model, the optimizer and the position in the data.
 
@@ -225,8 +246,7 @@ class Checkpoints:
       return 0
     path = intact[-1]
     if self._is_chief:  # the index may be lost, or name what was set aside
-      tf.compat.v1.train.update_checkpoint_state(
-          str(self._directory), path, all_model_checkpoint_paths=intact[-self._keep:])
+      write_index(self._directory, intact)
       self._manager = self._new_manager()
     self._restore_from(path)
     self._last_saved = self._position()

@@ -13,7 +13,10 @@ import json
 import logging as python_logging
 import os
 from pathlib import Path
+import sys
+from typing import Callable, List, Optional
 
+from absl import flags
 from absl import logging
 
 
@@ -112,3 +115,30 @@ def set_cpu_threads(tf, threads: int = 0):
       ("TF_NUM_INTEROP_THREADS", tf.config.threading.set_inter_op_parallelism_threads)):
     if threads or variable not in os.environ:
       set_pool(count)
+
+
+def flag_error_line(error: Exception) -> str:
+  """A flag error of absl (``flag --x=y: why``, with ml_collections' config
+  file errors a traceback after it) as one line: the flag and the last line."""
+  lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+  if not lines:
+    return type(error).__name__
+  flag_and_why = lines[0].removeprefix("flag ")
+  return flag_and_why if len(lines) == 1 else f"{flag_and_why.split(': ')[0]}: {lines[-1]}"
+
+
+def flags_parser(script: str, exit_code: int = 1,
+                 describe: Optional[Callable[[List[str], Exception], str]] = None):
+  """A ``flags_parser`` for ``app.run``: absl's, with a flag it refuses (a
+  value of the wrong type, a config file that fails) in one ``script: error:``
+  line on stderr and ``exit_code``, instead of absl's "FATAL Flags parsing
+  error" and help hint. ``describe(argv, error)`` gives the line's text
+  (default: :func:`flag_error_line`)."""
+  def parse(argv):
+    try:
+      return flags.FLAGS(argv)
+    except Exception as e:  # pylint: disable=broad-except  (flags.Error, what a config file raised)
+      line = describe(argv, e) if describe else flag_error_line(e)
+      print(f"{script}: error: {line}", file=sys.stderr)
+      sys.exit(exit_code)
+  return parse

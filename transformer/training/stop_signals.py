@@ -10,15 +10,64 @@ scheduler sees the run as unfinished and reruns it.
 The first signal also puts the previous handler back, so that a second one acts
 at once (Ctrl-C twice aborts). Python runs signal handlers on the main thread
 only, so on any other thread nothing is installed and ``received`` stays None.
+
+``evaluate.py`` and ``translate.py``, which have nothing to save, stop at once
+instead: :func:`interrupt_on_signals` makes both signals raise
+:class:`Interrupted`, which they report in one line before exiting 128 + the
+signal number.
 """
 
+import os
 import signal
+import sys
 import threading
-from typing import Optional
+from typing import Callable, Optional
 
 from absl import logging
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Interrupted(KeyboardInterrupt):
+  """SIGTERM or SIGINT arrived (see :func:`interrupt_on_signals`); ``signum``
+  is its number, ``name`` its name."""
+
+  def __init__(self, signum: int):
+    self.signum = signum
+    self.name = signal.Signals(signum).name
+    super().__init__(self.name)
+
+
+def interrupt_on_signals(say_stopped: Callable[[Interrupted], None]) -> None:
+  """From now on SIGTERM and SIGINT raise :class:`Interrupted` in the main
+  thread (a signal ignored when the process started, e.g. SIGINT under
+  ``nohup ... &``, stays ignored), for the script to report with
+  ``say_stopped`` and exit 128 + its number. Python runs the handler between
+  bytecodes: a TensorFlow op running then finishes first.
+
+  When the signal lands in a destructor (``__del__``, which TensorFlow's
+  resources have), Python ignores the exception and the script would go on:
+  then ``say_stopped`` is called there and the process exits at once, with
+  stdout flushed.
+  """
+  def interrupt(signum, frame):  # pylint: disable=unused-argument
+    raise Interrupted(signum)
+  for signum in SIGNALS:
+    if signal.getsignal(signum) is not signal.SIG_IGN:
+      signal.signal(signum, interrupt)
+  default_hook = sys.unraisablehook
+
+  def exit_if_interrupted(unraisable):
+    if not isinstance(unraisable.exc_value, Interrupted):
+      default_hook(unraisable)
+      return
+    say_stopped(unraisable.exc_value)
+    try:
+      sys.stdout.flush()
+    except (OSError, RuntimeError):  # a closed pipe; a flush the signal cut into
+      pass
+    os._exit(128 + unraisable.exc_value.signum)  # pylint: disable=protected-access
+  sys.unraisablehook = exit_if_interrupted
 
 
 class StopSignals:

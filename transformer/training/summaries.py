@@ -19,7 +19,12 @@ import socket
 import time
 from typing import Dict, Optional
 
-METRICS_FILE = "metrics.jsonl"
+from absl import logging
+
+from transformer import run_folder
+from transformer.training.files import write_text_atomically
+
+METRICS_FILE = run_folder.METRICS_FILE
 
 
 def _scalar_metadata() -> bytes:
@@ -137,11 +142,54 @@ class Summaries:
     return self._scalars_off
 
   def append_metrics(self, record: Dict) -> None:
-    """Appends ``record`` as one JSON line (keys sorted) to :data:`METRICS_FILE`."""
+    """Appends ``record`` as one JSON line (keys sorted) to :data:`METRICS_FILE`,
+    after removing a last line cut short by a kill (its record is written
+    again: see :meth:`keep_records_up_to`), so that no record is glued onto it."""
     if self._dir is None:
       return
-    with open(self._dir / METRICS_FILE, "a", encoding="utf-8") as f:
-      f.write(json.dumps(record, sort_keys=True) + "\n")
+    path = self._dir / METRICS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)  # before the first checkpoint makes it
+    with open(path, "a+b") as f:
+      f.seek(0)
+      written = f.read()
+      if written and not written.endswith(b"\n"):
+        whole = written.rfind(b"\n") + 1
+        logging.warning("%s: removing its line %d, cut short by a kill during its append",
+                        path, written.count(b"\n") + 1)
+        f.truncate(whole)
+      f.write((json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
+      f.flush()
+      os.fsync(f.fileno())
+
+  def keep_records_up_to(self, step: int, epoch: int) -> None:
+    """Drops from :data:`METRICS_FILE` the records of training after the
+    checkpoint just restored (at ``step``, ``epoch`` epochs completed), and
+    lines cut short (:func:`transformer.run_folder.read_metrics` says which):
+    the resumed run writes those records again, once.
+
+    A kill between an epoch's record and the checkpoint that closes the epoch
+    leaves the record and the older checkpoint that the epoch's end is redone from.
+    """
+    path = None if self._dir is None else self._dir / METRICS_FILE
+    if path is None or not path.is_file():
+      return
+    records = run_folder.read_metrics(path)
+    # Where each record ends: (step, epochs completed then); a final record's
+    # (step, -1) comes after its last epoch's.
+    def end(record):
+      if "epoch" not in record:
+        return (record["step"], -1)
+      return (record["step"], record["epoch"] - (not record.get("complete", True)))
+    kept = [r for r in records if end(r) <= (step, epoch)]
+    dropped = [r for r in records if end(r) > (step, epoch)]
+    if dropped:
+      logging.warning("%s: dropping the records of %s, written after the checkpoint at step "
+                      "%d: they are written again as the run goes on", path,
+                      ", ".join(f"epoch {r['epoch']}" if "epoch" in r else "the final step"
+                                for r in dropped), step)
+    text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept)
+    if text != path.read_text(encoding="utf-8", errors="replace"):
+      write_text_atomically(path, text)
 
   def flush(self) -> None:
     for writer in self._writers.values():

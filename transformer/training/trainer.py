@@ -256,8 +256,12 @@ class Trainer:
     return self._checkpoints.latest()
 
   def restore(self) -> int:
-    """Restores the latest checkpoint; see :meth:`transformer.training.checkpointing.Checkpoints.restore`."""
-    return self._checkpoints.restore()
+    """Restores the latest checkpoint (see
+    :meth:`transformer.training.checkpointing.Checkpoints.restore`) and drops
+    the ``metrics.jsonl`` records of training after it, which the run redoes."""
+    step = self._checkpoints.restore()
+    self._summaries.keep_records_up_to(step, int(self.epoch.numpy()))
+    return step
 
   def save_checkpoint(self) -> Optional[str]:
     """Writes a checkpoint numbered by the step (all workers must call it)."""
@@ -412,7 +416,9 @@ class Trainer:
             self._epoch_sums.assign(losses.TokenMetrics(), 0.0)
             if self._budget is not None:
               self._plan_budget(record, steps_run=self.step - first_step)
-          self.save_checkpoint()
+          # The record is appended before the checkpoint that closes the epoch:
+          # a kill in between redoes the epoch's end from the checkpoint before
+          # (restore drops the record), and none loses it.
           if validation_dataset is not None:
             val = self.evaluate(validation_dataset)
             record.update(val_loss=val["loss"], val_accuracy=val["accuracy"])
@@ -430,6 +436,7 @@ class Trainer:
             self._progress.summary(record, self._planned, self._planned_estimated)
           self._summaries.append_metrics(record)
           history.append(record)
+          self.save_checkpoint()
     finally:
       self._summaries.flush()
       self._checkpoints.cleanup()
