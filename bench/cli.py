@@ -46,7 +46,7 @@ def run(main) -> None:
       sys.exit(128 + e.signum)
     except BenchError as e:
       sys.exit(f"{script}: error: {e}")
-    except (OSError, ValueError) as e:  # OSError's message names the file
+    except (OSError, ValueError, KeyError) as e:  # OSError names the file; KeyError: a lost field
       sys.exit(f"{script}: error: {describe_error(e)}")
 
   app.run(main_in_one_line)
