@@ -183,12 +183,13 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
   """Restores the model of ``model_dir`` and scores it; returns the BLEU record."""
   from transformer import evaluation  # pylint: disable=g-import-not-at-top
   from transformer.export import Translator  # pylint: disable=g-import-not-at-top
+  from transformer.training.checkpointing import checkpoint_name  # pylint: disable=g-import-not-at-top
   from transformer.training.files import write_text_atomically  # pylint: disable=g-import-not-at-top
   pairs, split_size = load_pairs(data_dir, split, max_sentences)  # bad data fails at once
   start = time.monotonic()
   config, tokenizers, model, checkpoints = run_folder.restore_model_dir(model_dir, average_last)
   # Said after the fact: a checkpoint that cannot be read is one error line alone.
-  names = ", ".join(Path(path).name for path in checkpoints)
+  names = ", ".join(map(checkpoint_name, checkpoints))
   restored = f"averaged the last {average_last} checkpoints ({names})" if average_last else (
       f"restored the checkpoint {names}")
   say(f"{restored} of {model_dir}: took {time.monotonic() - start:.1f} s")
@@ -229,14 +230,14 @@ def export(model, tokenizers, config, export_dir, checkpoints):
   previous export. Returns the translator, in memory."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from transformer import export as export_lib  # pylint: disable=g-import-not-at-top
-  from transformer.training.checkpointing import checkpoint_step  # pylint: disable=g-import-not-at-top
+  from transformer.training.checkpointing import checkpoint_name, checkpoint_step  # pylint: disable=g-import-not-at-top
   from transformer.training.errors import describe_error  # pylint: disable=g-import-not-at-top
   staging = export_lib.begin_swap(export_dir)
   try:
     with progress.announced(f"exporting the translator to {export_dir}", say):
       translator = export_lib.export_translator(model, tokenizers, staging, config.decoding)
       export_lib.finish_swap(staging, export_dir, checkpoint_step(checkpoints[-1]),
-                             checkpoints=[Path(path).name for path in checkpoints])
+                             checkpoints=[checkpoint_name(path) for path in checkpoints])
   except (OSError, tf.errors.OpError) as e:
     raise UsageError(f"cannot write the export to {staging}: {describe_error(e)}; "
                      f"{export_dir} is left as it was") from e

@@ -184,13 +184,14 @@ def restore_translator(model_dir: str, average_last: int, why: str):
   from transformer import run_folder  # pylint: disable=g-import-not-at-top
   from transformer import tokenizers  # pylint: disable=g-import-not-at-top
   from transformer.export import Translator  # pylint: disable=g-import-not-at-top
+  from transformer.training.checkpointing import checkpoint_name  # pylint: disable=g-import-not-at-top
   from transformer.training.errors import TrainingError  # pylint: disable=g-import-not-at-top
   try:
     config, run_tokenizers, model, paths = run_folder.restore_model_dir(model_dir,
                                                                         average_last)
   except (TrainingError, tokenizers.TokenizerError, data.DataError, OSError) as e:
     raise InputError(f"--model_dir={model_dir}: {describe_error(e)}") from e
-  names = ", ".join(Path(p).name for p in paths)
+  names = ", ".join(map(checkpoint_name, paths))
   said = (f"translating with the average of {names}" if average_last
           else f"{why}: translating with its checkpoint {names}")
   print(f"translate.py: {said}", file=sys.stderr, flush=True)

@@ -63,9 +63,17 @@ def position_text(epochs_done: int, step_in_epoch: int) -> str:
   return f"after epoch {epochs_done}" if epochs_done else "before the first epoch"
 
 
-def checkpoint_step(prefix: str) -> int:
-  """The step N of a checkpoint prefix ``.../ckpt-N``."""
-  return int(prefix.rsplit("-", 1)[1])
+def checkpoint_name(path: str) -> str:
+  """How a checkpoint is named to users and in records: ``ckpt-N`` for this
+  module's prefixes, ``step-N`` for the JAX path's ``.../step-N/model.weights.h5``
+  (:mod:`transformer.training.keras_checkpoints`)."""
+  path = Path(path)
+  return path.parent.name if path.suffix == ".h5" else path.name
+
+
+def checkpoint_step(path: str) -> int:
+  """The step N of a checkpoint (``.../ckpt-N`` or ``.../step-N/model.weights.h5``)."""
+  return int(checkpoint_name(path).rsplit("-", 1)[1])
 
 
 def written_checkpoints(directory: Path) -> List[str]:
