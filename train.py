@@ -62,6 +62,18 @@ from transformer.training.errors import describe_error
 REPO_DIR = Path(__file__).resolve().parent
 
 
+def exit_if_stopped(result, model_dir: Path) -> None:
+  """Exits with 128 + N and one line when signal N stopped the training, which
+  saved a checkpoint first (either trainer's ``TrainResult``)."""
+  if result.interrupted_by is None:
+    return
+  import signal  # pylint: disable=g-import-not-at-top
+  name = signal.Signals(result.interrupted_by).name
+  print(f"train.py: stopped by {name} at step {result.step}; checkpoint saved in "
+        f"{model_dir / 'checkpoints'}; rerun the same command to resume", file=sys.stderr)
+  sys.exit(128 + result.interrupted_by)
+
+
 def config_error(argv, error: Exception) -> str:
   """The one line for a config override or file that failed while the flags
   were defined or parsed: a typo'd field with the closest ones, else the error."""
@@ -436,12 +448,7 @@ def train(config, model_dir: Path, tf):
     return {}
 
   result = trainer.fit(make_train_dataset, validation_dataset, epoch_end_callback=epoch_end)
-  if result.interrupted_by is not None:
-    import signal  # pylint: disable=g-import-not-at-top
-    name = signal.Signals(result.interrupted_by).name
-    print(f"train.py: stopped by {name} at step {result.step}; checkpoint saved in "
-          f"{model_dir / 'checkpoints'}; rerun the same command to resume", file=sys.stderr)
-    sys.exit(128 + result.interrupted_by)
+  exit_if_stopped(result, model_dir)
 
   logging.info(progress.run_summary(result.step, result.start_step, result.history))
   final = {"final": True, "step": result.step}
@@ -507,12 +514,7 @@ def train_on_shards(config, model_dir: Path) -> None:
     record_run_files(model_dir, config, Path(manifest["tokenizer"]),
                      manifest["tokenizer_vocabulary_sha256"])
     result = trainer.fit(splits["train"], splits["validation"])
-    if result.interrupted_by is not None:
-      import signal  # pylint: disable=g-import-not-at-top
-      name = signal.Signals(result.interrupted_by).name
-      print(f"train.py: stopped by {name} at step {result.step}; checkpoint saved in "
-            f"{model_dir / 'checkpoints'}; rerun the same command to resume", file=sys.stderr)
-      sys.exit(128 + result.interrupted_by)
+    exit_if_stopped(result, model_dir)
     logging.info(progress.run_summary(result.step, result.start_step, result.history))
     if _EXPORT.value:
       weights = trainer.final_weights(model_dir / "export" / "transformer.weights.h5")

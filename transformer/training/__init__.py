@@ -18,6 +18,7 @@ module                 what it does
 ``runtime``            the scripts' TensorFlow process: quiet logs, the CPU
                        allocator, thread pools
 ``errors``             :class:`TrainingError` and the one-line form of any error
+``result``             :class:`TrainResult`, what either trainer returns
 ``files``              whole text files and the run folder's lock (no TensorFlow)
 ``keras_loop``         the loop without TensorFlow: Keras on JAX, from prepared
                        shards (``train.py`` under ``KERAS_BACKEND=jax``)
@@ -34,8 +35,8 @@ import importlib
 # Public name -> the module of this package that defines it.
 _PUBLIC = {
     "Trainer": "trainer",
-    "TrainResult": "trainer",
-    "NonFiniteLossError": "trainer",
+    "TrainResult": "result",
+    "NonFiniteLossError": "errors",
     "CheckpointError": "checkpointing",
     "TrainingError": "errors",
     "METRICS_FILE": "summaries",

@@ -13,3 +13,7 @@ def describe_error(error: BaseException) -> str:
   """``Type: first line of the message`` (TensorFlow's messages run to pages)."""
   lines = str(error).strip().splitlines()
   return f"{type(error).__name__}: {lines[0] if lines else ''}"
+
+
+class NonFiniteLossError(TrainingError):
+  """The loss became NaN or Inf; nothing was saved after the last good checkpoint."""

@@ -35,7 +35,6 @@ padded shapes do its work) and ``mixed_float16`` (no loss scaling; use
 ``mixed_bfloat16``).
 """
 
-import dataclasses
 import json
 import math
 from pathlib import Path
@@ -58,7 +57,8 @@ from transformer.training import keras_checkpoints
 from transformer.training import progress as progress_lib
 from transformer.training import stop_signals
 from transformer.training import summaries
-from transformer.training.errors import TrainingError
+from transformer.training.errors import NonFiniteLossError, TrainingError
+from transformer.training.result import TrainResult
 
 
 class _HiddenTensorFlow:
@@ -81,19 +81,6 @@ def set_random_seed(seed: int) -> None:
     keras.utils.set_random_seed(seed)
   finally:
     sys.meta_path.remove(hook)
-
-
-class NonFiniteLossError(TrainingError):
-  """The loss became NaN or Inf; nothing was saved after the last good checkpoint."""
-
-
-@dataclasses.dataclass
-class TrainResult:
-  step: int                       # optimizer steps done in total (across resumes)
-  start_step: int                 # the step this run started from (restored)
-  epoch: int                      # completed epochs
-  interrupted_by: Optional[int]   # signal number if stopped by a signal, else None
-  history: List[Dict]             # the metrics records written this run
 
 
 class Trainer:

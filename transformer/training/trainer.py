@@ -49,7 +49,6 @@ epoch), and one JSON line per epoch in ``metrics.jsonl``
 (:mod:`transformer.training.summaries`).
 """
 
-import dataclasses
 import json
 import math
 from pathlib import Path
@@ -71,20 +70,8 @@ from transformer.training import progress as progress_lib
 from transformer.training import step as step_lib
 from transformer.training import stop_signals
 from transformer.training import summaries
-from transformer.training.errors import TrainingError
-
-
-class NonFiniteLossError(TrainingError):
-  """The loss became NaN or Inf; nothing was saved after the last good checkpoint."""
-
-
-@dataclasses.dataclass
-class TrainResult:
-  step: int                       # optimizer steps done in total (across resumes)
-  start_step: int                 # the step this run started from (restored)
-  epoch: int                      # completed epochs
-  interrupted_by: Optional[int]   # signal number if stopped by a signal, else None
-  history: List[Dict]             # the metrics records written this run
+from transformer.training.errors import NonFiniteLossError, TrainingError
+from transformer.training.result import TrainResult
 
 
 class AllReplicaLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
