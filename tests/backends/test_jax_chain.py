@@ -4,7 +4,6 @@ unimportable -> SIGKILL at a checkpoint -> the same command resumes ->
 evaluate.py (BLEU) exporting the translator -> translate.py. Each step reads
 the previous one's real output."""
 
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -15,13 +14,12 @@ import time
 
 import pytest
 
+from helpers.backends import needs_jax
 from helpers.no_tensorflow import BLOCK_TENSORFLOW
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("jax") is None,
-                       reason="JAX is not installed (pip install -e '.[test]' brings its "
-                              "CPU wheel)"),
+    needs_jax,
 ]
 
 REPO_DIR = Path(__file__).resolve().parents[2]

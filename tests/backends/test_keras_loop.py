@@ -2,7 +2,6 @@
 apart from the whole chain (tests/test_jax_chain.py): its checkpoints, data
 parallel training on two devices, and the command lines it refuses."""
 
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -14,14 +13,12 @@ import keras
 import numpy as np
 import pytest
 
+from helpers.backends import needs_jax
 from helpers.prepared import random_prepared_folder
 from transformer.training import keras_checkpoints
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 # Training runs under JAX; the checkpoint tests run on any backend.
-needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
-                               reason="JAX is not installed (pip install -e '.[test]' brings "
-                               "its CPU wheel)")
 
 
 def train(*args, keras_backend="jax", devices=1):

@@ -7,7 +7,6 @@ uses all of them: a padded batch, the losses and metrics, the schedule and its
 config, and cached decoding under ``jax.jit`` (the position a traced number).
 """
 
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -16,6 +15,7 @@ import sys
 
 import pytest
 
+from helpers.backends import needs_jax
 from helpers.no_tensorflow import BLOCK_TENSORFLOW
 
 REPO_DIR = Path(__file__).resolve().parents[2]
@@ -76,8 +76,7 @@ print(json.dumps(dict(
 
 
 @pytest.mark.slow  # a child Python: about 13 CPU seconds
-@pytest.mark.skipif(importlib.util.find_spec("jax") is None,
-                    reason="JAX is not installed (pip install -e '.[test]' brings its CPU wheel)")
+@needs_jax
 def test_model_modules_run_under_jax_without_tensorflow():
   child = subprocess.run(
       [sys.executable, "-c", CHILD], cwd=REPO_DIR, capture_output=True, text=True, timeout=300,

@@ -10,7 +10,6 @@ padding mask and the target's causal mask decide the logits, and both check
 that ``from_config(get_config())`` with the same weights gives the same logits.
 """
 
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -20,6 +19,7 @@ import sys
 import numpy as np
 import pytest
 
+from helpers.backends import needs_jax
 from helpers.no_tensorflow import BLOCK_TENSORFLOW
 
 REPO_DIR = Path(__file__).resolve().parents[2]
@@ -87,8 +87,7 @@ def run_child(backend, folder, script):
 
 
 @pytest.mark.slow  # two child Pythons
-@pytest.mark.skipif(importlib.util.find_spec("jax") is None,
-                    reason="JAX is not installed (pip install -e '.[test]' brings its CPU wheel)")
+@needs_jax
 def test_one_weights_file_gives_the_same_logits_on_tensorflow_and_jax(tmp_path):
   on_tensorflow = run_child("tensorflow", tmp_path, CHILD)
   on_jax = run_child("jax", tmp_path, BLOCK_TENSORFLOW + CHILD)

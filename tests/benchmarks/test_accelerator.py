@@ -1,7 +1,6 @@
 """bench/accelerator/run.py, the one command for an accelerator, in its --small
 setting on the CPU: both runs train under JAX and the summary says what they did."""
 
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -10,13 +9,12 @@ import sys
 
 import pytest
 
+from helpers.backends import needs_jax
 from helpers.prepared import random_prepared_folder
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("jax") is None,
-                       reason="JAX is not installed (pip install -e '.[test]' brings its "
-                              "CPU wheel)"),
+    needs_jax,
 ]
 
 REPO_DIR = Path(__file__).resolve().parents[2]
