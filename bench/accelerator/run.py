@@ -68,7 +68,9 @@ def train(name: str, flags, data: str, output: Path) -> int:
              f"--model_dir={output / name}", "--strategy=auto", "--export=false",
              "--log_every_steps=1000"]
   print(f"== {name}: {' '.join(command[1:])}", flush=True)
-  env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(REPO_DIR)}
+  # The repository first, then whatever path the offline install used (pip --target).
+  python_path = os.pathsep.join(filter(None, [str(REPO_DIR), os.environ.get("PYTHONPATH")]))
+  env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": python_path}
   start = time.monotonic()
   returncode = subprocess.run(command, cwd=REPO_DIR, env=env, check=False).returncode
   print(f"== {name}: exit {returncode} after {time.monotonic() - start:.0f} s", flush=True)
