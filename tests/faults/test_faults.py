@@ -1,10 +1,12 @@
-"""Faults lose nothing (issue #32): each numbered case of the issue, injected at a
-deterministic point, and what must be left afterwards.
+"""Faults lose nothing: each fault injected at a deterministic point into a run
+of train.py, evaluate.py or translate.py, and what must be left afterwards
+(docs/reliability.md states each behaviour and names its test).
 
 Runs of train.py go through a driver that patches one fault in (a kill inside
 TensorFlow's first checkpoint write, a pause, a signal at the export, a
 file-size limit: a full disk for root and non-root alike) on 96 training pairs,
-one thread each. The rest runs in this process on a tiny model.
+one thread each. The rest runs in this process on a tiny model. Kills at an
+epoch's end and files changed under a run: test_epoch_end_faults.py.
 """
 
 import json
@@ -19,12 +21,11 @@ import time
 import numpy as np
 import pytest
 
-from configs import tiny
 from helpers.checkpoints import small_checkpoints
 from helpers.fault_runs import (REPO_DIR, assert_fails_in_one_line, checkpoint_steps, copy_run,
                                 driver_env, error_lines, files_below, finish_driver,
-                                run_driver, run_script, start_driver, swap_vocabularies,
-                                train_args)
+                                metrics_records, run_driver, run_script, start_driver,
+                                swap_vocabularies, train_args)
 
 # The faults are those of real train.py runs and multi-epoch fits.
 pytestmark = pytest.mark.slow
@@ -57,7 +58,7 @@ def finished_run(finished_and_refused):
   return model_dir
 
 
-# ------------------------------------------------------------ 1. kill in the first write
+# ------------------------------------------------------------ a kill in the first write
 
 def _paths(folder):
   """Every file and folder below ``folder``, relative to it."""
@@ -78,7 +79,7 @@ def interrupted_runs(tmp_path_factory, small_data, tutorial_tokenizer_path):
   return model_dir, runs
 
 
-def test_1_a_kill_inside_the_first_checkpoint_write_resumes(interrupted_runs):
+def test_a_kill_inside_the_first_checkpoint_write_is_removed_and_the_rerun_resumes(interrupted_runs):
   model_dir, (_, killed, resumed) = interrupted_runs
   code, output, paths = killed
   assert code == -signal.SIGKILL, output[-3000:]
@@ -94,7 +95,7 @@ def test_1_a_kill_inside_the_first_checkpoint_write_resumes(interrupted_runs):
   assert not list((model_dir / "checkpoints").glob("*_temp"))
 
 
-# ------------------------------------------------------------ 2. truncated newest checkpoint
+# ------------------------------------------------------------ a truncated newest checkpoint
 
 def _save_at(model_dir, *steps):
   checkpoints, _, optimizer, _ = small_checkpoints(model_dir)
@@ -108,7 +109,7 @@ def _truncate(model_dir, step):
   data.write_bytes(data.read_bytes()[:data.stat().st_size // 2])
 
 
-def test_2_a_truncated_newest_checkpoint_falls_back_to_the_one_before(tmp_path, caplog):
+def test_a_truncated_newest_checkpoint_falls_back_to_the_one_before(tmp_path, caplog):
   _save_at(tmp_path, 5, 10)
   _truncate(tmp_path, 10)
   assert small_checkpoints(tmp_path)[0].restore() == 5
@@ -124,7 +125,7 @@ def test_2_a_truncated_newest_checkpoint_falls_back_to_the_one_before(tmp_path, 
     small_checkpoints(tmp_path)[0].restore()
 
 
-def test_2_evaluation_skips_a_truncated_newest_checkpoint(tmp_path, finished_run):
+def test_evaluation_skips_a_truncated_newest_checkpoint(tmp_path, finished_run):
   from transformer import run_folder  # pylint: disable=g-import-not-at-top
   model_dir = copy_run(finished_run, tmp_path)
   newest = checkpoint_steps(model_dir)[-1]
@@ -133,9 +134,9 @@ def test_2_evaluation_skips_a_truncated_newest_checkpoint(tmp_path, finished_run
   assert paths == [str(model_dir / "checkpoints" / f"ckpt-{checkpoint_steps(model_dir)[-2]}")]
 
 
-# ------------------------------------------------------------ 3. two runs on one folder
+# ------------------------------------------------------------ two runs on one folder
 
-def test_3_a_second_run_on_a_folder_in_use_is_refused(finished_and_refused):
+def test_a_second_run_on_a_folder_in_use_is_refused(finished_and_refused):
   model_dir, first_pid, (code, output), first = finished_and_refused
   assert code == 1, output[-3000:]
   assert error_lines(output) == [
@@ -143,13 +144,12 @@ def test_3_a_second_run_on_a_folder_in_use_is_refused(finished_and_refused):
       "for it to end or stop it, or use another --model_dir"]
   code, output = first
   assert code == 0, output[-3000:]
-  records = [json.loads(l) for l in (model_dir / "metrics.jsonl").read_text().splitlines()]
-  assert [r["step"] for r in records] == [6, 6]  # one run's epoch and export records, once
+  assert [r["step"] for r in metrics_records(model_dir)] == [6, 6]  # one run's epoch and export records, once
 
 
-# ------------------------------------------------------------ 4. a refused run writes nothing
+# ------------------------------------------------------------ a refused run writes nothing
 
-def test_4_a_refused_run_leaves_config_json_as_it_was(tmp_path, finished_run, small_data,
+def test_a_refused_run_leaves_config_json_as_it_was(tmp_path, finished_run, small_data,
                                                       tutorial_tokenizer_path):
   model_dir = copy_run(finished_run, tmp_path)
   (model_dir / "checkpoints" / "checkpoint").unlink()  # the index lost
@@ -162,7 +162,7 @@ def test_4_a_refused_run_leaves_config_json_as_it_was(tmp_path, finished_run, sm
   assert (model_dir / "config.json").read_bytes() == before
 
 
-# ------------------------------------------------- 5, 9. a signal or a full disk at the export
+# ------------------------------------------------- a signal or a full disk at the export
 
 @pytest.fixture(scope="module")
 def export_faults(tmp_path_factory, finished_run, small_data, tutorial_tokenizer_path):
@@ -180,7 +180,7 @@ def export_faults(tmp_path_factory, finished_run, small_data, tutorial_tokenizer
   return model_dir, before, full_disk, after_full_disk, run_driver(args, "sigterm_in_export")
 
 
-def test_5_sigterm_during_the_export_finishes_it_and_says_so(export_faults):
+def test_sigterm_during_the_export_finishes_it_and_says_so(export_faults):
   model_dir, _, _, _, (code, output) = export_faults
   assert code == 128 + signal.SIGTERM, output[-3000:]
   assert (f"train.py: stopped by SIGTERM during the export, which was finished first: "
@@ -192,48 +192,38 @@ def test_5_sigterm_during_the_export_finishes_it_and_says_so(export_faults):
   assert sorted(p.name for p in model_dir.glob("export*")) == ["export"]
 
 
-# ------------------------------------------------------------ 6, 7. exact resume with dropout
+# ------------------------------------------------------------ exact resume with dropout
 
-def _synthetic_batches(epoch):
-  """6 batches of 8 random sentence pairs (ids 1..49), the same for the same epoch."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  rng = np.random.default_rng(epoch)
-  source = rng.integers(1, 50, size=(48, 12))
-  target = rng.integers(1, 50, size=(48, 11))
-  pairs = tf.data.Dataset.from_tensor_slices(((source, target[:, :-1]), target[:, 1:]))
-  return pairs.batch(8)
-
-
-def _trainer(model_dir, steps):
-  """A tiny Trainer with dropout on, stopping at ``steps`` (0: after one epoch)."""
-  from transformer import training  # pylint: disable=g-import-not-at-top
-  config = tiny.get_config()
-  config.model.dropout_rate = config.model.attention_dropout_rate = 0.3
-  config.training.train_steps = steps  # tiny.py: epochs = 1
-  config.training.checkpoint_every_steps = 100
-  return training.Trainer(config, input_vocab_size=50, target_vocab_size=50,
-                          model_dir=model_dir, progress=False)
-
-
-def _fit(model_dir, steps):
-  trainer = _trainer(model_dir, steps)
-  trainer.restore()
-  return trainer, trainer.fit(_synthetic_batches)
+@pytest.fixture(scope="module")
+def fit_with_dropout(tiny_config, make_trainer, random_dataset):
+  """``fit_with_dropout(model_dir, steps)``: (Trainer, TrainResult) of a tiny
+  model with dropout on, restored from ``model_dir`` and trained up to
+  ``steps`` (0: the end of the epoch) on 6 batches of 8 random pairs (ids
+  1..49), the same for the same epoch."""
+  def fit(model_dir, steps):
+    config = tiny_config(dropout_rate=0.3, attention_dropout_rate=0.3)
+    config.training.train_steps = steps  # tiny.py: epochs = 1
+    config.training.checkpoint_every_steps = 100
+    trainer = make_trainer(config, (50, 50), model_dir)
+    trainer.restore()
+    return trainer, trainer.fit(lambda epoch: random_dataset(
+        8, seed=epoch, rows=48, source_length=12, target_length=11, vocab=50, lowest=1))
+  return fit
 
 
 @pytest.fixture(scope="module")
-def straight_and_resumed(tmp_path_factory):
+def straight_and_resumed(tmp_path_factory, fit_with_dropout):
   """One epoch of 6 steps in one go, and the same epoch stopped at step 4 and
   resumed: (Trainer, TrainResult) of the first, the Trainer stopped at step 4,
   and (Trainer, TrainResult) of the resumed one."""
   root = tmp_path_factory.mktemp("resume")
-  straight, straight_result = _fit(root / "straight", 0)
-  stopped, _ = _fit(root / "resumed", 4)
-  resumed, resumed_result = _fit(root / "resumed", 0)
+  straight, straight_result = fit_with_dropout(root / "straight", 0)
+  stopped, _ = fit_with_dropout(root / "resumed", 4)
+  resumed, resumed_result = fit_with_dropout(root / "resumed", 0)
   return straight, straight_result, stopped, resumed, resumed_result
 
 
-def test_6_a_resumed_run_with_dropout_repeats_the_uninterrupted_one(straight_and_resumed):
+def test_a_resumed_run_with_dropout_repeats_the_uninterrupted_one(straight_and_resumed):
   straight, _, _, resumed, result = straight_and_resumed
   assert result.start_step == 4 and resumed.step == straight.step == 6
   assert straight.config.model.dropout_rate > 0
@@ -241,7 +231,7 @@ def test_6_a_resumed_run_with_dropout_repeats_the_uninterrupted_one(straight_and
     np.testing.assert_array_equal(got.numpy(), expected.numpy(), err_msg=expected.path)
 
 
-def test_7_a_resumed_epochs_record_covers_the_whole_epoch(straight_and_resumed):
+def test_a_resumed_epochs_record_covers_the_whole_epoch(straight_and_resumed):
   _, straight_result, _, _, resumed_result = straight_and_resumed
   expected, got = straight_result.history[-1], resumed_result.history[-1]
   assert got["complete"] and got["steps_in_epoch"] == expected["steps_in_epoch"] == 6
@@ -250,11 +240,11 @@ def test_7_a_resumed_epochs_record_covers_the_whole_epoch(straight_and_resumed):
   assert "partial" not in got
 
 
-def test_7_a_checkpoint_from_before_the_added_state_resumes_marked_partial(
-    tmp_path, straight_and_resumed):
-  """A checkpoint written the way the code before issue #32 wrote it (no dropout
-  state, no epoch sums) still restores; the epoch's record then says partial.
-  It holds the state of the Trainer straight_and_resumed stopped at step 4."""
+def test_a_checkpoint_without_dropout_state_and_epoch_sums_resumes_marked_partial(
+    tmp_path, straight_and_resumed, fit_with_dropout):
+  """A checkpoint written as the code wrote it before dropout state and epoch
+  sums were saved still restores; the epoch's record then says partial. It
+  holds the state of the Trainer straight_and_resumed stopped at step 4."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   trainer = straight_and_resumed[2]
   legacy = tf.train.Checkpoint(model=trainer.model, optimizer=trainer.optimizer,
@@ -262,12 +252,12 @@ def test_7_a_checkpoint_from_before_the_added_state_resumes_marked_partial(
                                steps_per_epoch=trainer.steps_per_epoch)
   tf.train.CheckpointManager(legacy, str(tmp_path / "old" / "checkpoints"),
                              max_to_keep=5).save(checkpoint_number=4)
-  trainer, result = _fit(tmp_path / "old", 0)
+  trainer, result = fit_with_dropout(tmp_path / "old", 0)
   assert result.start_step == 4 and trainer.step == 6
   assert result.history[-1]["partial"] is True
 
 
-# ------------------------------------------------------------ 8. another tokenizer
+# ------------------------------------------------------------ another tokenizer
 
 @pytest.fixture(scope="module")
 def shuffled_tokenizer(tmp_path_factory, tutorial_tokenizers):
@@ -288,7 +278,7 @@ def shuffled_tokenizer(tmp_path_factory, tutorial_tokenizers):
   return folder / "model"
 
 
-def test_8_another_tokenizer_of_the_same_sizes_is_refused(tmp_path, finished_run, small_data,
+def test_another_tokenizer_of_the_same_sizes_is_refused(tmp_path, finished_run, small_data,
                                                           shuffled_tokenizer):
   from transformer import run_folder, tokenizers  # pylint: disable=g-import-not-at-top
   model_dir = copy_run(finished_run, tmp_path)
@@ -305,16 +295,16 @@ def test_8_another_tokenizer_of_the_same_sizes_is_refused(tmp_path, finished_run
   assert not (model_dir / "tokenizer_path.txt").exists()
 
 
-def test_8_a_run_folder_without_a_recorded_hash_still_evaluates(tmp_path, finished_run):
+def test_a_run_folder_without_a_recorded_vocabulary_hash_still_evaluates(tmp_path, finished_run):
   from transformer import run_folder, tokenizers  # pylint: disable=g-import-not-at-top
   model_dir = copy_run(finished_run, tmp_path)
   (model_dir / tokenizers.VOCABULARY_HASH_FILE).unlink()
   assert run_folder.restore_model_dir(model_dir)[3][-1].endswith("ckpt-6")
 
 
-# ------------------------------------------------------------ 9. one line, not a traceback
+# ------------------------------------------------------------ one line, not a traceback
 
-def test_9_a_full_disk_at_a_checkpoint_names_it_and_the_last_good_one(
+def test_a_full_disk_at_a_checkpoint_names_it_and_the_last_good_one(
     tmp_path, small_data, tutorial_tokenizer_path):
   model_dir = tmp_path / "run"
   code, output = run_driver(train_args(model_dir, small_data, tutorial_tokenizer_path, 12),
@@ -328,7 +318,7 @@ def test_9_a_full_disk_at_a_checkpoint_names_it_and_the_last_good_one(
   assert not list(checkpoints.glob("*_temp"))
 
 
-def test_9_a_full_disk_at_the_export_keeps_the_old_one_and_the_rerun_exports(export_faults):
+def test_a_full_disk_at_the_export_keeps_the_old_one_and_the_rerun_exports(export_faults):
   model_dir, before, (code, output), (export_after, steps_after), _ = export_faults
   export = model_dir / "export"
   assert json.loads(before[Path("export_info.json")]) == {"step": 6}
@@ -339,12 +329,13 @@ def test_9_a_full_disk_at_the_export_keeps_the_old_one_and_the_rerun_exports(exp
       rf"{model_dir / 'checkpoints' / 'ckpt-8'}\. Free space and rerun")
   assert export_after == before
   assert steps_after[-1] == 8
-  # The rerun (test 5's, stopped by a signal only after its export) exported step 8.
+  # The rerun (stopped by a signal only after its export, as
+  # test_sigterm_during_the_export_finishes_it_and_says_so checks) exported step 8.
   assert json.loads((export / "export_info.json").read_text()) == {"step": 8}
   assert sorted(p.name for p in model_dir.glob("export*")) == ["export"]
 
 
-def test_9_running_out_of_memory_while_building_the_model_is_one_line(
+def test_running_out_of_memory_while_building_the_model_is_one_line(
     tmp_path, small_data, tutorial_tokenizer_path):
   model_dir = tmp_path / "run"
   # A 7,765 × 262,144 embedding: 8 GB, beyond the 2 GiB the fault leaves.
@@ -361,7 +352,7 @@ def test_9_running_out_of_memory_while_building_the_model_is_one_line(
   assert sorted(p.name for p in model_dir.iterdir()) == []
 
 
-def test_9_ctrl_c_during_start_up_is_one_line_and_the_rerun_starts(interrupted_runs):
+def test_ctrl_c_during_start_up_is_one_line_and_the_rerun_starts(interrupted_runs):
   model_dir, (interrupted, rerun, _) = interrupted_runs
   code, output, paths = interrupted
   assert code == 128 + signal.SIGINT, output[-3000:]
@@ -390,7 +381,7 @@ def test_9_ctrl_c_during_start_up_is_one_line_and_the_rerun_starts(interrupted_r
     (None, "--config.model.num_layers=abc",
      r"--config.model.num_layers=abc: invalid literal for int\(\) with base 10: 'abc'$"),
 ])
-def test_9_bad_configurations_are_one_line(tmp_path, config_file, override, message):
+def test_bad_configurations_are_one_line(tmp_path, config_file, override, message):
   args = [override] if override else []
   if config_file is not None:
     (tmp_path / "config.py").write_text(config_file)
@@ -403,7 +394,7 @@ def test_9_bad_configurations_are_one_line(tmp_path, config_file, override, mess
 
 
 @pytest.mark.parametrize("content", ["", "{\"model\": ", "[1, 2]"])
-def test_9_a_corrupt_config_json_is_one_line(tmp_path, finished_run, small_data,
+def test_a_corrupt_config_json_is_one_line(tmp_path, finished_run, small_data,
                                              tutorial_tokenizer_path, content):
   model_dir = copy_run(finished_run, tmp_path)
   (model_dir / "config.json").write_text(content)
@@ -415,7 +406,7 @@ def test_9_a_corrupt_config_json_is_one_line(tmp_path, finished_run, small_data,
   assert (model_dir / "config.json").read_text() == content
 
 
-def test_9_an_empty_validation_split_is_refused_before_training(tmp_path, small_data,
+def test_an_empty_validation_split_is_refused_before_training(tmp_path, small_data,
                                                                  tutorial_tokenizer_path):
   data_dir = tmp_path / "data"
   shutil.copytree(small_data, data_dir)
@@ -427,7 +418,7 @@ def test_9_an_empty_validation_split_is_refused_before_training(tmp_path, small_
   assert not (tmp_path / "run" / "checkpoints").exists()
 
 
-def test_9_output_and_export_dirs_that_are_files_are_one_line(tmp_path, finished_run):
+def test_evaluate_output_and_export_dirs_that_are_files_are_one_line(tmp_path, finished_run):
   a_file = tmp_path / "file"
   a_file.write_text("")
   for flag in ("output_dir", "export_dir"):
@@ -437,7 +428,7 @@ def test_9_output_and_export_dirs_that_are_files_are_one_line(tmp_path, finished
         f"evaluate.py: error: --{flag}={a_file} exists and is not a folder"], result.stderr
 
 
-def test_9_translate_into_a_closed_pipe_ends_quietly(finished_run):
+def test_translate_into_a_closed_pipe_ends_quietly(finished_run):
   translator = finished_run / "export" / "translator"
   command = (f"yes 'olá .' | head -200 | {sys.executable} translate.py "
              f"--export_dir={translator} --method=greedy --batch_size=1 | head -1")
@@ -450,9 +441,9 @@ def test_9_translate_into_a_closed_pipe_ends_quietly(finished_run):
   assert result.stderr == "", result.stderr
 
 
-# ============================== second round (issue #48; more in test_faults_round2.py)
+# ------------------------------------------------------------ evaluate.py, translate.py, signals
 
-def test_r2_1_translate_refuses_an_export_with_swapped_vocabulary_files(tmp_path,
+def test_translate_refuses_an_export_with_swapped_vocabulary_files(tmp_path,
                                                                         finished_run):
   translator = shutil.copytree(finished_run / "export" / "translator", tmp_path / "translator")
   swap_vocabularies(translator / "assets")
@@ -465,7 +456,7 @@ def test_r2_1_translate_refuses_an_export_with_swapped_vocabulary_files(tmp_path
       "the tokenizer"], result.stderr
 
 
-def test_r2_6_evaluate_with_a_corrupt_tokenizer_is_one_line(tmp_path, finished_run,
+def test_evaluate_with_a_corrupt_tokenizer_is_one_line(tmp_path, finished_run,
                                                             tutorial_tokenizer_path):
   model_dir = copy_run(finished_run, tmp_path)
   tokenizer = shutil.copytree(tutorial_tokenizer_path, tmp_path / "tokenizer")
@@ -478,7 +469,7 @@ def test_r2_6_evaluate_with_a_corrupt_tokenizer_is_one_line(tmp_path, finished_r
       f"evaluate.py: error: cannot load the SavedModel {tokenizer} ("), result.stderr
 
 
-def test_r2_4_7_evaluate_exports_whole_and_names_the_checkpoint_it_fell_back_to(
+def test_evaluate_exports_whole_and_names_the_checkpoint_it_fell_back_to(
     tmp_path, finished_run, small_data):
   model_dir = copy_run(finished_run, tmp_path)
   export_dir = tmp_path / "averaged"
@@ -502,7 +493,7 @@ def test_r2_4_7_evaluate_exports_whole_and_names_the_checkpoint_it_fell_back_to(
   assert sorted(p.name for p in tmp_path.glob("averaged*")) == ["averaged"]
 
 
-def test_r2_7_rerunning_a_finished_command_changes_nothing(tmp_path, finished_run, small_data,
+def test_rerunning_a_finished_command_changes_nothing(tmp_path, finished_run, small_data,
                                                           tutorial_tokenizer_path):
   model_dir = copy_run(finished_run, tmp_path)
   before = files_below(model_dir / "export"), (model_dir / "metrics.jsonl").read_text()
@@ -535,7 +526,7 @@ def _signal_when(command, ready, signum, stdin=None):
   return proc.returncode, stdout, stderr
 
 
-def test_r2_6_sigterm_during_evaluate_is_one_line(finished_run):
+def test_sigterm_during_evaluate_is_one_line(finished_run):
   """SIGINT takes the same path (stop_signals.interrupt_on_signals), tested
   with translate.py below."""
   def translating(proc):
@@ -550,7 +541,7 @@ def test_r2_6_sigterm_during_evaluate_is_one_line(finished_run):
                     "written); rerun the same command to score\n")
 
 
-def test_r2_6_sigterm_during_train_py_start_up_is_one_line(tmp_path, small_data,
+def test_sigterm_during_train_py_start_up_is_one_line(tmp_path, small_data,
                                                            tutorial_tokenizer_path):
   code, output = run_driver(train_args(tmp_path / "run", small_data, tutorial_tokenizer_path, 6),
                             "sigterm_after_lock")
@@ -560,7 +551,7 @@ def test_r2_6_sigterm_during_train_py_start_up_is_one_line(tmp_path, small_data,
       "last checkpoint"], output[-3000:]
 
 
-def test_r2_6_ctrl_c_while_translate_reads_stdin_is_one_line(finished_run):
+def test_ctrl_c_while_translate_reads_stdin_is_one_line(finished_run):
   def one_translated(proc):
     proc.stdin.write("olá .\n")
     proc.stdin.flush()

@@ -1,6 +1,7 @@
 """Runs of train.py and the other scripts with one fault injected at a fixed
 point (tests/faults): the driver, its command lines and what to read back."""
 
+import json
 import os
 from pathlib import Path
 import re
@@ -190,6 +191,11 @@ def run_script(*args):
 def copy_run(run_dir, tmp_path):
   shutil.copytree(run_dir, tmp_path / "run")
   return tmp_path / "run"
+
+
+def metrics_records(model_dir):
+  """metrics.jsonl's lines, each parsed (a torn line fails the test)."""
+  return [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
 
 
 def checkpoint_steps(model_dir):

@@ -181,5 +181,5 @@ MUTATIONS = (
     Mutation("resume_position", "a resumed epoch trains its first batches again",
              "transformer/training/trainer.py", "dataset = dataset.skip(skip)",
              "dataset = dataset",
-             (f"{FAULTS}::test_6_a_resumed_run_with_dropout_repeats_the_uninterrupted_one",)),
+             (f"{FAULTS}::test_a_resumed_run_with_dropout_repeats_the_uninterrupted_one",)),
 )

@@ -1,7 +1,9 @@
-"""Faults, second round (issue #48): a kill at an epoch's end, resumes and the
-checkpoints they keep, vocabulary files changed under a run, a metrics.jsonl
-cut mid-line. The runs of train.py go through the driver of tests/helpers/fault_runs.py;
-the faults that need its finished, exported run are tested there."""
+"""Kills at an epoch's end and the records and checkpoints a resume keeps;
+beside them, files changed under a run: vocabulary files swapped, cut or
+emptied, a metrics.jsonl cut mid-line (docs/reliability.md states each
+behaviour and names its test). The runs of train.py go through the driver of
+tests/helpers/fault_runs.py; the faults that need a finished, exported run are
+in test_faults.py."""
 
 import json
 import re
@@ -12,14 +14,9 @@ import pytest
 
 from helpers.checkpoints import small_checkpoints
 from helpers.fault_runs import (assert_fails_in_one_line, checkpoint_steps, copy_run,
-                                run_driver, swap_vocabularies, train_args)
+                                metrics_records, run_driver, swap_vocabularies, train_args)
 
 pytestmark = pytest.mark.slow
-
-
-def _records(model_dir):
-  """metrics.jsonl's lines, each parsed (a torn line fails the test)."""
-  return [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
 
 
 def _written_steps(model_dir):
@@ -41,13 +38,13 @@ def epoch_end_kills(tmp_path_factory, small_data):
   return model_dir, args, runs
 
 
-def test_r2_2_a_kill_at_an_epochs_end_loses_no_record_and_writes_none_twice(
+def test_a_kill_at_an_epochs_end_loses_no_record_and_writes_none_twice(
     epoch_end_kills):
   model_dir, _, runs = epoch_end_kills
   checkpoint_line = f"saved checkpoint {model_dir / 'checkpoints' / 'ckpt-6'}"
   assert runs[0][0] == -signal.SIGKILL and checkpoint_line in runs[0][1], runs[0][1][-3000:]
   assert [code for code, _ in runs[1:3]] == [-signal.SIGKILL] * 2
-  assert [(r["epoch"], r["step"]) for r in _records(model_dir)] == [(1, 6), (2, 12), (3, 18)]
+  assert [(r["epoch"], r["step"]) for r in metrics_records(model_dir)] == [(1, 6), (2, 12), (3, 18)]
   # Epoch 2's record was written, its closing checkpoint not: redone once.
   assert "dropping the records of epoch 2, written after the checkpoint at step 11" in (
       runs[2][1]), runs[2][1][-3000:]
@@ -56,14 +53,14 @@ def test_r2_2_a_kill_at_an_epochs_end_loses_no_record_and_writes_none_twice(
   assert f"{model_dir / 'metrics.jsonl'}: line 3 is not a whole record" in output, output
 
 
-def test_r2_3_kills_and_resumes_keep_exactly_keep_checkpoints(epoch_end_kills):
+def test_kills_and_resumes_keep_exactly_keep_checkpoints(epoch_end_kills):
   model_dir, _, runs = epoch_end_kills
   # Saved at 5, 6, 11, 12, 17, 18 across four processes; keep_checkpoints = 5.
   assert _written_steps(model_dir) == checkpoint_steps(model_dir) == [6, 11, 12, 17, 18]
   assert not [output for _, output in runs if "deprecated" in output]
 
 
-def test_r2_3_right_after_a_resume_the_index_lists_every_checkpoint(tmp_path):
+def test_right_after_a_resume_the_index_lists_every_checkpoint(tmp_path):
   """Each round is a process that resumes, saves twice and is killed."""
   from transformer import averaging  # pylint: disable=g-import-not-at-top
   step = 0
@@ -82,7 +79,7 @@ def test_r2_3_right_after_a_resume_the_index_lists_every_checkpoint(tmp_path):
   assert _written_steps(tmp_path) == checkpoint_steps(tmp_path) == [20, 25, 30, 35, 40]
 
 
-def test_r2_1_swapped_vocabulary_files_of_the_runs_tokenizer_are_refused(
+def test_swapped_vocabulary_files_of_the_runs_tokenizer_are_refused(
     tmp_path, epoch_end_kills):
   model_dir, args, _ = epoch_end_kills
   copy = copy_run(model_dir, tmp_path)
@@ -93,9 +90,10 @@ def test_r2_1_swapped_vocabulary_files_of_the_runs_tokenizer_are_refused(
                            rf"{assets / 'pt_vocab.txt'} is not the .pt vocabulary")
 
 
-def test_r2_1_a_cut_vocabulary_hash_file_says_so(tmp_path, tutorial_tokenizers):
-  """What train.py and evaluate.py say (test_r2_1_swapped_… runs train.py on the
-  message of the same check)."""
+def test_a_cut_vocabulary_hash_file_says_so(tmp_path, tutorial_tokenizers):
+  """What train.py and evaluate.py say
+  (test_swapped_vocabulary_files_of_the_runs_tokenizer_are_refused runs train.py
+  on the message of the same check)."""
   from transformer import tokenizers  # pylint: disable=g-import-not-at-top
   hash_file = tmp_path / tokenizers.VOCABULARY_HASH_FILE
   hash_file.write_text(tokenizers.vocabulary_hash(tutorial_tokenizers)[:12] + "\n")
@@ -106,7 +104,7 @@ def test_r2_1_a_cut_vocabulary_hash_file_says_so(tmp_path, tutorial_tokenizers):
       tokenizers.vocabulary_mismatch(tmp_path, tutorial_tokenizers))
 
 
-def test_r2_1_an_empty_vocabulary_file_is_named(tmp_path, tutorial_tokenizer_path):
+def test_an_empty_vocabulary_file_is_named(tmp_path, tutorial_tokenizer_path):
   from transformer import tokenizers  # pylint: disable=g-import-not-at-top
   copy = shutil.copytree(tutorial_tokenizer_path, tmp_path / "tokenizer")
   (copy / "assets" / "en_vocab.txt").write_text("")
@@ -115,7 +113,7 @@ def test_r2_1_an_empty_vocabulary_file_is_named(tmp_path, tutorial_tokenizer_pat
     tokenizers.load_tokenizers(copy)
 
 
-def test_r2_5_readers_and_the_writer_of_metrics_jsonl_handle_a_cut_last_line(tmp_path,
+def test_readers_and_the_writer_of_metrics_jsonl_handle_a_cut_last_line(tmp_path,
                                                                              caplog):
   from transformer import plotting  # pylint: disable=g-import-not-at-top
   from transformer.training import summaries  # pylint: disable=g-import-not-at-top
@@ -129,4 +127,4 @@ def test_r2_5_readers_and_the_writer_of_metrics_jsonl_handle_a_cut_last_line(tmp
 
   summaries.Summaries(tmp_path, is_chief=True).append_metrics({**record, "epoch": 2})
   assert f"{metrics}: removing its line 2, cut short" in caplog.text
-  assert [r["epoch"] for r in _records(tmp_path)] == [1, 2]
+  assert [r["epoch"] for r in metrics_records(tmp_path)] == [1, 2]
