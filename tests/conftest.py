@@ -193,6 +193,28 @@ def random_dataset(random_batch):
 
 
 @pytest.fixture(scope="session")
+def uneven_batch():
+  """(source, decoder input, labels): 7 rows of very different lengths (source
+  1-17 tokens, target 2-14), int64 ids 1..49 zero-padded to the longest, the
+  labels one token after the decoder input as the pipeline makes them: a batch
+  that length groups split unevenly."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  def ragged_batch(lengths, seed):
+    """Rows of ids 1..49 of the given lengths, zero-padded to the longest."""
+    rng = np.random.default_rng(seed)
+    ids = np.zeros((len(lengths), max(lengths)), np.int64)
+    for row, length in enumerate(lengths):
+      ids[row, :length] = rng.integers(1, 50, length)
+    return ids
+
+  source = ragged_batch([3, 17, 5, 9, 1, 12, 4], seed=1)
+  target = ragged_batch([6, 2, 14, 8, 3, 11, 5], seed=2)
+  return tf.constant(source), tf.constant(target[:, :-1]), tf.constant(target[:, 1:])
+
+
+@pytest.fixture(scope="session")
 def make_trainer():
   """``make_trainer(config, vocab_sizes, model_dir=None, **options)``: the
   Trainer train.py would make of ``config``, without a progress bar (``options``:

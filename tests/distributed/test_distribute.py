@@ -186,7 +186,7 @@ def test_time_budget_plans_alike_under_two_replicas(tmp_path):
   # The budget's cooldown variables are mirrored and the epoch seconds agreed
   # over replicas (distribute.mean_over_replicas); each epoch is reported as
   # 10 s, so 1 minute with a third cooling down is 6 epochs, as on one device
-  # (tests/unit/test_budget.py).
+  # (tests/integration/test_trainer_runs.py).
   body = """
   from transformer.training import distribute
   run_epoch = training.Trainer._run_epoch

@@ -1,13 +1,10 @@
 """The training-time budget (transformer/training/budget.py): whole epochs that fit, the
-last ones cooling down, the plan kept across a resume."""
-
-import os
-import signal
+last ones cooling down. The Trainer running to its plan and keeping it across a
+resume: tests/integration/test_trainer_runs.py."""
 
 import pytest
 
 from transformer.training import budget
-from transformer import training
 from transformer.config import ConfigError, validate_config
 from transformer.optimization import WarmupInverseSquareRoot
 
@@ -99,66 +96,3 @@ def test_turning_the_budget_on_or_off_is_a_resume_difference():
   current["training"]["time_budget_minutes"] = 115.0
   assert resume_differences(stored, current, built_tokenizer=False) == [
       "field training.time_budget_minutes was 0.0, now 115.0"]
-
-
-# The Trainer with the budget, on synthetic batches: 3 steps per epoch, each
-# epoch reported as 10 training seconds, 1 minute of budget, the last third
-# cooling down: 6 epochs, the cooldown over steps 12-18.
-
-@pytest.fixture
-def budget_run(tiny_config, make_trainer, random_dataset):
-  """(``trainer(model_dir)``, the dataset of 3 batches of 2 random pairs)."""
-  config = tiny_config(output_weights="untied")
-  config.training.update(epochs=100, time_budget_minutes=1.0, cooldown_fraction=1 / 3,
-                         warmup_steps=4, checkpoint_every_steps=100)
-  dataset = random_dataset(2, rows=6, source_length=9, target_length=10, vocab=50)
-  return lambda model_dir: make_trainer(config, (60, 60), model_dir), dataset
-
-
-@pytest.fixture
-def ten_second_epochs(monkeypatch):
-  run_epoch = training.Trainer._run_epoch  # pylint: disable=protected-access
-
-  def timed(self, *args, **kwargs):
-    record, _ = run_epoch(self, *args, **kwargs)
-    record["seconds"] = 10.0
-    return record, 10.0
-  monkeypatch.setattr(training.Trainer, "_run_epoch", timed)
-
-
-@pytest.mark.slow
-def test_trainer_runs_the_epochs_that_fit_and_ends_at_rate_zero(tmp_path, budget_run,
-                                                                ten_second_epochs):
-  # pylint: disable=unused-argument
-  trainer, dataset = budget_run
-  result = trainer(tmp_path).fit(lambda epoch: dataset)
-  assert (result.epoch, result.step) == (6, 18)
-  assert [record["planned_epochs"] for record in result.history] == [6] * 6
-  rates = [record["learning_rate"] for record in result.history]
-  plain = WarmupInverseSquareRoot(d_model=32, warmup_steps=4)
-  assert rates[3] == pytest.approx(float(plain(12)))  # the cooldown starts after epoch 4
-  assert rates[4] == pytest.approx(0.5 * float(plain(15)))
-  assert rates[5] == 0.0
-
-
-@pytest.mark.slow
-def test_a_resumed_run_keeps_its_plan_and_its_seconds(tmp_path, budget_run, ten_second_epochs):
-  # pylint: disable=unused-argument
-  trainer, dataset = budget_run
-
-  def stop_in_epoch_5(step, loss):  # pylint: disable=unused-argument
-    if step == 14:
-      os.kill(os.getpid(), signal.SIGTERM)
-  first = trainer(tmp_path)
-  stopped = first.fit(lambda epoch: dataset, step_callback=stop_in_epoch_5)
-  assert stopped.interrupted_by == signal.SIGTERM and stopped.step == 14
-  rate_at_stop = first.learning_rate
-
-  second = trainer(tmp_path)
-  assert second.restore() == 14
-  assert second.learning_rate == pytest.approx(rate_at_stop)  # the cooldown came back
-  result = second.fit(lambda epoch: dataset)
-  assert (result.epoch, result.step) == (6, 18)
-  assert result.history[-1]["learning_rate"] == 0.0
-  # 4 whole epochs, the cut one, and the two finished here: 70 s.
-  assert float(second._budget.used_seconds.numpy()) == 70.0  # pylint: disable=protected-access

@@ -1,8 +1,9 @@
 """The user's path, in this process: where the data comes from when ../shared
 is absent, partial scores filed apart from full ones, and the console's
 truths (the epoch count as a plan, the live line's width, log lines on their
-own line, epochs counted from one, an epoch's seconds across a resume, the
-lock gone with the run). The scripts' side: tests/scripts/test_user_path.py."""
+own line, epochs counted from one, the lock gone with the run). The scripts'
+side: tests/scripts/test_user_path.py; an epoch's seconds across a resume:
+tests/integration/test_trainer_runs.py."""
 
 import io
 import json
@@ -10,11 +11,7 @@ import logging as python_logging
 import os
 from pathlib import Path
 import re
-import signal
-import time
-import types
 
-import numpy as np
 import pytest
 
 from transformer import sources
@@ -153,42 +150,3 @@ def test_a_clean_exit_removes_the_lock_and_the_next_run_takes_it_silently(tmp_pa
     again.acquire()
   assert "stale" not in caplog.text
   again.release()
-
-
-@pytest.mark.slow
-def test_an_epochs_seconds_are_its_wall_time_across_a_resume(tmp_path, monkeypatch):
-  # The trainer's clock jumps 1000 s inside the first run's part of epoch 1;
-  # the resumed run's record of that epoch must hold them.
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from configs import tiny  # pylint: disable=g-import-not-at-top
-  from transformer import training  # pylint: disable=g-import-not-at-top
-  from transformer.training import trainer as trainer_module  # pylint: disable=g-import-not-at-top
-  offset = [0.0]
-  monkeypatch.setattr(trainer_module, "time",
-                      types.SimpleNamespace(time=lambda: time.time() + offset[0]))
-  config = tiny.get_config()
-  config.model.output_weights = "untied"
-  config.training.update(epochs=1, warmup_steps=4, checkpoint_every_steps=100)
-  rng = np.random.default_rng(0)
-  source, target = rng.integers(4, 50, (8, 9)), rng.integers(4, 50, (8, 10))
-  dataset = tf.data.Dataset.from_tensor_slices(
-      ((source, target[:, :-1]), target[:, 1:])).batch(2)
-
-  def make():
-    return training.Trainer(config, input_vocab_size=60, target_vocab_size=60,
-                            model_dir=tmp_path, progress=False)
-
-  def stop_at_step_2(step, loss):  # pylint: disable=unused-argument
-    if step == 1:
-      offset[0] += 1000.0
-    if step == 2:
-      os.kill(os.getpid(), signal.SIGTERM)
-  stopped = make().fit(lambda epoch: dataset, step_callback=stop_at_step_2)
-  assert stopped.interrupted_by == signal.SIGTERM and not stopped.history
-  resumed = make()
-  assert resumed.restore() == 2
-  (record,) = resumed.fit(lambda epoch: dataset).history
-  assert record["complete"] and record["steps_in_epoch"] == 4
-  assert 1000.0 < record["seconds"] < 1000.0 + 600, record
-  logged = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
-  assert logged["seconds"] == record["seconds"]

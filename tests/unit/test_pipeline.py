@@ -160,20 +160,6 @@ def test_works_with_experimental_distribute_dataset(subset, tutorial_tokenizers)
   assert strategy.experimental_local_results(source)[0].dtype == tf.int64
 
 
-@pytest.mark.slow
-def test_bucketing_pads_far_less_on_the_real_train_split(ted_data_dir, tutorial_tokenizers):
-  # Measured (tutorial tokenizer, max_tokens 128): random batches of 64 pad
-  # 73% of positions, bucketed ones 7.6%.
-  train = data.load_split(ted_data_dir, "train")
-  random_batches = pipeline.padding_fraction(
-      pipeline.make_batches(train, tutorial_tokenizers, batch_size=64))
-  bucketed = pipeline.padding_fraction(
-      pipeline.make_batches(train, tutorial_tokenizers, batch_size=64, bucketing=True))
-  print(f"\npadding fraction: random {random_batches:.3f}, bucketed {bucketed:.3f}")
-  assert 0.65 < random_batches < 0.80
-  assert bucketed < 0.25 * random_batches
-
-
 def test_padding_fraction_counts_zeros_over_source_and_target():
   batch = ((tf.constant([[2, 5, 3, 0]], tf.int64), tf.constant([[2, 3]], tf.int64)),
            tf.constant([[3, 0]], tf.int64))
