@@ -38,8 +38,7 @@ def epoch_end_kills(tmp_path_factory, small_data):
   return model_dir, args, runs
 
 
-def test_a_kill_at_an_epochs_end_loses_no_record_and_writes_none_twice(
-    epoch_end_kills):
+def test_a_kill_at_an_epochs_end_loses_no_record_and_writes_none_twice(epoch_end_kills):
   model_dir, _, runs = epoch_end_kills
   checkpoint_line = f"saved checkpoint {model_dir / 'checkpoints' / 'ckpt-6'}"
   assert runs[0][0] == -signal.SIGKILL and checkpoint_line in runs[0][1], runs[0][1][-3000:]
@@ -79,8 +78,7 @@ def test_right_after_a_resume_the_index_lists_every_checkpoint(tmp_path):
   assert _written_steps(tmp_path) == checkpoint_steps(tmp_path) == [20, 25, 30, 35, 40]
 
 
-def test_swapped_vocabulary_files_of_the_runs_tokenizer_are_refused(
-    tmp_path, epoch_end_kills):
+def test_swapped_vocabulary_files_of_the_runs_tokenizer_are_refused(tmp_path, epoch_end_kills):
   model_dir, args, _ = epoch_end_kills
   copy = copy_run(model_dir, tmp_path)
   assets = next((copy / "tokenizers").glob("tokenizers_*")) / "assets"
@@ -113,8 +111,7 @@ def test_an_empty_vocabulary_file_is_named(tmp_path, tutorial_tokenizer_path):
     tokenizers.load_tokenizers(copy)
 
 
-def test_readers_and_the_writer_of_metrics_jsonl_handle_a_cut_last_line(tmp_path,
-                                                                             caplog):
+def test_readers_and_the_writer_of_metrics_jsonl_handle_a_cut_last_line(tmp_path, caplog):
   from transformer import plotting  # pylint: disable=g-import-not-at-top
   from transformer.training import summaries  # pylint: disable=g-import-not-at-top
   from bench import compare_runs  # pylint: disable=g-import-not-at-top

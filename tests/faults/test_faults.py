@@ -79,7 +79,8 @@ def interrupted_runs(tmp_path_factory, small_data, tutorial_tokenizer_path):
   return model_dir, runs
 
 
-def test_a_kill_inside_the_first_checkpoint_write_is_removed_and_the_rerun_resumes(interrupted_runs):
+def test_a_kill_inside_the_first_checkpoint_write_is_removed_and_the_rerun_resumes(
+    interrupted_runs):
   model_dir, (_, killed, resumed) = interrupted_runs
   code, output, paths = killed
   assert code == -signal.SIGKILL, output[-3000:]
@@ -144,13 +145,14 @@ def test_a_second_run_on_a_folder_in_use_is_refused(finished_and_refused):
       "for it to end or stop it, or use another --model_dir"]
   code, output = first
   assert code == 0, output[-3000:]
-  assert [r["step"] for r in metrics_records(model_dir)] == [6, 6]  # one run's epoch and export records, once
+  # One run's epoch and export records, once.
+  assert [r["step"] for r in metrics_records(model_dir)] == [6, 6]
 
 
 # ------------------------------------------------------------ a refused run writes nothing
 
 def test_a_refused_run_leaves_config_json_as_it_was(tmp_path, finished_run, small_data,
-                                                      tutorial_tokenizer_path):
+                                                    tutorial_tokenizer_path):
   model_dir = copy_run(finished_run, tmp_path)
   (model_dir / "checkpoints" / "checkpoint").unlink()  # the index lost
   before = (model_dir / "config.json").read_bytes()
@@ -279,7 +281,7 @@ def shuffled_tokenizer(tmp_path_factory, tutorial_tokenizers):
 
 
 def test_another_tokenizer_of_the_same_sizes_is_refused(tmp_path, finished_run, small_data,
-                                                          shuffled_tokenizer):
+                                                        shuffled_tokenizer):
   from transformer import run_folder, tokenizers  # pylint: disable=g-import-not-at-top
   model_dir = copy_run(finished_run, tmp_path)
   (model_dir / "tokenizer_path.txt").write_text(f"{shuffled_tokenizer}\n")
@@ -395,7 +397,7 @@ def test_bad_configurations_are_one_line(tmp_path, config_file, override, messag
 
 @pytest.mark.parametrize("content", ["", "{\"model\": ", "[1, 2]"])
 def test_a_corrupt_config_json_is_one_line(tmp_path, finished_run, small_data,
-                                             tutorial_tokenizer_path, content):
+                                           tutorial_tokenizer_path, content):
   model_dir = copy_run(finished_run, tmp_path)
   (model_dir / "config.json").write_text(content)
   result = run_script(*train_args(model_dir, small_data, tutorial_tokenizer_path, 8))
@@ -407,7 +409,7 @@ def test_a_corrupt_config_json_is_one_line(tmp_path, finished_run, small_data,
 
 
 def test_an_empty_validation_split_is_refused_before_training(tmp_path, small_data,
-                                                                 tutorial_tokenizer_path):
+                                                              tutorial_tokenizer_path):
   data_dir = tmp_path / "data"
   shutil.copytree(small_data, data_dir)
   for language in ("pt", "en"):
@@ -443,8 +445,7 @@ def test_translate_into_a_closed_pipe_ends_quietly(finished_run):
 
 # ------------------------------------------------------------ evaluate.py, translate.py, signals
 
-def test_translate_refuses_an_export_with_swapped_vocabulary_files(tmp_path,
-                                                                        finished_run):
+def test_translate_refuses_an_export_with_swapped_vocabulary_files(tmp_path, finished_run):
   translator = shutil.copytree(finished_run / "export" / "translator", tmp_path / "translator")
   swap_vocabularies(translator / "assets")
   result = run_script("translate.py", f"--export_dir={translator}", "olá .")
@@ -457,7 +458,7 @@ def test_translate_refuses_an_export_with_swapped_vocabulary_files(tmp_path,
 
 
 def test_evaluate_with_a_corrupt_tokenizer_is_one_line(tmp_path, finished_run,
-                                                            tutorial_tokenizer_path):
+                                                       tutorial_tokenizer_path):
   model_dir = copy_run(finished_run, tmp_path)
   tokenizer = shutil.copytree(tutorial_tokenizer_path, tmp_path / "tokenizer")
   (tokenizer / "saved_model.pb").write_bytes(b"not a SavedModel")
@@ -494,7 +495,7 @@ def test_evaluate_exports_whole_and_names_the_checkpoint_it_fell_back_to(
 
 
 def test_rerunning_a_finished_command_changes_nothing(tmp_path, finished_run, small_data,
-                                                          tutorial_tokenizer_path):
+                                                      tutorial_tokenizer_path):
   model_dir = copy_run(finished_run, tmp_path)
   before = files_below(model_dir / "export"), (model_dir / "metrics.jsonl").read_text()
   info_time = (model_dir / "export" / "export_info.json").stat().st_mtime_ns
@@ -542,7 +543,7 @@ def test_sigterm_during_evaluate_is_one_line(finished_run):
 
 
 def test_sigterm_during_train_py_start_up_is_one_line(tmp_path, small_data,
-                                                           tutorial_tokenizer_path):
+                                                      tutorial_tokenizer_path):
   code, output = run_driver(train_args(tmp_path / "run", small_data, tutorial_tokenizer_path, 6),
                             "sigterm_after_lock")
   assert code == 128 + signal.SIGTERM, output[-3000:]

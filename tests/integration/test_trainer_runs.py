@@ -132,7 +132,8 @@ def test_an_epochs_seconds_are_its_wall_time_across_a_resume(tmp_path, monkeypat
 def test_trainer_steps_with_groups_match_whole_batches(tiny_config, make_trainer, uneven_batch,
                                                       monkeypatch):
   config = tiny_config(dropout_rate=0.0)
-  dataset = tf.data.Dataset.from_tensors(((uneven_batch[0], uneven_batch[1]), uneven_batch[2])).repeat(3)
+  dataset = tf.data.Dataset.from_tensors(
+      ((uneven_batch[0], uneven_batch[1]), uneven_batch[2])).repeat(3)
   traced_sub_batches = []
   monkeypatch.setattr(step, "sub_batch", lambda *args: traced_sub_batches.append(args[-1])
                       or sub_batch(*args))
@@ -152,7 +153,8 @@ def test_xla_compiled_steps_match_plain_steps(tiny_config, make_trainer, uneven_
   # train.py --jit_compile, the other speed switch: the same losses and weights.
   config = tiny_config(dropout_rate=0.0)
   config.training.length_groups = 1
-  dataset = tf.data.Dataset.from_tensors(((uneven_batch[0], uneven_batch[1]), uneven_batch[2])).repeat(3)
+  dataset = tf.data.Dataset.from_tensors(
+      ((uneven_batch[0], uneven_batch[1]), uneven_batch[2])).repeat(3)
   losses, logits = {}, {}
   for jit_compile in (False, True):
     trainer = make_trainer(config, (VOCAB, VOCAB), jit_compile=jit_compile)

@@ -5,7 +5,6 @@ with an untied output layer (fastest on CPU).
 """
 
 import math
-from pathlib import Path
 import shutil
 import sys
 
