@@ -45,7 +45,7 @@ def run_arm(name, seconds, folder):
   out.unlink(missing_ok=True)
   env = {**os.environ, **ARMS[name], "PYTHONPATH": str(machine.REPO_ROOT)}
   before = resource.getrusage(resource.RUSAGE_CHILDREN)
-  subprocess.run([sys.executable, str(machine.REPO_ROOT / "bench" / "sweep.py"),
+  subprocess.run([sys.executable, str(machine.REPO_ROOT / "lab" / "bench" / "sweep.py"),
                   f"--seconds={seconds}", f"--eval_every={10 * seconds}", f"--arm={name}:",
                   f"--out={out}"], env=env, check=True, stdout=subprocess.DEVNULL,
                  stderr=subprocess.DEVNULL)

@@ -44,7 +44,7 @@ from lab.bench import machine  # pylint: disable=g-import-not-at-top,wrong-impor
 from tests.helpers import tutorial_baseline  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 ARMS = ("tutorial_random", "ours_random", "ours_bucketed", "ours_token_budget")
-RESULTS = machine.REPO_ROOT / "bench" / "results"
+RESULTS = machine.REPO_ROOT / "lab" / "bench" / "results"
 
 _DATA_DIR = flags.DEFINE_string("data_dir", str(machine.SHARED_DATA / "ted_hrlr_pt_to_en"),
                                 "Folder with pt.train en.train pt.dev ...")

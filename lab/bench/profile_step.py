@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from lab.bench import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 _PROFILE_OUTPUT = flags.DEFINE_string(
-    "profile_output", str(machine.REPO_ROOT / "bench" / "results" / "profile.json"),
+    "profile_output", str(machine.REPO_ROOT / "lab" / "bench" / "results" / "profile.json"),
     "Where the JSON record goes.")
 _TOP = flags.DEFINE_integer("top", 15, "Op types printed per arm.")
 FLAGS = flags.FLAGS  # --steps, --threads, --tokenizer, ... are lab/bench/speed.py's

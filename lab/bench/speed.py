@@ -86,7 +86,7 @@ _RSS_ARMS = flags.DEFINE_list("rss_arms", ["tutorial", "ours", "base"],
                               "Arms whose peak memory is measured, each in a fresh process.")
 _BASE_STEPS = flags.DEFINE_integer("base_steps", 1, "Training steps of the base-model "
                                    "memory measurement.")
-_OUTPUT = flags.DEFINE_string("output", str(machine.REPO_ROOT / "bench" / "results" /
+_OUTPUT = flags.DEFINE_string("output", str(machine.REPO_ROOT / "lab" / "bench" / "results" /
                                             "speed.json"), "Where the JSON record goes.")
 _RSS_CHILD = flags.DEFINE_enum("rss_child", None, ["tutorial", "ours", "base"],
                                "Internal: train one arm and print its peak memory.")

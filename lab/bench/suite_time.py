@@ -41,7 +41,7 @@ TIERS = {"whole": [], "quick": ["-m", "not slow"]}
 _TIERS = flags.DEFINE_list("tiers", list(TIERS), f"Which tiers to time, in order: {list(TIERS)}.")
 _PYTEST_ARGS = flags.DEFINE_list(
     "pytest_args", [], "More pytest arguments for every tier, e.g. a test file (comma-separated).")
-_OUTPUT = flags.DEFINE_string("output", str(machine.REPO_ROOT / "bench" / "results" /
+_OUTPUT = flags.DEFINE_string("output", str(machine.REPO_ROOT / "lab" / "bench" / "results" /
                                             "suite_time.json"), "Where the JSON record goes.")
 
 
