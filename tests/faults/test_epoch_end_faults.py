@@ -114,7 +114,7 @@ def test_an_empty_vocabulary_file_is_named(tmp_path, tutorial_tokenizer_path):
 def test_readers_and_the_writer_of_metrics_jsonl_handle_a_cut_last_line(tmp_path, caplog):
   from transformer import plotting  # pylint: disable=g-import-not-at-top
   from transformer.training import summaries  # pylint: disable=g-import-not-at-top
-  from bench import compare_runs  # pylint: disable=g-import-not-at-top
+  from lab.bench import compare_runs  # pylint: disable=g-import-not-at-top
   metrics = tmp_path / "metrics.jsonl"
   record = {"complete": True, "epoch": 1, "seconds": 60.0, "step": 6, "val_accuracy": 0.5}
   metrics.write_text(json.dumps(record, sort_keys=True) + "\n" + json.dumps(record)[:30])
