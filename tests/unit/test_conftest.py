@@ -1,4 +1,4 @@
-"""The shared fixtures of tests/conftest.py work with pytest's cache plugin off."""
+"""The shared fixtures (tests/helpers/fixtures.py) work with pytest's cache plugin off."""
 
 import os
 from pathlib import Path
