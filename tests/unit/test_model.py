@@ -178,10 +178,10 @@ def layer_cases():
                positional_layout="interleaved", scale_embeddings=False,
                layer_norm_epsilon=1e-6)
   return [
-      (PositionalEmbedding(20, 8, max_position=16, layout="interleaved"), (ids,)),
-      (MultiHeadAttention(2, 4, dropout=0.1), (x, context)),
-      (GlobalSelfAttention(2, 4, dropout=0.1), (x,)),
-      (CausalSelfAttention(2, 4, residual_dropout_rate=0.3, layer_norm_epsilon=1e-6), (x,)),
+      (PositionalEmbedding(20, 8, max_position=16, positional_layout="interleaved"), (ids,)),
+      (MultiHeadAttention(2, 4, attention_dropout_rate=0.1), (x, context)),
+      (GlobalSelfAttention(2, 4, attention_dropout_rate=0.1), (x,)),
+      (CausalSelfAttention(2, 4, dropout_rate=0.3, layer_norm_epsilon=1e-6), (x,)),
       (CrossAttention(2, 4), (x, context)),
       (FeedForward(8, 12, 0.3, layer_norm_epsilon=1e-6), (x,)),
       (EncoderLayer(d_model=8, num_heads=2, dff=12, key_dim=4, dropout_rate=0.2,
