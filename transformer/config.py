@@ -8,6 +8,16 @@ TF Model Garden): a named file plus typed command-line overrides of any field.
 
 Where the TensorFlow tutorial and the paper differ, the field that selects
 between them says so.
+
+One name per setting: each ``config.model`` field is the keyword argument of
+the same name of ``Transformer`` (``Transformer.from_model_config`` passes the
+section as it is) and of every layer that uses it, down to
+``PositionalEmbedding`` and ``MultiHeadAttention``; each layer stores its
+arguments once and derives ``get_config`` from them. The constructors'
+defaults are the tutorial's, so that its lines build its model; this file's
+defaults are the paper's. :func:`validate_model` is the one check of the
+model's settings, on every route: :func:`validate_config` calls it before
+anything is loaded, ``Transformer`` whenever a model is built.
 """
 
 import difflib
