@@ -28,10 +28,17 @@ class Transformer(keras.Model):
   model, and ``configs/tutorial.py`` sets the same values
   (``tests/unit/test_model.py::test_the_constructors_defaults_are_configs_tutorial``).
   The paper's are ``configs/base.py``'s; :meth:`from_model_config` builds the
-  model of a configuration. Where the defaults of the constructor and of
-  ``config.model`` mean "unset":
+  model of a configuration. The two settings that act here, and the two
+  whose constructor default means "unset":
 
   Args:
+    head_width: ``"full"``: each of the ``num_heads`` heads is ``d_model`` wide
+      (the tutorial's ``key_dim=d_model``), h times the attention parameters;
+      ``"split"``: each head is ``d_model / num_heads`` wide (paper §3.2.2).
+    output_weights: ``"untied"``: a separate output Dense layer with bias (the
+      tutorial); ``"tied"``: logits = decoder output × (target embedding)ᵀ, one
+      matrix for both (§3.4); ``"shared"``: additionally the source embedding is
+      that same matrix (three-way sharing over a joint vocabulary, §3.4).
     attention_dropout_rate: None: ``dropout_rate``, as the tutorial's
       ``MultiHeadAttention(dropout=dropout_rate)``; the paper's is 0.
     key_dim: if > 0, every head's width (d_k = d_v), overriding ``head_width``.
