@@ -39,8 +39,8 @@ def causal_mask(length):
   return (positions[None, :] <= positions[:, None])[None, None]
 
 
-def attention_logits(query, key, scaled: bool = True):
-  """QKᵀ, divided by √d_k when ``scaled`` (eq. 1).
+def attention_logits(query, key, scale_attention_logits: bool = True):
+  """QKᵀ, divided by √d_k when ``scale_attention_logits`` (eq. 1).
 
   For query and key entries with unit variance the dot product of two d_k-wide
   vectors has variance d_k; dividing by √d_k brings it back to 1 so that the
@@ -53,7 +53,7 @@ def attention_logits(query, key, scaled: bool = True):
   # transposes the keys (and their gradient) in memory, where the einsum is
   # one batched matmul reading the keys transposed.
   logits = ops.einsum("...qd,...kd->...qk", query, key)
-  if scaled:
+  if scale_attention_logits:
     logits = logits / ops.sqrt(ops.cast(ops.shape(key)[-1], logits.dtype))
   return logits
 
@@ -71,16 +71,16 @@ def masked_softmax(logits, mask=None):
 
 
 def scaled_dot_product_attention(query, key, value, mask=None, weights_dropout=None,
-                                 scaled: bool = True):
+                                 scale_attention_logits: bool = True):
   """softmax(QKᵀ/√d_k)V (eq. 1). Returns ``(output, weights)``.
 
   Shapes: query ``(..., q_len, d_k)``, key ``(..., k_len, d_k)``,
   value ``(..., k_len, d_v)``, mask broadcastable to ``(..., q_len, k_len)``.
   ``weights_dropout`` (a callable) is applied to the weights before they meet
-  the values; the returned weights are those before dropout. ``scaled=False``
-  leaves out the 1/√d_k (the ablation of ``model.scale_attention_logits``).
+  the values; the returned weights are those before dropout.
+  ``scale_attention_logits=False`` leaves out the 1/√d_k (the ablation).
   """
-  weights = masked_softmax(attention_logits(query, key, scaled), mask)
+  weights = masked_softmax(attention_logits(query, key, scale_attention_logits), mask)
   used = ops.cast(weights, value.dtype)
   if weights_dropout is not None:
     used = weights_dropout(used)
@@ -99,27 +99,27 @@ class MultiHeadAttention(keras.layers.Layer):
   Incremental decoding uses the two halves separately: :meth:`project_key_value`
   once per key, and :meth:`attend` for each new query.
 
-  ``dropout`` drops attention weights (the tutorial's choice, via Keras'
-  ``MultiHeadAttention(dropout=...)``); the paper drops none. Returned weights are
-  taken before that dropout, so every row sums to 1.
+  ``attention_dropout_rate`` drops attention weights (the tutorial's choice,
+  via Keras' ``MultiHeadAttention(dropout=...)``); the paper drops none.
+  Returned weights are taken before that dropout, so every row sums to 1.
 
-  ``scale_logits=False`` drops the 1/√d_k of eq. 1 (logits are exactly QKᵀ),
-  in training and in both halves used by decoding.
+  ``scale_attention_logits=False`` drops the 1/√d_k of eq. 1 (logits are
+  exactly QKᵀ), in training and in both halves used by decoding.
   """
 
-  def __init__(self, num_heads: int, key_dim: int, dropout: float = 0.0,
-               scale_logits: bool = True, **kwargs):
+  def __init__(self, num_heads: int, key_dim: int, attention_dropout_rate: float = 0.0,
+               scale_attention_logits: bool = True, **kwargs):
     super().__init__(**kwargs)
     self.num_heads = num_heads
     self.key_dim = key_dim
-    self.dropout = dropout
-    self.scale_logits = scale_logits
+    self.attention_dropout_rate = attention_dropout_rate
+    self.scale_attention_logits = scale_attention_logits
     width = num_heads * key_dim
     self.query_dense = keras.layers.Dense(width, name="query")
     self.key_dense = keras.layers.Dense(width, name="key")
     self.value_dense = keras.layers.Dense(width, name="value")
     self.output_dense = None  # Built once the query width is known.
-    self.weights_dropout = keras.layers.Dropout(dropout)
+    self.weights_dropout = keras.layers.Dropout(attention_dropout_rate)
 
   def build(self, query_shape, value_shape=None):
     value_shape = value_shape or query_shape
@@ -146,7 +146,7 @@ class MultiHeadAttention(keras.layers.Layer):
     heads, weights = scaled_dot_product_attention(  # heads: (batch, heads, q_len, key_dim)
         queries, keys, values, mask,
         weights_dropout=lambda w: self.weights_dropout(w, training=training),
-        scaled=self.scale_logits)
+        scale_attention_logits=self.scale_attention_logits)
     batch, length = ops.shape(query)[:2]
     merged = ops.reshape(ops.transpose(heads, (0, 2, 1, 3)),
                          (batch, length, self.num_heads * self.key_dim))
@@ -161,7 +161,8 @@ class MultiHeadAttention(keras.layers.Layer):
 
   def get_config(self):
     return {**super().get_config(), "num_heads": self.num_heads, "key_dim": self.key_dim,
-            "dropout": self.dropout, "scale_logits": self.scale_logits}
+            "attention_dropout_rate": self.attention_dropout_rate,
+            "scale_attention_logits": self.scale_attention_logits}
 
 
 @keras.saving.register_keras_serializable(package="transformer")
@@ -170,26 +171,27 @@ class BaseAttention(keras.layers.Layer):
   ``LayerNorm(x + Dropout(MultiHeadAttention(x, context)))``.
 
   The defaults are the tutorial's, whose ``BaseAttention(**kwargs)`` hands
-  ``num_heads``, ``key_dim`` and ``dropout`` to Keras' ``MultiHeadAttention``:
-  ``dropout`` drops attention weights; ``residual_dropout_rate`` is the
-  paper's dropout of the sub-layer output (§5.4), which the tutorial leaves out
-  (0); ``layer_norm_epsilon`` 1e-3 is Keras' default. ``scale_logits`` is
-  :class:`MultiHeadAttention`'s. The attention weights of the last call are
-  kept in ``last_attn_scores`` ``(batch, heads, q_len, k_len)``, the tutorial's
-  name, for plotting.
+  ``num_heads`` and ``key_dim`` (and its ``dropout``, here
+  ``attention_dropout_rate``) to Keras' ``MultiHeadAttention``.
+  ``attention_dropout_rate`` and ``scale_attention_logits`` are
+  :class:`MultiHeadAttention`'s; ``dropout_rate`` drops out the sub-layer
+  output (the paper's residual dropout, §5.4), which the tutorial leaves out
+  (0); ``layer_norm_epsilon`` 1e-3 is Keras' default. The attention weights of
+  the last call are kept in ``last_attn_scores`` ``(batch, heads, q_len,
+  k_len)``, the tutorial's name, for plotting.
   """
 
-  def __init__(self, num_heads: int, key_dim: int, *, dropout: float = 0.0,
-               residual_dropout_rate: float = 0.0, scale_logits: bool = True,
+  def __init__(self, num_heads: int, key_dim: int, *, dropout_rate: float = 0.0,
+               attention_dropout_rate: float = 0.0, scale_attention_logits: bool = True,
                layer_norm_epsilon: float = 1e-3, **kwargs):
     super().__init__(**kwargs)
-    self.hyperparameters = dict(
-        num_heads=num_heads, key_dim=key_dim, dropout=dropout,
-        residual_dropout_rate=residual_dropout_rate, scale_logits=scale_logits,
-        layer_norm_epsilon=layer_norm_epsilon)
-    self.mha = MultiHeadAttention(num_heads, key_dim, dropout=dropout,
-                                  scale_logits=scale_logits, name="multi_head_attention")
-    self.dropout = keras.layers.Dropout(residual_dropout_rate)
+    self.dropout_rate = dropout_rate
+    self.layer_norm_epsilon = layer_norm_epsilon
+    self.mha = MultiHeadAttention(num_heads, key_dim,
+                                  attention_dropout_rate=attention_dropout_rate,
+                                  scale_attention_logits=scale_attention_logits,
+                                  name="multi_head_attention")
+    self.dropout = keras.layers.Dropout(dropout_rate)
     self.layernorm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon)
     self.last_attn_scores = None
 
@@ -205,7 +207,12 @@ class BaseAttention(keras.layers.Layer):
     return x_shape
 
   def get_config(self):
-    return {**super().get_config(), **self.hyperparameters}
+    # The attention's own settings are its MultiHeadAttention's, stored there once.
+    return {**super().get_config(), "num_heads": self.mha.num_heads,
+            "key_dim": self.mha.key_dim, "dropout_rate": self.dropout_rate,
+            "attention_dropout_rate": self.mha.attention_dropout_rate,
+            "scale_attention_logits": self.mha.scale_attention_logits,
+            "layer_norm_epsilon": self.layer_norm_epsilon}
 
 
 @keras.saving.register_keras_serializable(package="transformer")

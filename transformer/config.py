@@ -8,12 +8,23 @@ TF Model Garden): a named file plus typed command-line overrides of any field.
 
 Where the TensorFlow tutorial and the paper differ, the field that selects
 between them says so.
+
+One name per setting: each ``config.model`` field is the keyword argument of
+the same name of ``Transformer`` (``Transformer.from_model_config`` passes the
+section as it is) and of every layer that uses it, down to
+``PositionalEmbedding`` and ``MultiHeadAttention``; each layer stores its
+arguments once and derives ``get_config`` from them. The constructors'
+defaults are the tutorial's, so that its lines build its model; this file's
+defaults are the paper's. :func:`validate_model` is the one check of the
+model's settings, on every route: :func:`validate_config` calls it before
+anything is loaded, ``Transformer`` whenever a model is built.
 """
 
 import difflib
 import json
+import numbers
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional
 
 import ml_collections
 
@@ -160,56 +171,83 @@ def _require(condition: bool, field: str, message: str) -> None:
     raise ConfigError(f"config.{field}: {message}")
 
 
-def _positive_int(config, section: str, name: str, allow_zero: bool = False) -> None:
-  value = config[section][name]
-  field = f"{section}.{name}"
-  _require(isinstance(value, int) and not isinstance(value, bool),
+def _positive_int(field: str, value, allow_zero: bool = False) -> None:
+  _require(isinstance(value, numbers.Integral) and not isinstance(value, bool),
            field, f"must be an integer, got {value!r}")
   bound = 0 if allow_zero else 1
   _require(value >= bound, field,
            f"must be {'>= 0' if allow_zero else '> 0'}, got {value}")
 
 
-def _rate(config, section: str, name: str) -> None:
-  value = config[section][name]
-  _require(0.0 <= value < 1.0, f"{section}.{name}", f"must be in [0, 1), got {value}")
+def _rate(field: str, value) -> None:
+  _require(0.0 <= value < 1.0, field, f"must be in [0, 1), got {value}")
 
 
-def _choice(config, section: str, name: str, choices) -> None:
-  value = config[section][name]
-  _require(value in choices, f"{section}.{name}",
+def _choice(field: str, value, choices) -> None:
+  _require(value in choices, field,
            f"unknown value {value!r}; choose one of {', '.join(choices)}")
+
+
+def validate_model(settings: Mapping) -> None:
+  """The one check of the model's settings; raises ConfigError naming the first bad one.
+
+  ``settings`` maps ``config.model``'s field names, which are also the keyword
+  arguments of :class:`transformer.model.Transformer` and of its layers, to
+  values; only the settings present (and not None) are checked, so that
+  :func:`validate_config` (the whole ``config.model``, before any data is
+  read), ``Transformer`` (where the configuration's route and direct
+  construction meet) and the embedding layer built alone, as the tutorial
+  does, check each setting the same way. ``input_vocab_size`` and
+  ``target_vocab_size``, when present, are checked against ``output_weights``.
+  """
+  given = {name: value for name, value in settings.items() if value is not None}
+  for name in ("num_layers", "d_model", "num_heads", "dff", "max_position"):
+    if name in given:
+      _positive_int(f"model.{name}", given[name])
+  if {"d_model", "num_heads", "head_width"} <= given.keys():
+    _require(given["d_model"] % given["num_heads"] == 0 or given["head_width"] == "full",
+             "model.d_model", f"d_model={given['d_model']} is not divisible by "
+             f"num_heads={given['num_heads']} (needed by head_width='split')")
+  if "d_model" in given:
+    _require(given["d_model"] % 2 == 0, "model.d_model",
+             f"must be even for the sin/cos positional encoding, got {given['d_model']}")
+  for name in ("dropout_rate", "attention_dropout_rate"):
+    if name in given:
+      _rate(f"model.{name}", given[name])
+  if "layer_norm_epsilon" in given:
+    _require(given["layer_norm_epsilon"] > 0, "model.layer_norm_epsilon",
+             f"must be > 0, got {given['layer_norm_epsilon']}")
+  for name, choices in (("head_width", HEAD_WIDTHS), ("positional_layout", POSITIONAL_LAYOUTS),
+                        ("positional_encoding", POSITIONAL_ENCODINGS)):
+    if name in given:
+      _choice(f"model.{name}", given[name], choices)
+  if "positional_scale" in given:
+    _require(given["positional_scale"] > 0, "model.positional_scale",
+             f"must be > 0, got {given['positional_scale']}")
+  if "key_dim" in given:
+    _positive_int("model.key_dim", given["key_dim"], allow_zero=True)
+  for name, choices in (("output_weights", OUTPUT_WEIGHTS),
+                        ("embedding_initializer", EMBEDDING_INITIALIZERS)):
+    if name in given:
+      _choice(f"model.{name}", given[name], choices)
+  if (given.get("output_weights") == "shared"
+      and {"input_vocab_size", "target_vocab_size"} <= given.keys()):
+    _require(given["input_vocab_size"] == given["target_vocab_size"], "model.output_weights",
+             "'shared' needs one joint vocabulary, got "
+             f"input_vocab_size={given['input_vocab_size']} and "
+             f"target_vocab_size={given['target_vocab_size']}")
 
 
 def validate_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   """Checks every field; raises ConfigError naming the first bad one."""
-  for name in ("num_layers", "d_model", "num_heads", "dff", "max_position"):
-    _positive_int(config, "model", name)
-  _require(config.model.d_model % config.model.num_heads == 0
-           or config.model.head_width == "full", "model.d_model",
-           f"d_model={config.model.d_model} is not divisible by "
-           f"num_heads={config.model.num_heads} (needed by head_width='split')")
-  _require(config.model.d_model % 2 == 0, "model.d_model",
-           f"must be even for the sin/cos positional encoding, got {config.model.d_model}")
-  _rate(config, "model", "dropout_rate")
-  _rate(config, "model", "attention_dropout_rate")
-  _require(config.model.layer_norm_epsilon > 0, "model.layer_norm_epsilon",
-           f"must be > 0, got {config.model.layer_norm_epsilon}")
-  _choice(config, "model", "head_width", HEAD_WIDTHS)
-  _choice(config, "model", "positional_layout", POSITIONAL_LAYOUTS)
-  _choice(config, "model", "positional_encoding", POSITIONAL_ENCODINGS)
-  _require(config.model.positional_scale > 0, "model.positional_scale",
-           f"must be > 0, got {config.model.positional_scale}")
-  _positive_int(config, "model", "key_dim", allow_zero=True)
-  _choice(config, "model", "output_weights", OUTPUT_WEIGHTS)
-  _choice(config, "model", "embedding_initializer", EMBEDDING_INITIALIZERS)
-  _choice(config, "data", "vocabulary", ("separate", "joint"))
+  validate_model(config.model.to_dict())
+  _choice("data.vocabulary", config.data.vocabulary, ("separate", "joint"))
   _require(config.model.output_weights != "shared" or config.data.vocabulary == "joint",
            "model.output_weights",
            "'shared' (three-way weight sharing) needs data.vocabulary='joint'")
   for name in ("max_tokens", "batch_size", "vocab_size"):
-    _positive_int(config, "data", name)
-  _positive_int(config, "data", "tokens_per_batch", allow_zero=True)
+    _positive_int(f"data.{name}", config.data[name])
+  _positive_int("data.tokens_per_batch", config.data.tokens_per_batch, allow_zero=True)
   _require(config.data.tokens_per_batch == 0
            or config.data.tokens_per_batch >= config.data.max_tokens,
            "data.tokens_per_batch",
@@ -217,33 +255,33 @@ def validate_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigD
            f"max_tokens={config.data.max_tokens}")
   _require(config.data.max_tokens <= config.model.max_position, "data.max_tokens",
            f"{config.data.max_tokens} exceeds model.max_position={config.model.max_position}")
-  _positive_int(config, "training", "warmup_steps")
-  _require(config.training.learning_rate_scale > 0, "training.learning_rate_scale",
-           f"must be > 0, got {config.training.learning_rate_scale}")
-  _positive_int(config, "training", "cooldown_steps", allow_zero=True)
-  _positive_int(config, "training", "cooldown_end_step", allow_zero=True)
-  _require(config.training.cooldown_steps == 0
-           or config.training.cooldown_end_step >= config.training.cooldown_steps,
+  training = config.training
+  _positive_int("training.warmup_steps", training.warmup_steps)
+  _require(training.learning_rate_scale > 0, "training.learning_rate_scale",
+           f"must be > 0, got {training.learning_rate_scale}")
+  _positive_int("training.cooldown_steps", training.cooldown_steps, allow_zero=True)
+  _positive_int("training.cooldown_end_step", training.cooldown_end_step, allow_zero=True)
+  _require(training.cooldown_steps == 0
+           or training.cooldown_end_step >= training.cooldown_steps,
            "training.cooldown_end_step",
-           f"{config.training.cooldown_end_step} must be >= cooldown_steps="
-           f"{config.training.cooldown_steps} (the step the rate reaches zero)")
-  _positive_int(config, "training", "epochs")
-  _positive_int(config, "training", "train_steps", allow_zero=True)
-  _require(config.training.time_budget_minutes >= 0, "training.time_budget_minutes",
-           f"must be >= 0, got {config.training.time_budget_minutes}")
-  _require(0 <= config.training.cooldown_fraction < 1, "training.cooldown_fraction",
-           f"must be in [0, 1), got {config.training.cooldown_fraction}")
-  if config.training.time_budget_minutes:
-    _require(config.training.train_steps == 0 and config.training.cooldown_steps == 0,
+           f"{training.cooldown_end_step} must be >= cooldown_steps="
+           f"{training.cooldown_steps} (the step the rate reaches zero)")
+  _positive_int("training.epochs", training.epochs)
+  _positive_int("training.train_steps", training.train_steps, allow_zero=True)
+  _require(training.time_budget_minutes >= 0, "training.time_budget_minutes",
+           f"must be >= 0, got {training.time_budget_minutes}")
+  _require(0 <= training.cooldown_fraction < 1, "training.cooldown_fraction",
+           f"must be in [0, 1), got {training.cooldown_fraction}")
+  if training.time_budget_minutes:
+    _require(training.train_steps == 0 and training.cooldown_steps == 0,
              "training.time_budget_minutes",
              "plans the run's length and its cooldown itself; set training.train_steps "
              "and training.cooldown_steps to 0")
-  _positive_int(config, "training", "checkpoint_every_steps")
-  _positive_int(config, "training", "keep_checkpoints")
-  _positive_int(config, "training", "length_groups")
-  _rate(config, "training", "label_smoothing")
-  _positive_int(config, "decoding", "beam_size")
-  _positive_int(config, "decoding", "extra_length", allow_zero=True)
+  for name in ("checkpoint_every_steps", "keep_checkpoints", "length_groups"):
+    _positive_int(f"training.{name}", training[name])
+  _rate("training.label_smoothing", training.label_smoothing)
+  _positive_int("decoding.beam_size", config.decoding.beam_size)
+  _positive_int("decoding.extra_length", config.decoding.extra_length, allow_zero=True)
   _require(config.decoding.length_penalty >= 0, "decoding.length_penalty",
            f"must be >= 0, got {config.decoding.length_penalty}")
   return config

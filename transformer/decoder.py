@@ -9,15 +9,16 @@ import keras
 from keras import ops
 
 from transformer.attention import CausalSelfAttention, CrossAttention
-from transformer.encoder import LayerSettings, Stack
+from transformer.encoder import BaseLayer, Stack
 
 
 @keras.saving.register_keras_serializable(package="transformer")
-class DecoderLayer(keras.layers.Layer):
+class DecoderLayer(BaseLayer):
   """Causal self-attention, cross-attention over the encoder output, feed-forward.
 
   ``DecoderLayer(d_model=512, num_heads=8, dff=2048)`` is the tutorial's layer;
-  the other :class:`LayerSettings` fields are keyword arguments too.
+  the other :class:`~transformer.encoder.BaseLayer` arguments are keyword
+  arguments too.
 
   ``call(x, context, source_mask)``: x ``(batch, tgt_len, d_model)``, context
   ``(batch, src_len, d_model)``, source_mask ``(batch, 1, 1, src_len)`` (None:
@@ -26,17 +27,13 @@ class DecoderLayer(keras.layers.Layer):
   ``(batch, heads, tgt_len, src_len)``.
   """
 
-  def __init__(self, *, d_model: int, num_heads: int, dff: int, dropout_rate: float = 0.1,
-               **kwargs):
-    settings, kwargs = LayerSettings.take(dict(
-        kwargs, d_model=d_model, num_heads=num_heads, dff=dff, dropout_rate=dropout_rate))
+  def __init__(self, **kwargs):
     super().__init__(**kwargs)
-    self.settings = settings
     # Stored as `self_attention` (the tutorial's `causal_self_attention`):
     # checkpoints address the variables by this name.
-    self.self_attention = CausalSelfAttention(**settings.attention("causal_self_attention"))
-    self.cross_attention = CrossAttention(**settings.attention("cross_attention"))
-    self.ffn = settings.feed_forward()
+    self.self_attention = self.attention(CausalSelfAttention, "causal_self_attention")
+    self.cross_attention = self.attention(CrossAttention, "cross_attention")
+    self.ffn = self.feed_forward()
 
   def build(self, x_shape, context_shape=None):
     self.self_attention.build(x_shape)
@@ -61,20 +58,14 @@ class DecoderLayer(keras.layers.Layer):
                                            source_mask)
     return self.ffn(x), {**cache, **self_cache}, weights
 
-  def compute_output_shape(self, x_shape, *args, **kwargs):
-    return x_shape
-
-  def get_config(self):
-    return {**super().get_config(), **self.settings.as_dict()}
-
 
 @keras.saving.register_keras_serializable(package="transformer")
 class Decoder(Stack):
   """Positional embedding and a stack of ``num_layers`` decoder layers.
 
   ``Decoder(num_layers=4, d_model=512, num_heads=8, dff=2048, vocab_size=8000)``
-  is the tutorial's decoder; the :class:`LayerSettings` fields and
-  :data:`EMBEDDING_OPTIONS` are keyword arguments too.
+  is the tutorial's decoder; the :class:`~transformer.encoder.Stack` arguments
+  are keyword arguments too.
 
   ``call(x, context, source_mask)``: x, the target ids ``(batch, tgt_len)`` (named
   as in the tutorial) → ``(batch, tgt_len, d_model)``. ``last_attn_scores`` is the last layer's
@@ -86,7 +77,7 @@ class Decoder(Stack):
 
   def build(self, x_shape, context_shape=None):
     self.embedding.build(x_shape)
-    x_shape = (*x_shape, self.settings.d_model)
+    x_shape = (*x_shape, self.d_model)
     for layer in self.layers:
       layer.build(x_shape, context_shape or x_shape)
     self.built = True
@@ -102,7 +93,7 @@ class Decoder(Stack):
     return x
 
   def compute_output_shape(self, x_shape, context_shape=None):
-    return (*x_shape, self.settings.d_model)
+    return (*x_shape, self.d_model)
 
   def initial_cache(self, context, max_length):
     """Per-layer decoding state: the context's keys/values (projected once) and
@@ -111,7 +102,7 @@ class Decoder(Stack):
     cache = []
     for layer in self.layers:
       context_key, context_value = layer.cross_attention.mha.project_key_value(context)
-      empty = ops.zeros((batch, self.settings.num_heads, max_length, self.settings.key_dim),
+      empty = ops.zeros((batch, self.num_heads, max_length, self.key_dim),
                         context_key.dtype)
       cache.append({"key": empty, "value": empty,
                     "context_key": context_key, "context_value": context_value})

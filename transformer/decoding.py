@@ -251,7 +251,7 @@ def decode(model, source_ids, method: str, *, beam_size: int = 4, length_penalty
   """
   if method not in METHODS:
     raise ValueError(f"unknown decoding method {method!r}; choose one of {METHODS}")
-  max_position = model.hyperparameters["max_position"]
+  max_position = model.max_position
   source_ids = tf.cast(trim_source(source_ids, max_position), tf.int32)
   max_lengths = output_length_limits(source_ids, extra_length, max_position)
   if method == "greedy":

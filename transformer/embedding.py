@@ -7,27 +7,10 @@ import keras
 from keras import ops
 import numpy as np
 
-from transformer.config import EMBEDDING_INITIALIZERS, POSITIONAL_ENCODINGS, POSITIONAL_LAYOUTS
+from transformer.config import validate_model
 
 
-def embedding_initializer(name: str, d_model: int) -> keras.initializers.Initializer:
-  """The token embeddings' initializer (``config.model.embedding_initializer``).
-
-  ``"uniform"``: Keras' ``Embedding`` default, U(-0.05, 0.05), standard deviation
-  0.05/√3 ≈ 0.029 whatever d_model (the tutorial's, by not choosing).
-  ``"normal"``: N(0, σ = d_model^-0.5), the paper's lineage (tensor2tensor):
-  × √d_model gives unit-variance inputs, and tied output logits
-  x·Eᵀ of a unit-variance x have unit variance too.
-  """
-  if name not in EMBEDDING_INITIALIZERS:
-    raise ValueError(f"unknown embedding initializer {name!r}; "
-                     f"choose one of {', '.join(EMBEDDING_INITIALIZERS)}")
-  if name == "uniform":
-    return keras.initializers.RandomUniform(-0.05, 0.05)
-  return keras.initializers.RandomNormal(0.0, d_model ** -0.5)
-
-
-def positional_encoding(length: int, depth: int, layout: str = "concatenated"):
+def positional_encoding(length: int, depth: int, positional_layout: str = "concatenated"):
   """The sinusoidal positional encoding of §3.5, shape ``(length, depth)``, a
   float32 tensor of the Keras backend.
 
@@ -36,22 +19,19 @@ def positional_encoding(length: int, depth: int, layout: str = "concatenated"):
   Args:
     length: number of positions.
     depth: number of channels (d_model); must be even.
-    layout: ``"concatenated"`` (the default, the tutorial's) puts all sines in
+    positional_layout: ``"concatenated"`` (the default, the tutorial's) puts all sines in
       channels [0, depth/2) and all cosines in [depth/2, depth).
       ``"interleaved"`` puts sin(pos·ω_i) in channel 2i and cos(pos·ω_i) in
       channel 2i+1, as the paper's formula and the 2021 tutorial do. Same
       values, channels permuted: both are correct, but a model trained with
       one layout does not work with the other.
   """
-  if layout not in POSITIONAL_LAYOUTS:
-    raise ValueError(f"unknown positional layout {layout!r}; "
-                     f"choose one of {', '.join(POSITIONAL_LAYOUTS)}")
-  if depth % 2:
-    raise ValueError(f"depth must be even, got {depth}")
+  # depth is the model's d_model, and checked as such.
+  validate_model({"d_model": depth, "positional_layout": positional_layout})
   positions = np.arange(length, dtype=np.float64)[:, np.newaxis]
   frequencies = 1.0 / 10000.0 ** (np.arange(0, depth, 2, dtype=np.float64) / depth)
   angles = positions * frequencies  # (length, depth / 2)
-  if layout == "interleaved":
+  if positional_layout == "interleaved":
     encoding = np.stack([np.sin(angles), np.cos(angles)], axis=-1).reshape(length, depth)
   else:
     encoding = np.concatenate([np.sin(angles), np.cos(angles)], axis=-1)
@@ -64,18 +44,22 @@ class PositionalEmbedding(keras.layers.Layer):
 
   Input: token ids ``(batch, length)``. Output: ``(batch, length, d_model)``.
 
+  ``PositionalEmbedding(vocab_size, d_model)`` is the tutorial's layer; the
+  other keyword arguments are ``config.model``'s fields of the same names
+  (:mod:`transformer.config`), their defaults the tutorial's.
+
   The √d_model factor brings the embeddings to the scale of the positional
   encoding, whose entries are in [-1, 1] (root mean square 1/√2 at every
-  position): it is what makes the N(0, d_model^-1) ``initializer="normal"``,
-  natural for tied output weights, give unit-RMS inputs. With Keras' default
-  U(-0.05, 0.05) (``"uniform"``) the product's RMS is 0.029·√d_model, below the
-  encoding's up to d_model ≈ 600. ``scale_embeddings=False`` is the ablation;
-  ``notebooks/scaling.ipynb`` measures both.
+  position): it is what makes the N(0, d_model^-1)
+  ``embedding_initializer="normal"``, natural for tied output weights, give
+  unit-RMS inputs. With Keras' default U(-0.05, 0.05) (``"uniform"``) the
+  product's RMS is 0.029·√d_model, below the encoding's up to d_model ≈ 600.
+  ``scale_embeddings=False`` is the ablation; ``notebooks/scaling.ipynb``
+  measures both.
 
-  ``positions="learned"`` (``config.model.positional_encoding``) adds a
-  trainable ``(max_position, d_model)`` table instead of the sinusoids (Table 3,
-  row E), initialized like the token embeddings (``initializer``); ``layout``
-  then does not apply. ``position_scale`` (``config.model.positional_scale``)
+  ``positional_encoding="learned"`` adds a trainable ``(max_position, d_model)``
+  table instead of the sinusoids (Table 3, row E), initialized like the token
+  embeddings; ``positional_layout`` then does not apply. ``positional_scale``
   multiplies the positions (sinusoids or table) before they are added: with
   ``scale_embeddings=False`` and d_model^-0.5 it keeps the scaled model's ratio
   of token to position at the unscaled magnitude.
@@ -87,37 +71,57 @@ class PositionalEmbedding(keras.layers.Layer):
   tutorial's ``tokenizers.pt.get_vocab_size().numpy()`` is.
   """
 
-  def __init__(self, vocab_size: int, d_model: int, *, max_position: int = 2048,
-               layout: str = "concatenated", scale_embeddings: bool = True,
-               initializer: str = "uniform", dropout_rate: float = 0.1,
-               positions: str = "sinusoid", position_scale: float = 1.0, **kwargs):
+  def __init__(self, vocab_size: int, d_model: int, *, dropout_rate: float = 0.1,
+               max_position: int = 2048, positional_layout: str = "concatenated",
+               positional_encoding: str = "sinusoid", positional_scale: float = 1.0,
+               scale_embeddings: bool = True, embedding_initializer: str = "uniform",
+               **kwargs):
     super().__init__(**kwargs)
-    if positions not in POSITIONAL_ENCODINGS:
-      raise ValueError(f"unknown positional encoding {positions!r}; "
-                       f"choose one of {', '.join(POSITIONAL_ENCODINGS)}")
+    validate_model(dict(d_model=d_model, dropout_rate=dropout_rate, max_position=max_position,
+                        positional_layout=positional_layout,
+                        positional_encoding=positional_encoding,
+                        positional_scale=positional_scale,
+                        embedding_initializer=embedding_initializer))
     # Keras' Embedding accepts only Python ints.
     self.vocab_size = vocab_size = int(vocab_size)
     self.d_model = d_model
-    self.max_position = max_position
-    self.layout = layout
-    self.scale_embeddings = scale_embeddings
-    self.initializer = initializer
     self.dropout_rate = dropout_rate
-    self.positions = positions
-    self.position_scale = position_scale
-    self.token_embedding = keras.layers.Embedding(
-        vocab_size, d_model, embeddings_initializer=embedding_initializer(initializer, d_model),
-        name="token_embedding")
+    self.max_position = max_position
+    self.positional_layout = positional_layout
+    self.positional_encoding = positional_encoding
+    self.positional_scale = positional_scale
+    self.scale_embeddings = scale_embeddings
+    self.embedding_initializer = embedding_initializer
+    self.token_embedding = self._table(vocab_size, "token_embedding")
     self.dropout = keras.layers.Dropout(dropout_rate)
     self.position_table = None
-    if positions == "learned":
-      self.position_table = keras.layers.Embedding(
-          max_position, d_model,
-          embeddings_initializer=embedding_initializer(initializer, d_model),
-          name="position_embedding")
+    if positional_encoding == "learned":
+      self.position_table = self._table(max_position, "position_embedding")
     else:
-      # × 1.0 is exact: the default is the sinusoid table bit for bit.
-      self.encoding = positional_encoding(max_position, d_model, layout) * position_scale
+      self.encoding = self._sinusoids()
+
+  def _table(self, rows: int, name: str) -> keras.layers.Embedding:
+    """A ``(rows, d_model)`` embedding drawn as ``embedding_initializer`` says.
+
+    ``"uniform"``: Keras' ``Embedding`` default, U(-0.05, 0.05), standard
+    deviation 0.05/√3 ≈ 0.029 whatever d_model (the tutorial's, by not choosing).
+    ``"normal"``: N(0, σ = d_model^-0.5), the paper's lineage (tensor2tensor):
+    × √d_model gives unit-variance inputs, and tied output logits x·Eᵀ of a
+    unit-variance x have unit variance too.
+    """
+    if self.embedding_initializer == "uniform":
+      initializer = keras.initializers.RandomUniform(-0.05, 0.05)
+    else:
+      initializer = keras.initializers.RandomNormal(0.0, self.d_model ** -0.5)
+    return keras.layers.Embedding(rows, self.d_model, embeddings_initializer=initializer,
+                                  name=name)
+
+  def _sinusoids(self):
+    """The §3.5 table ``(max_position, d_model)`` × ``positional_scale`` (× 1.0 is
+    exact: the default is the table bit for bit). A method because in
+    ``__init__`` the argument ``positional_encoding`` hides the function."""
+    return (positional_encoding(self.max_position, self.d_model, self.positional_layout)
+            * self.positional_scale)
 
   def build(self, ids_shape):
     self.token_embedding.build(ids_shape)
@@ -133,7 +137,7 @@ class PositionalEmbedding(keras.layers.Layer):
       return ops.slice(self.encoding, (offset, 0), (length, self.d_model))
     table = ops.convert_to_tensor(self.position_table.embeddings)
     rows = ops.slice(table, (offset, 0), (length, self.d_model))
-    return rows * ops.cast(self.position_scale, rows.dtype)
+    return rows * ops.cast(self.positional_scale, rows.dtype)
 
   @property
   def embeddings(self):
@@ -157,7 +161,9 @@ class PositionalEmbedding(keras.layers.Layer):
 
   def get_config(self):
     return {**super().get_config(), "vocab_size": self.vocab_size, "d_model": self.d_model,
-            "max_position": self.max_position, "layout": self.layout,
-            "scale_embeddings": self.scale_embeddings, "initializer": self.initializer,
-            "dropout_rate": self.dropout_rate, "positions": self.positions,
-            "position_scale": self.position_scale}
+            "dropout_rate": self.dropout_rate, "max_position": self.max_position,
+            "positional_layout": self.positional_layout,
+            "positional_encoding": self.positional_encoding,
+            "positional_scale": self.positional_scale,
+            "scale_embeddings": self.scale_embeddings,
+            "embedding_initializer": self.embedding_initializer}

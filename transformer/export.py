@@ -106,7 +106,7 @@ class Translator(tf.Module):
                autograph=False)
   def _translate_one(self, sentence, max_length):
     source_ids = self._source_ids(sentence)
-    max_position = self.transformer.hyperparameters["max_position"]
+    max_position = self.transformer.max_position
     max_lengths = tf.fill(tf.shape(source_ids)[:1], tf.minimum(max_length, max_position))
     tokens = decoding.greedy_decode(self.transformer, source_ids, max_lengths)
     with_start = tf.concat([tf.fill([1, 1], decoding.START_ID), tokens], axis=1)
@@ -126,7 +126,7 @@ class Translator(tf.Module):
     """Token ids ``(batch, src_len)`` int32, cut to what the model can encode
     (here rather than only in decoding, so that the attention outputs match)."""
     ids = self.tokenizers.pt.tokenize(sentences).to_tensor()
-    max_position = self.transformer.hyperparameters["max_position"]
+    max_position = self.transformer.max_position
     return tf.cast(decoding.trim_source(ids, max_position), tf.int32)
 
   def _decode(self, source_ids, method):

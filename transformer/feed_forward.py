@@ -18,8 +18,10 @@ class FeedForward(keras.layers.Layer):
   def __init__(self, d_model: int, dff: int, dropout_rate: float = 0.1,
                layer_norm_epsilon: float = 1e-3, **kwargs):
     super().__init__(**kwargs)
-    self.hyperparameters = dict(d_model=d_model, dff=dff, dropout_rate=dropout_rate,
-                                layer_norm_epsilon=layer_norm_epsilon)
+    self.d_model = d_model
+    self.dff = dff
+    self.dropout_rate = dropout_rate
+    self.layer_norm_epsilon = layer_norm_epsilon
     self.inner = keras.layers.Dense(dff, activation="relu", name="inner")
     self.outer = keras.layers.Dense(d_model, name="outer")
     self.dropout = keras.layers.Dropout(dropout_rate)
@@ -27,7 +29,7 @@ class FeedForward(keras.layers.Layer):
 
   def build(self, x_shape):
     self.inner.build(x_shape)
-    self.outer.build((*x_shape[:-1], self.hyperparameters["dff"]))
+    self.outer.build((*x_shape[:-1], self.dff))
     self.layernorm.build(x_shape)
     self.built = True
 
@@ -39,4 +41,5 @@ class FeedForward(keras.layers.Layer):
     return x_shape
 
   def get_config(self):
-    return {**super().get_config(), **self.hyperparameters}
+    return {**super().get_config(), "d_model": self.d_model, "dff": self.dff,
+            "dropout_rate": self.dropout_rate, "layer_norm_epsilon": self.layer_norm_epsilon}

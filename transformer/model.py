@@ -6,10 +6,10 @@ import keras
 from keras import ops
 
 from transformer.attention import padding_mask
-from transformer.config import HEAD_WIDTHS, OUTPUT_WEIGHTS, default_config
+from transformer.config import default_config, validate_model
 from transformer.decoder import Decoder
 from transformer.embedding import PositionalEmbedding
-from transformer.encoder import Encoder, LayerSettings
+from transformer.encoder import Encoder
 
 
 @keras.saving.register_keras_serializable(package="transformer")
@@ -20,11 +20,16 @@ class Transformer(keras.Model):
   ``(batch, src_len)`` and ``(batch, tgt_len)`` (0 is padding) returns float32
   logits ``(batch, tgt_len, target_vocab_size)``.
 
-  The defaults are the tutorial's: its line ``Transformer(num_layers=4,
+  The keyword arguments are ``config.model``'s fields (:mod:`transformer.config`
+  describes each), under the same names down to the layers that use them. The
+  defaults are the tutorial's: its line ``Transformer(num_layers=4,
   d_model=128, num_heads=8, dff=512, input_vocab_size=7765,
   target_vocab_size=7010, dropout_rate=0.1)`` builds its 10,184,162-parameter
-  model. The paper's choices are one argument each (all of them:
-  ``configs/base.py`` and :meth:`from_model_config`):
+  model, and ``configs/tutorial.py`` sets the same values
+  (``tests/unit/test_model.py::test_the_constructors_defaults_are_configs_tutorial``).
+  The paper's are ``configs/base.py``'s; :meth:`from_model_config` builds the
+  model of a configuration. The two settings that act here, and the two
+  whose constructor default means "unset":
 
   Args:
     head_width: ``"full"``: each of the ``num_heads`` heads is ``d_model`` wide
@@ -36,75 +41,84 @@ class Transformer(keras.Model):
       that same matrix (three-way sharing over a joint vocabulary, §3.4).
     attention_dropout_rate: None: ``dropout_rate``, as the tutorial's
       ``MultiHeadAttention(dropout=dropout_rate)``; the paper's is 0.
-    residual_dropout_on_attention: False (tutorial) or True (paper §5.4).
-    positional_layout: ``"concatenated"`` (tutorial) or ``"interleaved"`` (§3.5).
-    layer_norm_epsilon: 1e-3 (Keras' default, the tutorial's) or 1e-6 (the
-      paper's lineage).
     key_dim: if > 0, every head's width (d_k = d_v), overriding ``head_width``.
-    The other arguments are described in :mod:`transformer.config`.
   """
 
   def __init__(self, *, num_layers: int, d_model: int, num_heads: int, dff: int,
                input_vocab_size: int, target_vocab_size: int, dropout_rate: float = 0.1,
                attention_dropout_rate: Optional[float] = None,
                residual_dropout_on_attention: bool = False, head_width: str = "full",
-               positional_layout: str = "concatenated", scale_embeddings: bool = True,
-               scale_attention_logits: bool = True, embedding_initializer: str = "uniform",
-               output_weights: str = "untied", layer_norm_epsilon: float = 1e-3,
-               max_position: int = 2048, pad_id: int = 0,
-               positional_encoding: str = "sinusoid", positional_scale: float = 1.0,
-               key_dim: int = 0, **kwargs):
+               key_dim: int = 0, scale_attention_logits: bool = True,
+               layer_norm_epsilon: float = 1e-3, max_position: int = 2048,
+               positional_layout: str = "concatenated", positional_encoding: str = "sinusoid",
+               positional_scale: float = 1.0, scale_embeddings: bool = True,
+               embedding_initializer: str = "uniform", output_weights: str = "untied",
+               pad_id: int = 0, **kwargs):
     super().__init__(**kwargs)
+    self.num_layers = num_layers
+    self.d_model = d_model
+    self.num_heads = num_heads
+    self.dff = dff
     # The tutorial passes its tokenizers' vocabulary sizes as NumPy int32.
-    input_vocab_size, target_vocab_size = int(input_vocab_size), int(target_vocab_size)
-    if head_width not in HEAD_WIDTHS:
-      raise ValueError(f"head_width: unknown value {head_width!r}; choose one of {HEAD_WIDTHS}")
-    if output_weights not in OUTPUT_WEIGHTS:
-      raise ValueError(f"output_weights: unknown value {output_weights!r}; "
-                       f"choose one of {OUTPUT_WEIGHTS}")
-    if head_width == "split" and d_model % num_heads:
-      raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
-    if output_weights == "shared" and input_vocab_size != target_vocab_size:
-      raise ValueError("output_weights='shared' needs one joint vocabulary, got "
-                       f"input_vocab_size={input_vocab_size} and "
-                       f"target_vocab_size={target_vocab_size}")
-    settings = LayerSettings(
-        d_model=d_model, num_heads=num_heads, dff=dff, dropout_rate=dropout_rate,
+    self.input_vocab_size = input_vocab_size = int(input_vocab_size)
+    self.target_vocab_size = target_vocab_size = int(target_vocab_size)
+    self.dropout_rate = dropout_rate
+    # Resolved here, so that get_config records the value the layers use.
+    self.attention_dropout_rate = attention_dropout_rate = (
+        dropout_rate if attention_dropout_rate is None else attention_dropout_rate)
+    self.residual_dropout_on_attention = residual_dropout_on_attention
+    self.head_width = head_width
+    self.key_dim = key_dim
+    self.scale_attention_logits = scale_attention_logits
+    self.layer_norm_epsilon = layer_norm_epsilon
+    self.max_position = max_position
+    self.positional_layout = positional_layout
+    self.positional_encoding = positional_encoding
+    self.positional_scale = positional_scale
+    self.scale_embeddings = scale_embeddings
+    self.embedding_initializer = embedding_initializer
+    self.output_weights = output_weights
+    self.pad_id = pad_id
+    # Both routes, from_model_config and direct construction, come through here.
+    validate_model(self._settings())
+
+    embedding_settings = dict(
+        dropout_rate=dropout_rate, max_position=max_position,
+        positional_layout=positional_layout, positional_encoding=positional_encoding,
+        positional_scale=positional_scale, scale_embeddings=scale_embeddings,
+        embedding_initializer=embedding_initializer)
+    shared_embedding = None
+    if output_weights == "shared":
+      shared_embedding = PositionalEmbedding(input_vocab_size, d_model, name="shared_embedding",
+                                             **embedding_settings)
+    stack_settings = dict(
+        num_layers=num_layers, d_model=d_model, num_heads=num_heads, dff=dff,
         key_dim=key_dim or (d_model // num_heads if head_width == "split" else d_model),
         attention_dropout_rate=attention_dropout_rate,
         residual_dropout_on_attention=residual_dropout_on_attention,
-        scale_attention_logits=scale_attention_logits, layer_norm_epsilon=layer_norm_epsilon)
-    embedding_options = dict(max_position=max_position, positional_layout=positional_layout,
-                             scale_embeddings=scale_embeddings,
-                             embedding_initializer=embedding_initializer,
-                             positional_encoding=positional_encoding,
-                             positional_scale=positional_scale)
-    self.hyperparameters = dict(
-        num_layers=num_layers, d_model=d_model, num_heads=num_heads, dff=dff,
-        input_vocab_size=input_vocab_size, target_vocab_size=target_vocab_size,
-        dropout_rate=dropout_rate, attention_dropout_rate=settings.attention_dropout_rate,
-        residual_dropout_on_attention=residual_dropout_on_attention, head_width=head_width,
-        scale_attention_logits=scale_attention_logits, output_weights=output_weights,
-        layer_norm_epsilon=layer_norm_epsilon, pad_id=pad_id, key_dim=key_dim,
-        **embedding_options)
-    self.output_weights = output_weights
-    self.pad_id = pad_id
-    self.target_vocab_size = target_vocab_size
-
-    shared_embedding = None
-    if output_weights == "shared":
-      shared_embedding = PositionalEmbedding(
-          input_vocab_size, d_model, max_position=max_position, layout=positional_layout,
-          scale_embeddings=scale_embeddings, initializer=embedding_initializer,
-          dropout_rate=dropout_rate, positions=positional_encoding,
-          position_scale=positional_scale, name="shared_embedding")
-    stack_args = dict(num_layers=num_layers, embedding=shared_embedding,
-                      **settings.as_dict(), **embedding_options)
+        scale_attention_logits=scale_attention_logits, layer_norm_epsilon=layer_norm_epsilon,
+        embedding=shared_embedding, **embedding_settings)
     self.encoder = Encoder(vocab_size=input_vocab_size, pad_id=pad_id, name="encoder",
-                           **stack_args)
-    self.decoder = Decoder(vocab_size=target_vocab_size, name="decoder", **stack_args)
+                           **stack_settings)
+    self.decoder = Decoder(vocab_size=target_vocab_size, name="decoder", **stack_settings)
     self.final_layer = (keras.layers.Dense(target_vocab_size, name="final_layer")
                         if output_weights == "untied" else None)
+
+  def _settings(self) -> dict:
+    """The constructor's arguments, as stored."""
+    return dict(
+        num_layers=self.num_layers, d_model=self.d_model, num_heads=self.num_heads,
+        dff=self.dff, input_vocab_size=self.input_vocab_size,
+        target_vocab_size=self.target_vocab_size, dropout_rate=self.dropout_rate,
+        attention_dropout_rate=self.attention_dropout_rate,
+        residual_dropout_on_attention=self.residual_dropout_on_attention,
+        head_width=self.head_width, key_dim=self.key_dim,
+        scale_attention_logits=self.scale_attention_logits,
+        layer_norm_epsilon=self.layer_norm_epsilon, max_position=self.max_position,
+        positional_layout=self.positional_layout, positional_encoding=self.positional_encoding,
+        positional_scale=self.positional_scale, scale_embeddings=self.scale_embeddings,
+        embedding_initializer=self.embedding_initializer,
+        output_weights=self.output_weights, pad_id=self.pad_id)
 
   @classmethod
   def from_model_config(cls, model_config, input_vocab_size: int, target_vocab_size: int):
@@ -123,9 +137,9 @@ class Transformer(keras.Model):
     # that a model restored from a .keras file can load its variables.
     source_shape, target_shape = inputs_shape or ((None, None), (None, None))
     self.encoder.build(tuple(source_shape))
-    self.decoder.build(tuple(target_shape), (*source_shape, self.hyperparameters["d_model"]))
+    self.decoder.build(tuple(target_shape), (*source_shape, self.d_model))
     if self.final_layer is not None:
-      self.final_layer.build((*target_shape, self.hyperparameters["d_model"]))
+      self.final_layer.build((*target_shape, self.d_model))
     self.built = True
 
   @property
@@ -176,4 +190,4 @@ class Transformer(keras.Model):
     return self.logits(x[:, 0]), cache, weights[:, :, 0]
 
   def get_config(self):
-    return {**super().get_config(), **self.hyperparameters}
+    return {**super().get_config(), **self._settings()}

@@ -55,7 +55,7 @@ def embedding_stats(d_model: int, initializer: str, vocab_size: int, positions: 
   """Per-position RMS (over channels) of embedding, embedding × √d_model and the
   positional encoding; the embedding rows are every token of the vocabulary."""
   tf.keras.utils.set_random_seed(SEED)
-  layer = PositionalEmbedding(vocab_size, d_model, initializer=initializer,
+  layer = PositionalEmbedding(vocab_size, d_model, embedding_initializer=initializer,
                               max_position=positions)
   layer.build((None, None))
   token_rms = rms(layer.embeddings.numpy())                      # (vocab,)

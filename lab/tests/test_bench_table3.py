@@ -258,7 +258,7 @@ def test_sqrt_ratio_keeps_the_scaled_bases_ratio_of_token_to_position():
     keras.utils.set_random_seed(0)  # the same token embeddings in every arm
     layer = PositionalEmbedding(1000, model.d_model, max_position=model.max_position,
                                 scale_embeddings=model.scale_embeddings,
-                                position_scale=model.positional_scale, dropout_rate=0.0)
+                                positional_scale=model.positional_scale, dropout_rate=0.0)
     ids = np.arange(1, 129)[np.newaxis]
     total = layer(ids).numpy()[0]
     positions = layer.encode_positions(0, 128).numpy()

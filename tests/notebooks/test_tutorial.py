@@ -146,7 +146,7 @@ def test_encoder_and_decoder_take_the_tutorials_arguments(batch):
   # The tutorial's layers: key_dim=d_model heads, its MHA dropout, no
   # dropout on the attention outputs, Keras' LayerNorm ε.
   attention = sample_decoder.dec_layers[0].cross_attention
-  assert attention.mha.key_dim == 512 and attention.mha.dropout == 0.1
+  assert attention.mha.key_dim == 512 and attention.mha.attention_dropout_rate == 0.1
   assert attention.dropout.rate == 0.0 and attention.layernorm.epsilon == 1e-3
 
 

@@ -23,8 +23,8 @@ def test_scaling_keeps_logit_variance_near_one():
   rng = np.random.default_rng(1)
   q = tf.constant(rng.normal(size=(64, 128, d_k)), tf.float32)
   k = tf.constant(rng.normal(size=(64, 128, d_k)), tf.float32)
-  scaled = np.var(attention_logits(q, k, scaled=True).numpy())
-  unscaled = np.var(attention_logits(q, k, scaled=False).numpy())
+  scaled = np.var(attention_logits(q, k, scale_attention_logits=True).numpy())
+  unscaled = np.var(attention_logits(q, k, scale_attention_logits=False).numpy())
   assert abs(scaled - 1.0) < 0.05
   assert abs(unscaled / d_k - 1.0) < 0.05
 
@@ -87,7 +87,7 @@ def attention_outputs(layer, x):
 def test_residual_dropout_on_attention_is_the_papers_and_off_is_the_tutorials():
   from transformer.attention import GlobalSelfAttention
   x = np.random.default_rng(4).normal(size=(2, 6, 16)).astype(np.float32)
-  paper = GlobalSelfAttention(4, 4, residual_dropout_rate=0.5)
+  paper = GlobalSelfAttention(4, 4, dropout_rate=0.5)
   inference, training = attention_outputs(paper, x)
   assert not np.allclose(inference, training)
   tutorial = GlobalSelfAttention(4, 4)
@@ -98,7 +98,7 @@ def test_residual_dropout_on_attention_is_the_papers_and_off_is_the_tutorials():
 def test_attention_dropout_drops_weights_but_returns_them_whole():
   from transformer.attention import GlobalSelfAttention
   x = np.random.default_rng(5).normal(size=(2, 6, 16)).astype(np.float32)
-  layer = GlobalSelfAttention(4, 4, dropout=0.5)
+  layer = GlobalSelfAttention(4, 4, attention_dropout_rate=0.5)
   inference, training = attention_outputs(layer, x)
   assert not np.allclose(inference, training)
   np.testing.assert_allclose(layer.last_attn_scores.numpy().sum(-1), 1.0, rtol=1e-5)

@@ -96,6 +96,40 @@ def test_bad_fields_raise_a_clear_error(section, field, value, message):
     validate_config(config)
 
 
+@pytest.mark.parametrize("field, value, message", [
+    ("num_heads", 7, r"config\.model\.d_model: d_model=32 is not divisible by num_heads=7"),
+    ("positional_layout", "spiral", r"config\.model\.positional_layout: unknown value 'spiral'"),
+    ("positional_encoding", "rotary", r"config\.model\.positional_encoding: unknown value"),
+    ("head_width", "wide", r"config\.model\.head_width: unknown value 'wide'"),
+    ("embedding_initializer", "xavier", r"config\.model\.embedding_initializer: unknown"),
+    ("dropout_rate", 1.5, r"config\.model\.dropout_rate: must be in \[0, 1\)"),
+    ("layer_norm_epsilon", 0.0, r"config\.model\.layer_norm_epsilon: must be > 0, got 0\.0"),
+    ("key_dim", -2, r"config\.model\.key_dim: must be >= 0"),
+])
+def test_a_bad_model_field_is_one_error_on_every_route(field, value, message):
+  """One check of the model's settings: the configuration (validate_config),
+  the model built from it (from_model_config) and the model built directly
+  (Transformer's keyword arguments, config.model's names) say the same."""
+  from transformer.model import Transformer  # pylint: disable=g-import-not-at-top
+  config = configs.tiny.get_config()
+  config.model[field] = value
+  with pytest.raises(ConfigError, match=message):
+    validate_config(config)
+  with pytest.raises(ConfigError, match=message):
+    Transformer.from_model_config(config.model, 30, 30)
+  with pytest.raises(ConfigError, match=message):
+    Transformer(input_vocab_size=30, target_vocab_size=30, **config.model.to_dict())
+
+
+def test_shared_output_weights_need_equal_vocabularies_when_built():
+  from transformer.model import Transformer  # pylint: disable=g-import-not-at-top
+  model_config = configs.base.get_config().model
+  model_config.update(dict(num_layers=1, d_model=16, dff=16, num_heads=2))
+  with pytest.raises(ConfigError, match=r"config\.model\.output_weights: 'shared' needs one "
+                     r"joint vocabulary, got input_vocab_size=30 and target_vocab_size=31"):
+    Transformer.from_model_config(model_config, 30, 31)
+
+
 def test_resume_counts_a_field_added_after_the_run_began_as_its_default():
   current = json.loads(configs.tiny.get_config().to_json_best_effort())
   stored = json.loads(json.dumps(current))

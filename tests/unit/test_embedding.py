@@ -40,9 +40,9 @@ def test_layouts_are_a_fixed_channel_permutation_of_each_other():
 
 
 def test_bad_layout_and_odd_depth_are_rejected():
-  with pytest.raises(ValueError, match="unknown positional layout 'sideways'"):
+  with pytest.raises(ValueError, match=r"config\.model\.positional_layout: unknown value 'sideways'"):
     positional_encoding(10, 8, "sideways")
-  with pytest.raises(ValueError, match="depth must be even"):
+  with pytest.raises(ValueError, match=r"config\.model\.d_model: must be even"):
     positional_encoding(10, 7)
 
 

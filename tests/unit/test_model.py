@@ -178,10 +178,10 @@ def layer_cases():
                positional_layout="interleaved", scale_embeddings=False,
                layer_norm_epsilon=1e-6)
   return [
-      (PositionalEmbedding(20, 8, max_position=16, layout="interleaved"), (ids,)),
-      (MultiHeadAttention(2, 4, dropout=0.1), (x, context)),
-      (GlobalSelfAttention(2, 4, dropout=0.1), (x,)),
-      (CausalSelfAttention(2, 4, residual_dropout_rate=0.3, layer_norm_epsilon=1e-6), (x,)),
+      (PositionalEmbedding(20, 8, max_position=16, positional_layout="interleaved"), (ids,)),
+      (MultiHeadAttention(2, 4, attention_dropout_rate=0.1), (x, context)),
+      (GlobalSelfAttention(2, 4, attention_dropout_rate=0.1), (x,)),
+      (CausalSelfAttention(2, 4, dropout_rate=0.3, layer_norm_epsilon=1e-6), (x,)),
       (CrossAttention(2, 4), (x, context)),
       (FeedForward(8, 12, 0.3, layer_norm_epsilon=1e-6), (x,)),
       (EncoderLayer(d_model=8, num_heads=2, dff=12, key_dim=4, dropout_rate=0.2,
@@ -193,6 +193,31 @@ def layer_cases():
       (Decoder(num_layers=2, d_model=8, num_heads=2, dff=12, vocab_size=20, **stack),
        (ids, context)),
   ]
+
+
+def test_the_constructors_defaults_are_configs_tutorial():
+  """The tutorial's line, with Transformer's defaults for everything else,
+  gives configs/tutorial.py's model settings: the defaults are the tutorial's."""
+  model = Transformer(num_layers=4, d_model=128, num_heads=8, dff=512, input_vocab_size=7765,
+                      target_vocab_size=7010, dropout_rate=0.1)
+  tutorial = configs.tutorial.get_config().model.to_dict()
+  built = model.get_config()
+  assert {name: built[name] for name in tutorial} == tutorial
+
+
+def test_every_layer_names_its_settings_as_config_model_does():
+  """One name per setting: every layer's get_config (so its keyword arguments)
+  uses config.model's field names, besides the tutorial's vocabulary sizes and
+  the padding id, which are not configuration fields."""
+  from transformer.config import default_config  # pylint: disable=g-import-not-at-top
+  allowed = set(default_config().model.to_dict()) | {
+      "vocab_size", "input_vocab_size", "target_vocab_size", "pad_id"}
+  keras_own = set(keras.layers.Layer().get_config())
+  layers = [layer for layer, _ in layer_cases()]
+  layers.append(Transformer(input_vocab_size=20, target_vocab_size=20, **SMALL, num_heads=2))
+  for layer in layers:
+    settings = set(layer.get_config()) - keras_own
+    assert settings <= allowed, (type(layer).__name__, settings - allowed)
 
 
 @pytest.mark.parametrize("index", range(10))

@@ -33,7 +33,7 @@ def test_default_is_the_sinusoid_table_bit_for_bit():
 def test_positional_scale_multiplies_the_positions_only(positions):
   """output − token part = scale × the position rows, for both kinds."""
   scaled = PositionalEmbedding(VOCAB, D_MODEL, max_position=MAX_POSITION, dropout_rate=0.0,
-                               positions=positions, position_scale=0.25,
+                               positional_encoding=positions, positional_scale=0.25,
                                scale_embeddings=False)
   ids = np.array([[3, 9, 1, 4, 29]])
   output = scaled(ids).numpy()[0]
@@ -74,7 +74,7 @@ def test_learned_positions_round_trip_get_config_and_keras_file(make_model, rand
   assert Transformer.from_config(model.get_config()).get_config() == model.get_config()
   model.save(tmp_path / "model.keras")
   restored = keras.models.load_model(tmp_path / "model.keras")
-  assert restored.decoder.embedding.positions == "learned"
+  assert restored.decoder.embedding.positional_encoding == "learned"
   np.testing.assert_array_equal(restored(batch).numpy(), expected)
 
 
@@ -126,5 +126,5 @@ def test_config_fields_reach_the_model():
   config.model.update(positional_encoding="learned", positional_scale=0.5, key_dim=4)
   model = Transformer.from_model_config(validate_config(config).model, VOCAB, VOCAB)
   for embedding in (model.encoder.embedding, model.decoder.embedding):
-    assert (embedding.positions, embedding.position_scale) == ("learned", 0.5)
+    assert (embedding.positional_encoding, embedding.positional_scale) == ("learned", 0.5)
   assert model.decoder.layers[0].self_attention.mha.key_dim == 4

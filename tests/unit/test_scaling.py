@@ -36,7 +36,7 @@ def softmax(x):
 def test_attention_weights_are_softmax_of_qkt_or_qkt_over_root_dk(make_model, random_batch,
                                                                    scaled):
   model = make_model(scale_attention_logits=scaled)
-  assert all(a.mha.scale_logits is scaled for a in attention_layers(model))
+  assert all(a.mha.scale_attention_logits is scaled for a in attention_layers(model))
   source, target = with_padding(random_batch())
   model((source, target))
   # Recompute the first encoder self-attention from its own projections.
@@ -100,7 +100,7 @@ def test_get_config_and_keras_file_round_trip_the_new_fields(make_model, random_
   path = tmp_path / "model.keras"
   model.save(path)
   restored = keras.models.load_model(path)
-  assert all(a.mha.scale_logits is False for a in attention_layers(restored))
+  assert all(a.mha.scale_attention_logits is False for a in attention_layers(restored))
   np.testing.assert_array_equal(restored(batch).numpy(), expected)
 
 
@@ -129,5 +129,5 @@ def test_embedding_initializer_reaches_the_embedding(make_model, output_weights)
 
 
 def test_unknown_embedding_initializer_is_one_clear_error(make_model):
-  with pytest.raises(ValueError, match="unknown embedding initializer 'xavier'"):
+  with pytest.raises(ValueError, match=r"config\.model\.embedding_initializer: unknown value 'xavier'"):
     make_model(embedding_initializer="xavier")
