@@ -50,14 +50,15 @@ from absl import logging
 from ml_collections import config_flags
 
 from transformer import config as config_lib
+from transformer import files
+from transformer import progress
 from transformer import run_folder
+from transformer import runtime
 from transformer import shards
 from transformer import sources
+from transformer import stop_signals
 from transformer.training import distribute
-from transformer.training import progress
-from transformer.training import runtime
-from transformer.training import stop_signals
-from transformer.training.errors import describe_error
+from transformer.errors import TrainingError, describe_error
 
 REPO_DIR = Path(__file__).resolve().parent
 
@@ -346,10 +347,9 @@ def main(argv):
   # TensorFlow is imported only now, so that flag errors come back at once.
   tf = runtime.import_tensorflow(_VERBOSE.value)
   from transformer import data  # pylint: disable=g-import-not-at-top
-  from transformer import training  # pylint: disable=g-import-not-at-top
   try:
     train(config, model_dir, tf)
-  except (data.DataError, training.TrainingError, OSError) as e:
+  except (data.DataError, TrainingError, OSError) as e:
     # Malformed or unreadable files, a corrupt or mismatched checkpoint, a NaN
     # loss, a full disk, a folder in use by another run.
     raise RunError(str(e)) from e
@@ -359,12 +359,12 @@ def main(argv):
 
 def train(config, model_dir: Path, tf):
   """Everything after the flag checks: data, tokenizers, training, export, BLEU."""
-  from transformer.training import checkpointing  # pylint: disable=g-import-not-at-top
+  from transformer.checkpoint_files import CHECKPOINT_SUBDIR  # pylint: disable=g-import-not-at-top
   from transformer import data  # pylint: disable=g-import-not-at-top
   from transformer import pipeline  # pylint: disable=g-import-not-at-top
   from transformer.training import summaries as summaries_lib  # pylint: disable=g-import-not-at-top
   from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
-  from transformer import training  # pylint: disable=g-import-not-at-top
+  from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
 
   strategy = distribute.get_strategy(_STRATEGY.value, _TPU.value)
   chief = distribute.is_chief(strategy)
@@ -398,15 +398,15 @@ def train(config, model_dir: Path, tf):
     # Held until the process ends, however it ends; removed when Python ends
     # it (finished, stopped by a signal, an error), so that the next run finds
     # no stale lock. A killed run's lock is stale, and taken over.
-    lock = checkpointing.RunLock(model_dir)
+    lock = files.RunLock(model_dir)
     atexit.register(lock.release)  # first: a Ctrl-C right after acquire() is an exit too
     lock.acquire()
   mismatch = tokenizers_lib.vocabulary_mismatch(model_dir, tokenizers)
-  if mismatch and any((model_dir / checkpointing.CHECKPOINT_SUBDIR).glob("ckpt-*.index")):
+  if mismatch and any((model_dir / CHECKPOINT_SUBDIR).glob("ckpt-*.index")):
     raise UsageError(f"--tokenizer={_TOKENIZER.value}: {mismatch}, or a new --model_dir")
 
   try:
-    trainer = training.Trainer(
+    trainer = Trainer(
         config, input_vocab_size=input_vocab_size, target_vocab_size=target_vocab_size,
         model_dir=model_dir, strategy=strategy, mixed_precision=_MIXED_PRECISION.value,
         jit_compile=_JIT_COMPILE.value, log_every_steps=_LOG_EVERY_STEPS.value)
@@ -475,7 +475,6 @@ def train(config, model_dir: Path, tf):
 def train_on_shards(config, model_dir: Path) -> None:
   """Training from prepared shards on Keras and JAX, with no TensorFlow
   imported (transformer/training/keras_loop.py)."""
-  from transformer.training import files  # pylint: disable=g-import-not-at-top
   runtime.hide_jax_logs(_VERBOSE.value)
   from transformer.training import keras_loop  # pylint: disable=g-import-not-at-top  (JAX, Keras)
   import jax  # pylint: disable=g-import-not-at-top
@@ -575,7 +574,6 @@ class Bleu:
 def record_run_files(model_dir: Path, config, tokenizer_path: Path,
                      vocabulary_hash: str) -> None:
   """Writes config.json, tokenizer_path.txt and the vocabularies' hash, each atomically."""
-  from transformer.training import files  # pylint: disable=g-import-not-at-top
   for name, text in ((run_folder.CONFIG_FILE, config.to_json_best_effort(indent=2)),
                      (run_folder.TOKENIZER_PATH_FILE, str(tokenizer_path)),
                      (run_folder.VOCABULARY_HASH_FILE, vocabulary_hash)):

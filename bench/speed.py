@@ -193,7 +193,7 @@ def build(kind, config, input_vocab, target_vocab):
     tutorial_baseline.compile_as_tutorial(model, config.model.d_model,
                                           config.training.warmup_steps)
     return model, lambda batches: model.fit(batches, epochs=1, verbose=0)
-  from transformer.training import Trainer  # pylint: disable=g-import-not-at-top
+  from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
   trainer = Trainer(config, input_vocab_size=input_vocab, target_vocab_size=target_vocab,
                     progress=False)
   return trainer, trainer.train_on_batches

@@ -118,8 +118,8 @@ def test_2_a_truncated_newest_checkpoint_falls_back_to_the_one_before(tmp_path, 
 
   # Nothing intact is left: refused, never started over.
   _truncate(tmp_path, 5)
-  from transformer.training import checkpointing  # pylint: disable=g-import-not-at-top
-  with pytest.raises(checkpointing.CheckpointError,
+  from transformer import checkpoint_files  # pylint: disable=g-import-not-at-top
+  with pytest.raises(checkpoint_files.CheckpointError,
                      match=r"no intact checkpoint left in .*ckpt-5 \("):
     small_checkpoints(tmp_path)[0].restore()
 
@@ -206,13 +206,13 @@ def _synthetic_batches(epoch):
 
 def _trainer(model_dir, steps):
   """A tiny Trainer with dropout on, stopping at ``steps`` (0: after one epoch)."""
-  from transformer import training  # pylint: disable=g-import-not-at-top
+  from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
   config = tiny.get_config()
   config.model.dropout_rate = config.model.attention_dropout_rate = 0.3
   config.training.train_steps = steps  # tiny.py: epochs = 1
   config.training.checkpoint_every_steps = 100
-  return training.Trainer(config, input_vocab_size=50, target_vocab_size=50,
-                          model_dir=model_dir, progress=False)
+  return Trainer(config, input_vocab_size=50, target_vocab_size=50,
+                 model_dir=model_dir, progress=False)
 
 
 def _fit(model_dir, steps):

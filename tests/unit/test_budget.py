@@ -7,7 +7,7 @@ import signal
 import pytest
 
 from transformer.training import budget
-from transformer import training
+from transformer.training.trainer import Trainer
 from transformer.config import ConfigError, validate_config
 from transformer.optimization import WarmupInverseSquareRoot
 
@@ -117,13 +117,13 @@ def budget_run(tiny_config, make_trainer, random_dataset):
 
 @pytest.fixture
 def ten_second_epochs(monkeypatch):
-  run_epoch = training.Trainer._run_epoch  # pylint: disable=protected-access
+  run_epoch = Trainer._run_epoch  # pylint: disable=protected-access
 
   def timed(self, *args, **kwargs):
     record, _ = run_epoch(self, *args, **kwargs)
     record["seconds"] = 10.0
     return record, 10.0
-  monkeypatch.setattr(training.Trainer, "_run_epoch", timed)
+  monkeypatch.setattr(Trainer, "_run_epoch", timed)
 
 
 @pytest.mark.slow

@@ -17,9 +17,10 @@ import types
 import numpy as np
 import pytest
 
+from transformer import files
+from transformer import progress
 from transformer import sources
 from transformer.training import checkpointing
-from transformer.training import progress
 
 ROOT = Path(__file__).resolve().parents[2]
 # A live line's start: "Epoch 2/~14 5/13 [", "Epoch 1 5/13 [".
@@ -143,12 +144,12 @@ def test_a_log_line_starts_on_its_own_line_not_after_the_live_line():
 
 
 def test_a_clean_exit_removes_the_lock_and_the_next_run_takes_it_silently(tmp_path, caplog):
-  lock = checkpointing.RunLock(tmp_path)
+  lock = files.RunLock(tmp_path)
   lock.acquire()
   assert (tmp_path / "train.lock").read_text().strip() == str(os.getpid())
   lock.release()
   assert not (tmp_path / "train.lock").exists()
-  again = checkpointing.RunLock(tmp_path)
+  again = files.RunLock(tmp_path)
   with caplog.at_level(python_logging.WARNING):
     again.acquire()
   assert "stale" not in caplog.text
@@ -161,7 +162,7 @@ def test_an_epochs_seconds_are_its_wall_time_across_a_resume(tmp_path, monkeypat
   # the resumed run's record of that epoch must hold them.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from configs import tiny  # pylint: disable=g-import-not-at-top
-  from transformer import training  # pylint: disable=g-import-not-at-top
+  from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
   from transformer.training import trainer as trainer_module  # pylint: disable=g-import-not-at-top
   offset = [0.0]
   monkeypatch.setattr(trainer_module, "time",
@@ -175,8 +176,8 @@ def test_an_epochs_seconds_are_its_wall_time_across_a_resume(tmp_path, monkeypat
       ((source, target[:, :-1]), target[:, 1:])).batch(2)
 
   def make():
-    return training.Trainer(config, input_vocab_size=60, target_vocab_size=60,
-                            model_dir=tmp_path, progress=False)
+    return Trainer(config, input_vocab_size=60, target_vocab_size=60,
+                   model_dir=tmp_path, progress=False)
 
   def stop_at_step_2(step, loss):  # pylint: disable=unused-argument
     if step == 1:

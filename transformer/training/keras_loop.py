@@ -8,10 +8,10 @@ budget's cooldown), label smoothing, dropout and loss over real target tokens
 tokens of the global batch); what a run leaves behind is the same too:
 ``metrics.jsonl`` records of the same fields, TensorBoard scalars in
 ``logs/train`` and ``logs/validation``, the console's progress
-(:mod:`transformer.training.progress`), and checkpoints after every
+(:mod:`transformer.progress`), and checkpoints after every
 ``checkpoint_every_steps`` steps and at each epoch's end, from which the same
 command resumes after a kill, a Ctrl-C or SIGTERM (exit 128 + N). The
-checkpoints are :mod:`transformer.training.keras_checkpoints` folders whose
+checkpoints are :mod:`transformer.keras_checkpoints` folders whose
 ``model.weights.h5`` the TensorFlow side loads (``evaluate.py``, the export).
 
 One step is one ``jax.jit``-compiled function of the variables' values
@@ -53,11 +53,11 @@ from transformer import optimization
 from transformer import shards
 from transformer.model import Transformer
 from transformer.training import budget as budget_lib
-from transformer.training import keras_checkpoints
-from transformer.training import progress as progress_lib
-from transformer.training import stop_signals
+from transformer import keras_checkpoints
+from transformer import progress as progress_lib
+from transformer import stop_signals
 from transformer.training import summaries
-from transformer.training.errors import NonFiniteLossError, TrainingError
+from transformer.errors import NonFiniteLossError, TrainingError
 from transformer.training.result import TrainResult
 
 

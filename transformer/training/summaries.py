@@ -22,7 +22,7 @@ from typing import Dict, Optional
 from absl import logging
 
 from transformer import run_folder
-from transformer.training.files import write_text_atomically
+from transformer.files import write_text_atomically
 
 METRICS_FILE = run_folder.METRICS_FILE
 

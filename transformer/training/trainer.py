@@ -66,11 +66,11 @@ from transformer.model import Transformer
 from transformer.training import budget as budget_lib
 from transformer.training import checkpointing
 from transformer.training import distribute
-from transformer.training import progress as progress_lib
+from transformer import progress as progress_lib
 from transformer.training import step as step_lib
-from transformer.training import stop_signals
+from transformer import stop_signals
 from transformer.training import summaries
-from transformer.training.errors import NonFiniteLossError, TrainingError
+from transformer.errors import NonFiniteLossError, TrainingError
 from transformer.training.result import TrainResult
 
 
