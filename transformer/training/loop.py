@@ -20,18 +20,23 @@ actions around them:
   checkpoint from losing or doubling the record).
 
 The checkpoints within an epoch (every ``training.checkpoint_every_steps``
-steps), the progress line and the TensorBoard training scalars belong to the
-trainer's ``run_epoch``: they follow its steps.
+steps), the progress line and the TensorBoard training scalars
+(:class:`TrainScalars`) belong to the trainer's ``run_epoch``: they follow its
+steps. A NaN/Inf loss stops the run there (:func:`non_finite_loss`), before
+anything is saved: the last checkpoint on disk is the last good state.
 """
 
 import json
 import signal
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from absl import logging
 
+from transformer import losses
 from transformer import optimization
+from transformer import progress as progress_lib
 from transformer import stop_signals
+from transformer.errors import NonFiniteLossError
 from transformer.training.result import TrainResult
 
 
@@ -111,3 +116,46 @@ def run_epochs(trainer, run_epoch: Callable, *, budget, summaries, validation=No
                trainer.step - start_step, start_step, trainer.step)
   return TrainResult(step=trainer.step, start_step=start_step, epoch=trainer.epochs_done,
                      interrupted_by=stop.received, history=history)
+
+
+def non_finite_loss(loss: float, step: int, epoch: int, latest_checkpoint) -> NonFiniteLossError:
+  """The error for a NaN/Inf training ``loss`` at ``step`` of ``epoch`` (from 0)."""
+  return NonFiniteLossError(
+      f"the training loss is {loss} at step {step} (epoch {epoch + 1}); stopping without "
+      f"saving. The last good checkpoint is kept: {latest_checkpoint or 'none was written yet'}. "
+      "Lower the learning rate (config.training.warmup_steps), check the data, or try "
+      "without mixed precision")
+
+
+class TrainScalars:
+  """TensorBoard's training scalars: the sums of the steps since the last write
+  (``metrics``, a :class:`transformer.losses.TokenMetrics`), written every
+  ``every`` steps with the learning rate and the tokens per second since then."""
+
+  def __init__(self, summaries, every: int, now: float):
+    self._summaries, self.every = summaries, every
+    self.metrics, self._start = losses.TokenMetrics(), now
+
+  def due(self, step: int) -> bool:
+    return step % self.every == 0
+
+  def write(self, step: int, learning_rate: float, now: float) -> None:
+    self._summaries.write_scalars("train", step, {
+        "loss": self.metrics.loss, "accuracy": self.metrics.accuracy,
+        "learning_rate": learning_rate,
+        "tokens_per_second": self.metrics.tokens / max(now - self._start, 1e-9)})
+    self.metrics, self._start = losses.TokenMetrics(), now
+
+
+def start_progress(progress, *, epoch: int, epoch_steps: int, skip: int, step: int,
+                   max_steps: Optional[int], epochs: Optional[int],
+                   estimated: bool = False) -> Tuple[Optional[int], int]:
+  """Opens the progress line of ``epoch`` (from 0) of ``epoch_steps`` batches,
+  ``skip`` of them done before a resume, at ``step``; ``epochs``: the run's
+  length as known now, an estimate if ``estimated``. Returns the run's planned
+  epochs and the batch this run's epoch ends at (``train_steps`` may cut it)."""
+  steps_left = max_steps - step if max_steps else None
+  planned = progress_lib.planned_epochs(epoch, epoch_steps, skip, steps_left, epochs)
+  last = epoch_steps if steps_left is None else min(epoch_steps, skip + steps_left)
+  progress.start(progress_lib.epoch_label(epoch + 1, planned, estimated), skip, last)
+  return planned, last

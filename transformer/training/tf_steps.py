@@ -18,12 +18,14 @@ and not ``config.training.length_groups`` (see :mod:`transformer.training.step`)
 whose sub-batch lengths vary.
 """
 
-from typing import Callable, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import keras
 import tensorflow as tf
 
 from transformer import losses
+from transformer.errors import TrainingError
+from transformer.training import distribute
 from transformer.training import step as step_lib
 
 
@@ -98,3 +100,32 @@ class DistributedSteps:
       self._eval_fn = self._distributed_step(self._replica_eval_step, element_spec)
       self._eval_spec = element_spec
     return self._eval_fn
+
+  def train_on_batches(self, dataset, max_steps: Optional[int] = None) -> List[Dict]:
+    """Runs one optimizer step per batch of ``dataset`` (global batches).
+
+    A low-level entry point (no checkpoints, signals or summaries); returns one
+    ``{"loss", "tokens", "correct"}`` record per step, the loss being the mean
+    over the global batch's real tokens.
+    """
+    dist = distribute.distribute_dataset(self.strategy, dataset)
+    fn = self.train_fn(dist.element_spec)
+    records = []
+    for batch in dist:
+      if max_steps is not None and len(records) >= max_steps:
+        break
+      batch_metrics = losses.TokenMetrics().add(*fn(batch))
+      records.append({"loss": batch_metrics.loss, "tokens": batch_metrics.tokens,
+                      "correct": batch_metrics.correct})
+    return records
+
+  def evaluate(self, dataset) -> Dict[str, float]:
+    """Mean token loss and accuracy over ``dataset`` (no dropout)."""
+    dist = distribute.distribute_dataset(self.strategy, dataset)
+    fn = self.eval_fn(dist.element_spec)
+    metrics = losses.TokenMetrics()
+    for batch in dist:
+      metrics.add(*fn(batch))
+    if metrics.tokens == 0:
+      raise TrainingError("the evaluation dataset is empty")
+    return {"loss": metrics.loss, "accuracy": metrics.accuracy, "tokens": metrics.tokens}

@@ -2,26 +2,20 @@
 
 The tutorial calls ``transformer.fit(train_batches, epochs=20, ...)``; here the
 loop is written out in the style of the TF Model Garden's Orbit: the model and
-optimizer are built by :mod:`transformer.training.tf_build`, the steps under a
-``tf.distribute`` strategy are :mod:`transformer.training.tf_steps` (the loss
-over the real tokens of the GLOBAL batch), the epochs and what ends them are
-:func:`transformer.training.loop.run_epochs`, and this class trains one epoch
-at a time between them:
+optimizer come from :mod:`transformer.training.tf_build`, the steps under a
+``tf.distribute`` strategy from :mod:`transformer.training.tf_steps`, the
+epochs and what ends them from :func:`transformer.training.loop.run_epochs`;
+:meth:`Trainer._run_epoch` trains one epoch between them. It checkpoints
+``config.training.checkpoint_every_steps`` steps after the last checkpoint
+and resumes an epoch after the batches already trained on; the checkpoint
+also holds dropout's random state, so that a resumed run repeats the
+uninterrupted one bitwise, and the epoch's running sums, so that a resumed
+epoch's record covers all of its batches.
 
-* it checkpoints ``config.training.checkpoint_every_steps`` steps after the
-  last checkpoint, and resumes an epoch after the batches already trained on;
-  the checkpoint also holds dropout's random state, so that a resumed run
-  repeats the uninterrupted one bitwise, and the epoch's running sums, so that
-  a resumed epoch's record covers all of its batches;
-* it stops on a NaN/Inf loss with :class:`NonFiniteLossError` without saving:
-  the last checkpoint on disk is the last good state;
-* it shows the progress line and writes TensorBoard training scalars every
-  ``log_every_steps`` steps.
-
-Outputs under ``model_dir`` (written by the chief only under multi-worker):
-``checkpoints/`` (:mod:`transformer.training.checkpointing`), TensorBoard scalars in
-``logs/train`` and ``logs/validation`` (every epoch), and one JSON line per
-epoch in ``metrics.jsonl`` (:mod:`transformer.training.summaries`).
+Outputs under ``model_dir`` (the chief's only, under multi-worker):
+``checkpoints/`` (:mod:`transformer.training.checkpointing`), TensorBoard
+scalars in ``logs/train`` and ``logs/validation``, and one JSON line per epoch
+in ``metrics.jsonl`` (:mod:`transformer.training.summaries`).
 """
 
 import math
@@ -36,7 +30,7 @@ import tensorflow as tf
 from transformer import losses
 from transformer import progress as progress_lib
 from transformer import stop_signals
-from transformer.errors import NonFiniteLossError, TrainingError
+from transformer.errors import TrainingError
 from transformer.training import budget as budget_lib
 from transformer.training import checkpointing
 from transformer.training import distribute
@@ -147,33 +141,13 @@ class Trainer:
   # --------------------------------------------------------------- steps
 
   def train_on_batches(self, dataset, max_steps: Optional[int] = None) -> List[Dict]:
-    """Runs one optimizer step per batch of ``dataset`` (global batches).
-
-    A low-level entry point (no checkpoints, signals or summaries); returns one
-    ``{"loss", "tokens", "correct"}`` record per step, the loss being the mean
-    over the global batch's real tokens.
-    """
-    dist = distribute.distribute_dataset(self.strategy, dataset)
-    fn = self._steps.train_fn(dist.element_spec)
-    records = []
-    for batch in dist:
-      if max_steps is not None and len(records) >= max_steps:
-        break
-      batch_metrics = losses.TokenMetrics().add(*fn(batch))
-      records.append({"loss": batch_metrics.loss, "tokens": batch_metrics.tokens,
-                      "correct": batch_metrics.correct})
-    return records
+    """One optimizer step per batch of ``dataset``, and nothing else
+    (:meth:`transformer.training.tf_steps.DistributedSteps.train_on_batches`)."""
+    return self._steps.train_on_batches(dataset, max_steps)
 
   def evaluate(self, dataset) -> Dict[str, float]:
     """Mean token loss and accuracy over ``dataset`` (no dropout)."""
-    dist = distribute.distribute_dataset(self.strategy, dataset)
-    fn = self._steps.eval_fn(dist.element_spec)
-    metrics = losses.TokenMetrics()
-    for batch in dist:
-      metrics.add(*fn(batch))
-    if metrics.tokens == 0:
-      raise TrainingError("the evaluation dataset is empty")
-    return {"loss": metrics.loss, "accuracy": metrics.accuracy, "tokens": metrics.tokens}
+    return self._steps.evaluate(dataset)
 
   # --------------------------------------------------------------- the loop
 
@@ -282,12 +256,10 @@ class Trainer:
     # epoch's batches (the same on every pass) counts them.
     epoch_steps = target or skip + int(dataset.reduce(
         tf.constant(0, tf.int64), lambda count, _: count + 1))
-    steps_left = max_steps - self.step if max_steps else None
     epochs, self._planned_estimated = self._epoch_count()
-    self._planned = progress_lib.planned_epochs(epoch, epoch_steps, skip, steps_left, epochs)
-    total = epoch_steps if steps_left is None else min(epoch_steps, skip + steps_left)
-    self._progress.start(progress_lib.epoch_label(epoch + 1, self._planned,
-                                                  self._planned_estimated), skip, total)
+    self._planned, _ = loop.start_progress(
+        self._progress, epoch=epoch, epoch_steps=epoch_steps, skip=skip, step=self.step,
+        max_steps=max_steps, epochs=epochs, estimated=self._planned_estimated)
 
   def _run_epoch(self, epoch, make_train_dataset, max_steps, interval, step_callback,
                  stop: stop_signals.StopSignals) -> Tuple[Dict, float]:
@@ -308,24 +280,19 @@ class Trainer:
     epoch_metrics, seconds_before = (self._epoch_sums.read() if skip
                                      else (losses.TokenMetrics(), 0.0))
     partial = bool(skip) and not self._checkpoints.restored_added_state
-    interval_metrics = losses.TokenMetrics()  # since the last TensorBoard scalars
-    log_start = epoch_start = time.time()
+    epoch_start = time.time()
+    scalars = loop.TrainScalars(self._summaries, self.log_every_steps, epoch_start)
     done = skip
     complete = True
     for batch in dist:
       batch_metrics = losses.TokenMetrics().add(*train_fn(batch))
       step = self.step
       if not math.isfinite(batch_metrics.loss_sum):
-        raise NonFiniteLossError(
-            f"the training loss is {batch_metrics.loss} at step {step} "
-            f"(epoch {epoch + 1}); stopping without saving. The last good checkpoint "
-            f"is kept: {self.latest_checkpoint() or 'none was written yet'}. Lower the "
-            "learning rate (config.training.warmup_steps), check the data, or try "
-            "without mixed precision")
+        raise loop.non_finite_loss(batch_metrics.loss, step, epoch, self.latest_checkpoint())
       done += 1
       self.step_in_epoch.assign(done)
       epoch_metrics += batch_metrics
-      interval_metrics += batch_metrics
+      scalars.metrics += batch_metrics
       elapsed = max(time.time() - epoch_start, 1e-9)
       self._epoch_sums.assign(epoch_metrics, seconds_before + elapsed)
       tokens_per_second = epoch_metrics.tokens / (seconds_before + elapsed)
@@ -333,15 +300,8 @@ class Trainer:
       self._progress.update(done, **{"loss": epoch_metrics.loss,
                                      "acc": epoch_metrics.accuracy,
                                      "lr": lr, "tok/s": tokens_per_second})
-      if step % self.log_every_steps == 0:
-        now = time.time()
-        self._summaries.write_scalars("train", step, {
-            "loss": interval_metrics.loss,
-            "accuracy": interval_metrics.accuracy,
-            "learning_rate": lr,
-            "tokens_per_second": interval_metrics.tokens / max(now - log_start, 1e-9)})
-        interval_metrics = losses.TokenMetrics()
-        log_start = now
+      if scalars.due(step):
+        scalars.write(step, lr, time.time())
       if step_callback is not None:
         step_callback(step, batch_metrics.loss)
       if stop.received is not None:
