@@ -123,7 +123,7 @@ _JIT_COMPILE = flags.DEFINE_bool(
     "jit_compile", False,
     "XLA-compile the forward/backward pass (for GPUs; TPUs always compile). XLA compiles "
     "once per batch shape, so batches are then padded to their length bucket's longest "
-    "sentence (or to max_tokens without buckets); bench/xla_cpu.py measures it on a CPU.")
+    "sentence (or to max_tokens without buckets); lab/bench/xla_cpu.py measures it on a CPU.")
 _TRAIN_EXAMPLES = flags.DEFINE_integer(
     "train_examples", 0,
     "Use only the first N training pairs (in TFDS order), e.g. for smoke runs; 0: all.")

@@ -6,8 +6,8 @@ smoothing 0.1 (§5.4), the target embedding tied to the pre-softmax projection
 (§3.4), batches by token budget (§5.1) and the warm-up/inverse-square-root
 schedule (§5.3). What the paper leaves to the compute budget (width, depth,
 batch size, warm-up, learning-rate scale) was chosen by the measured sweeps
-in ``results/cpu_2h/sweeps.md``: short ones (``bench/sweep.py``) and whole
-runs side by side (``bench/compare_runs.py``).
+in ``lab/results/cpu_2h/sweeps.md``: short ones (``lab/bench/sweep.py``) and whole
+runs side by side (``lab/bench/compare_runs.py``).
 
 The vocabulary is the tutorial's tokenizer (pt 7,765 / en 7,010 WordPiece
 tokens), so that accuracy and BLEU compare with the tutorial's model; with
@@ -25,7 +25,7 @@ def get_config(sizing: str = "epochs"):
   if sizing not in ("epochs", "clock"):
     raise ValueError(f"configs/cpu_2h.py:{sizing}: choose 'epochs' or 'clock'")
   config = default_config()
-  # Sweeps and whole runs behind each choice: results/cpu_2h/sweeps.md (sections named below).
+  # Sweeps and whole runs behind each choice: lab/results/cpu_2h/sweeps.md (sections named below).
   # 2 + 2 layers: ahead of 3 + 3, 1 + 1 and d_model 384 at equal training time ("Width,
   # depth"; "One layer a stack").
   config.model.num_layers = 2

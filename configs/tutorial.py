@@ -25,6 +25,6 @@ def get_config():
   config.training.epochs = 20
   # Not a tutorial-vs-paper choice but a speed switch: the tutorial's random
   # batches are mostly padding, and 8 sub-batches of similar length compute the
-  # same gradient on fewer positions (transformer/training/step.py, bench/speed.py).
+  # same gradient on fewer positions (transformer/training/step.py, lab/bench/speed.py).
   config.training.length_groups = 8
   return config

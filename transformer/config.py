@@ -62,7 +62,7 @@ def default_config() -> ml_collections.ConfigDict:
   config.model.positional_encoding = "sinusoid"
   # Multiplies the positional encoding before it is added (1.0 in the paper).
   # With scale_embeddings=False, d_model^-0.5 keeps the scaled model's ratio of
-  # token embedding to position at the unscaled magnitude (bench/table3.py).
+  # token embedding to position at the unscaled magnitude (lab/bench/table3.py).
   config.model.positional_scale = 1.0
   # §3.4: embeddings are multiplied by sqrt(d_model) before the positional
   # encoding is added. False is the ablation.
@@ -99,7 +99,7 @@ def default_config() -> ml_collections.ConfigDict:
   config.data.tokens_per_batch = 0
   # Group sentences of similar length before batching (paper §5.1). With
   # batches of batch_size sentences this slows learning per step
-  # (results/learning_parity/); training.length_groups saves the padding's cost
+  # (lab/results/learning_parity/); training.length_groups saves the padding's cost
   # without it.
   config.data.bucketing = False
   config.data.shuffle_buffer = 20000

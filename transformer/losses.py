@@ -28,7 +28,7 @@ def masked_cross_entropy_sum(labels, logits, label_smoothing: float = 0.0, pad_i
   # Each label's log-probability, taken from the flattened log softmax:
   # ops.take_along_axis copies the whole (batch, length, vocab) tensor under
   # TensorFlow (a broadcast and a transpose), 4% of a training step
-  # (bench/README.md, "The model in keras.ops").
+  # (lab/bench/README.md, "The model in keras.ops").
   flat_labels = ops.reshape(labels, (-1,))
   rows = ops.arange(ops.shape(flat_labels)[0], dtype="int32") * ops.shape(logits)[-1]
   nll = -ops.reshape(ops.take(ops.reshape(log_probs, (-1,)), rows + flat_labels),

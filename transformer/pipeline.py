@@ -26,7 +26,7 @@ Differences from the tutorial's ``make_batches``:
   longest sentence. XLA (``--jit_compile``, and every TPU step) compiles once
   per shape: padded to their longest sentences, the 656 batches of an epoch of
   ``configs/cpu_2h.py`` have 88 shapes and the next epoch brings 22 new ones;
-  padded to their buckets, 68 and none (``bench/xla_cpu.py`` counts them): at
+  padded to their buckets, 68 and none (``lab/bench/xla_cpu.py`` counts them): at
   most two per bucket, its full batches and its remainder.
 
 Batch sizes are global: under a ``tf.distribute`` strategy, pass the result to

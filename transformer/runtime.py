@@ -88,7 +88,7 @@ def use_bfc_allocator():
   It keeps the memory it frees for the next step's tensors, where malloc hands
   large blocks back to the kernel and every step pays page faults for fresh
   ones (1.5x the training tokens/s of configs/cpu_2h.py on a 2-core AMD EPYC,
-  bench/results/cpu_allocator.json). TensorFlow reads the variable when it
+  lab/bench/results/cpu_allocator.json). TensorFlow reads the variable when it
   starts; a user's TF_CPU_ALLOCATOR_USE_BFC=0 keeps malloc.
   """
   os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "1")
@@ -106,7 +106,7 @@ def set_cpu_threads(tf, threads: int = 0):
   With 0, each gets one thread per :func:`usable_cores`: TensorFlow sizes them
   from the machine's core count, so a process pinned to one core of two would
   still run two compute threads that take turns on it
-  (``results/cpu_2h/sweeps.md``); ``TF_NUM_INTRAOP_THREADS`` /
+  (``lab/results/cpu_2h/sweeps.md``); ``TF_NUM_INTRAOP_THREADS`` /
   ``TF_NUM_INTEROP_THREADS``, when set, win over that default.
   """
   count = threads or usable_cores()

@@ -40,7 +40,7 @@ batch shape:
   its full number of rows (a bucket's last, partial batch gets rows of
   padding, which carry no loss), so an epoch has a few shapes and the next
   epoch none new: 8 for ``max_tokens`` 128, where padding to the sentences
-  would give about 90 (``bench/xla_cpu.py``);
+  would give about 90 (``lab/bench/xla_cpu.py``);
 * the length buckets are those padded lengths (:func:`bucket_boundaries`),
   not the pipeline's buckets growing by 10%, which would give each of their
   40 lengths and batch sizes a step of its own; ``tokens_per_batch`` counts

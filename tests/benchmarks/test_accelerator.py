@@ -1,4 +1,4 @@
-"""bench/accelerator/run.py, the one command for an accelerator, in its --small
+"""lab/bench/accelerator/run.py, the one command for an accelerator, in its --small
 setting on the CPU: both runs train under JAX and the summary says what they did."""
 
 import json
@@ -23,7 +23,7 @@ REPO_DIR = Path(__file__).resolve().parents[2]
 def test_small_runs_of_the_tutorial_and_base_configurations(tmp_path):
   prepared = random_prepared_folder(tmp_path / "prepared", pairs=128)
   output = tmp_path / "runs"
-  result = subprocess.run([sys.executable, "bench/accelerator/run.py", f"--data={prepared}",
+  result = subprocess.run([sys.executable, "lab/bench/accelerator/run.py", f"--data={prepared}",
                            f"--output={output}", "--small"], cwd=REPO_DIR, capture_output=True,
                           text=True, timeout=900, env={**os.environ, "PYTHONPATH": ""})
   assert result.returncode == 0, result.stderr[-3000:]
@@ -42,7 +42,7 @@ def test_small_runs_of_the_tutorial_and_base_configurations(tmp_path):
 
 def test_step_speed_times_both_arms(tmp_path):
   output = tmp_path / "step_speed.json"
-  result = subprocess.run([sys.executable, "bench/accelerator/step_speed.py", "--small",
+  result = subprocess.run([sys.executable, "lab/bench/accelerator/step_speed.py", "--small",
                            "--warmup=1", "--steps=3", f"--output={output}"], cwd=REPO_DIR,
                           capture_output=True, text=True, timeout=600,
                           env={**os.environ, "PYTHONPATH": ""})

@@ -1,4 +1,4 @@
-"""The benchmarks' tutorial baseline (bench/tutorial_baseline.py) computes what
+"""The benchmarks' tutorial baseline (tests/helpers/tutorial_baseline.py) computes what
 this project's tutorial configuration computes, so that comparing them measures
 code, not a different model."""
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bench import tutorial_baseline
+from helpers import tutorial_baseline
 from configs import tutorial
 from transformer import decoding
 

@@ -1,4 +1,4 @@
-"""The bench scripts that read run folders (bench/cli.py): a damaged file, a
+"""The bench scripts that read run folders (lab/bench/cli.py): a damaged file, a
 missing folder or a signal is one line on stderr, with the conventional exit
 status, as for train.py, evaluate.py and translate.py."""
 
@@ -25,7 +25,7 @@ def test_a_signal_is_one_line_and_128_plus_its_number(signum):
   stopped = run(["-c", (
       "import os, sys, time\n"
       "sys.argv = ['probe.py']\n"
-      "from bench import cli\n"
+      "from lab.bench import cli\n"
       "def main(argv):\n"
       f"  os.kill(os.getpid(), {int(signum)})\n"
       "  time.sleep(30)\n"
@@ -36,7 +36,7 @@ def test_a_signal_is_one_line_and_128_plus_its_number(signum):
 
 def test_a_missing_run_folder_is_one_line_naming_it(tmp_path):
   missing = tmp_path / "no_such_run"
-  compared = run(["bench/compare_runs.py", f"--run=a:{missing}", f"--output={tmp_path}/c"])
+  compared = run(["lab/bench/compare_runs.py", f"--run=a:{missing}", f"--output={tmp_path}/c"])
   assert compared.returncode == 1
   # Before it: TensorFlow's start-up lines, which the bench scripts do not hide.
   assert "Traceback" not in compared.stderr
@@ -56,7 +56,7 @@ def test_a_damaged_bleu_record_is_one_line_naming_it(tmp_path):
   (model_dir / "config.json").write_text('{"training": {"warmup_steps": 100}}\n', encoding="utf-8")
   damaged = model_dir / "bleu" / "test.beam.json"
   damaged.write_text('{"bleu": 3', encoding="utf-8")  # a write cut short
-  reported = run(["bench/run_report.py", f"--model_dir={model_dir}",
+  reported = run(["lab/bench/run_report.py", f"--model_dir={model_dir}",
                   f"--results_dir={tmp_path / 'results'}"])
   assert reported.returncode == 1, reported.stderr
   assert "Traceback" not in reported.stderr

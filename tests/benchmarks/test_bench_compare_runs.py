@@ -1,10 +1,10 @@
-"""bench/compare_runs.py: whole runs side by side, per epoch."""
+"""lab/bench/compare_runs.py: whole runs side by side, per epoch."""
 
 import json
 
 import pytest
 
-from bench import compare_runs
+from lab.bench import compare_runs
 
 
 def write_metrics(folder, records):

@@ -1,8 +1,8 @@
-"""bench/profile_step.py reads the TensorFlow profiler's trace into an op table."""
+"""lab/bench/profile_step.py reads the TensorFlow profiler's trace into an op table."""
 
 import tensorflow as tf
 
-from bench import profile_step
+from lab.bench import profile_step
 
 
 def test_profile_counts_the_ops_of_each_step():

@@ -1,4 +1,4 @@
-"""bench/suite_time.py: it times a tier through pytest and records what ran."""
+"""lab/bench/suite_time.py: it times a tier through pytest and records what ran."""
 
 import json
 from pathlib import Path
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _time(tmp_path, *args):
   output = tmp_path / "suite_time.json"
-  result = subprocess.run([sys.executable, "bench/suite_time.py", "--tiers=quick",
+  result = subprocess.run([sys.executable, "lab/bench/suite_time.py", "--tiers=quick",
                            f"--output={output}", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=600, check=False)
   return result, json.loads(output.read_text(encoding="utf-8"))

@@ -1,5 +1,5 @@
-"""bench/table3.py on a tiny base: per-arm JSON, skipping finished arms, resuming
-an interrupted one, and the side-by-side table (bench/table3_report.py)."""
+"""lab/bench/table3.py on a tiny base: per-arm JSON, skipping finished arms, resuming
+an interrupted one, and the side-by-side table (lab/bench/table3_report.py)."""
 
 import json
 import os
@@ -13,8 +13,8 @@ import keras
 import numpy as np
 import pytest
 
-from bench import table3
-from bench import table3_report
+from lab.bench import table3
+from lab.bench import table3_report
 from configs import tiny
 from transformer.training.trainer import Trainer
 from transformer.files import RunLock
@@ -202,7 +202,7 @@ def test_the_report_command_says_one_line_and_leaves_tensorflow_out(tmp_path, pa
       "val_perplexity": 20.0, "bleu": 10.0, "val_accuracy": 0.5, "bleu_whole_word": 9.0,
       "train_accuracy": 0.6, "parameters": 1000})
   result = subprocess.run(
-      [sys.executable, "bench/table3.py", "--report", f"--out_dir={tmp_path}",
+      [sys.executable, "lab/bench/table3.py", "--report", f"--out_dir={tmp_path}",
        f"--paper_csv={paper_csv}"],
       cwd=repo, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
       capture_output=True, text=True,

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENTS = sorted([ROOT / "README.md", ROOT / "bench" / "README.md",
-                    ROOT / "results" / "README.md", *(ROOT / "docs").glob("*.md")])
+DOCUMENTS = sorted([ROOT / "README.md", ROOT / "lab" / "README.md", ROOT / "lab" / "bench" / "README.md",
+                    ROOT / "lab" / "results" / "README.md", *(ROOT / "docs").glob("*.md")])
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 SHELL_BLOCK = re.compile(r"```sh\n(.*?)```", re.DOTALL)
 

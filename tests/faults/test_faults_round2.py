@@ -119,7 +119,7 @@ def test_r2_5_readers_and_the_writer_of_metrics_jsonl_handle_a_cut_last_line(tmp
                                                                              caplog):
   from transformer import plotting  # pylint: disable=g-import-not-at-top
   from transformer.training import summaries  # pylint: disable=g-import-not-at-top
-  from bench import compare_runs  # pylint: disable=g-import-not-at-top
+  from lab.bench import compare_runs  # pylint: disable=g-import-not-at-top
   metrics = tmp_path / "metrics.jsonl"
   record = {"complete": True, "epoch": 1, "seconds": 60.0, "step": 6, "val_accuracy": 0.5}
   metrics.write_text(json.dumps(record, sort_keys=True) + "\n" + json.dumps(record)[:30])

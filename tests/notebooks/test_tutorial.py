@@ -22,7 +22,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_text  # pylint: disable=unused-import  (registers the tokenizer's ops)
 
-from bench import tutorial_baseline
+from helpers import tutorial_baseline
 from transformer import data
 from transformer.attention import CausalSelfAttention, CrossAttention, GlobalSelfAttention
 from transformer.decoder import Decoder, DecoderLayer

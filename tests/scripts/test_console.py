@@ -68,10 +68,10 @@ def test_export_drops_the_signature_renaming_notices(tiny_config, make_model, tu
 
 # How TensorFlow starts: train.py, evaluate.py and translate.py through
 # runtime.import_tensorflow; a benchmark by importing bench.machine first and
-# then modules of transformer/ that import TensorFlow (bench/sweep.py's order).
+# then modules of transformer/ that import TensorFlow (lab/bench/sweep.py's order).
 STARTS = {
     "script": "from transformer import runtime\ntf = runtime.import_tensorflow(verbose=False)",
-    "benchmark": "from bench import machine\nfrom transformer.training import Trainer\nimport tensorflow as tf",
+    "benchmark": "from lab.bench import machine\nfrom transformer.training.trainer import Trainer\nimport tensorflow as tf",
 }
 # Pinned to one core, as `taskset -c 0` does.
 PINNED = "import os\nos.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"

@@ -1,6 +1,6 @@
 """The README's commands in order, as a user runs them, on the tiny configuration:
 train.py, then evaluate.py averaging its last checkpoints into an export, then
-translate.py on that export, then bench/run_report.py gathering it all into a
+translate.py on that export, then lab/bench/run_report.py gathering it all into a
 results folder. Each step reads the previous one's real output."""
 
 import json
@@ -74,11 +74,11 @@ def test_train_then_evaluate_averaged_then_translate(tmp_path, ted_data_dir,
                    "--batch_size=1", "-", stdin="".join(s + "\n" for s in sources))
   assert translated.stdout.splitlines() == hypotheses
 
-  # bench/run_report.py gathers the run into a results folder: what it copies
+  # lab/bench/run_report.py gathers the run into a results folder: what it copies
   # is the run's own output, and what it derives (tables, samples, plots)
   # comes from it.
   results = tmp_path / "results"
-  run("bench/run_report.py", f"--model_dir={model_dir}", f"--results_dir={results}",
+  run("lab/bench/run_report.py", f"--model_dir={model_dir}", f"--results_dir={results}",
       f"--translator={averaged}", f"--data_dir={data_dir}", f"--samples={TEST_PAIRS}")
   assert (results / "metrics.jsonl").read_bytes() == (model_dir / "metrics.jsonl").read_bytes()
   logged = [json.loads(line) for line in
@@ -99,7 +99,7 @@ def test_train_then_evaluate_averaged_then_translate(tmp_path, ted_data_dir,
     assert (results / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
   assert "cpu" in json.loads((results / "machine.json").read_text(encoding="utf-8"))
 
-  # bench/averaged_curve.py: one checkpoint "averaged" is the epoch's own
+  # lab/bench/averaged_curve.py: one checkpoint "averaged" is the epoch's own
   # weights, so it gives the validation accuracy train.py logged for the epoch;
   # three are the last epoch's window of the average evaluate.py scored.
   epochs = [record for record in map(json.loads, (model_dir / "metrics.jsonl").read_text(
@@ -107,7 +107,7 @@ def test_train_then_evaluate_averaged_then_translate(tmp_path, ted_data_dir,
   assert len(epochs) == 3
   for average in (1, 3):
     curve_file = tmp_path / f"curve{average}.jsonl"
-    run("bench/averaged_curve.py", f"--model_dir={model_dir}", f"--output={curve_file}",
+    run("lab/bench/averaged_curve.py", f"--model_dir={model_dir}", f"--output={curve_file}",
         f"--average={average}", f"--data_dir={ted_data_dir}", "--validation_pairs=16",
         f"--plot={tmp_path / 'curve.png'}", "--target=0.5", "--budget_minutes=1")
     curve = [json.loads(line) for line in
@@ -123,7 +123,7 @@ def test_train_then_evaluate_averaged_then_translate(tmp_path, ted_data_dir,
           sum(epoch["seconds"] for epoch in epochs) / 60)
   assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
   # --epochs keeps only the epochs asked for.
-  run("bench/averaged_curve.py", f"--model_dir={model_dir}", f"--output={tmp_path / 'only2.jsonl'}",
+  run("lab/bench/averaged_curve.py", f"--model_dir={model_dir}", f"--output={tmp_path / 'only2.jsonl'}",
       "--average=2", "--epochs=2", f"--data_dir={ted_data_dir}", "--validation_pairs=16")
   only = [json.loads(line) for line in
           (tmp_path / "only2.jsonl").read_text(encoding="utf-8").splitlines()]

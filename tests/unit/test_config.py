@@ -56,9 +56,9 @@ def test_cpu_2h_config_keeps_every_choice_the_paper_fixes():
   assert config.model.scale_embeddings and config.model.scale_attention_logits
   assert config.training.label_smoothing == 0.1
   assert config.data.tokens_per_batch > 0  # §5.1 token-budget batches
-  assert _peak_learning_rate(config) == pytest.approx(1.5e-3, rel=0.01)  # results/cpu_2h_lr15
+  assert _peak_learning_rate(config) == pytest.approx(1.5e-3, rel=0.01)  # lab/results/cpu_2h_lr15
   # The cooldown ends at the last step: 656 batches of 2,048 tokens per epoch of
-  # the TED training split (results/cpu_2h_cooldown/metrics.jsonl).
+  # the TED training split (lab/results/cpu_2h_cooldown/metrics.jsonl).
   assert config.training.cooldown_steps > 0
   assert cooldown_mismatch(config.training, steps_per_epoch=656) is None
 
@@ -70,7 +70,7 @@ def test_cpu_2h_sized_by_the_clock_trains_the_same_model_with_a_time_budget():
   assert budget.cooldown_epochs(12, by_clock.training.cooldown_fraction) == 4
   for section in ("model", "data"):
     assert by_clock[section].to_dict() == by_epochs[section].to_dict()
-  assert _peak_learning_rate(by_clock) == pytest.approx(2e-3, rel=0.001)  # results/cpu_2h_clock_lr20
+  assert _peak_learning_rate(by_clock) == pytest.approx(2e-3, rel=0.001)  # lab/results/cpu_2h_clock_lr20
   with pytest.raises(ValueError, match="choose 'epochs' or 'clock'"):
     configs.cpu_2h.get_config("minutes")
 

@@ -1,0 +1,120 @@
+r"""One command for an accelerator: train from prepared shards on Keras and JAX.
+
+  python lab/bench/accelerator/run.py --data=prepared/tutorial --output=runs/accelerator
+
+(README.md beside this file: what to carry to a machine with JAX but no
+TensorFlow or Keras, and how to install it offline.) Two runs of
+``train.py`` under ``KERAS_BACKEND=jax`` on every local device, one after the
+other, each printing per epoch its training loss, validation loss and
+accuracy and target tokens/s (train.py's epoch lines):
+
+``tutorial``  ``configs/tutorial.py`` as it is: 20 epochs of 64-sentence
+              batches, float32.
+``base``      ``configs/base.py`` (6 layers, d_model 512, batches of 25,000
+              tokens a side) in ``mixed_bfloat16`` for ``--base_epochs``
+              epochs. Its three-way sharing needs one joint vocabulary
+              (shards prepared with ``--config=configs/base.py
+              --tokenizer=build``); on other shards (the tutorial's separate
+              pt and en vocabularies) the output layer is tied to the target
+              embedding instead (``output_weights=tied``), as the run's line
+              says.
+
+Then one JSON line per run on stdout (also ``<output>/summary.json``): the
+device, epochs, the target tokens/s of the epochs after the first (whose time
+holds the compilations) and the last validation loss and accuracy. Exit
+status: 0 when both runs finished, else the first failing run's (1 for a
+NaN/Inf loss, with train.py's one line saying so).
+
+``--small`` runs both on a few hundred pairs with small models, for a CPU:
+it checks the command, not the speed.
+"""
+
+import argparse
+import json
+import os
+from pathlib import Path
+import subprocess
+import sys
+import time
+
+REPO_DIR = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(REPO_DIR))
+
+from transformer import shards  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+# Overrides of --small: both runs take seconds on a CPU.
+SMALL = ["--train_examples=256", "--validation_examples=64", "--config.model.num_layers=1",
+         "--config.model.d_model=32", "--config.model.dff=64", "--config.model.num_heads=4",
+         "--config.data.max_tokens=32"]
+
+
+def runs(data: str, small: bool, base_epochs: int):
+  """``{name: train.py flags}``."""
+  joint = shards.read_manifest(data).get("vocabulary") == "joint"  # prepare.py --tokenizer=build
+  base = ["--config=configs/base.py", "--mixed_precision=mixed_bfloat16",
+          f"--config.training.epochs={base_epochs}"]
+  if not joint:
+    base += ["--config.model.output_weights=tied", "--config.data.vocabulary=separate"]
+  tutorial = ["--config=configs/tutorial.py"]
+  if small:
+    tutorial += SMALL + ["--config.training.epochs=2"]
+    base += SMALL + ["--config.data.tokens_per_batch=1024", "--config.training.epochs=2"]
+  return {"tutorial": tutorial, "base": base}
+
+
+def train(name: str, flags, data: str, output: Path) -> int:
+  """Runs train.py; its epoch lines and errors go to this console."""
+  command = [sys.executable, "train.py", *flags, f"--data={data}",
+             f"--model_dir={output / name}", "--strategy=auto", "--export=false",
+             "--log_every_steps=1000"]
+  print(f"== {name}: {' '.join(command[1:])}", flush=True)
+  # The repository first, then whatever path the offline install used (pip --target).
+  python_path = os.pathsep.join(filter(None, [str(REPO_DIR), os.environ.get("PYTHONPATH")]))
+  env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": python_path}
+  start = time.monotonic()
+  returncode = subprocess.run(command, cwd=REPO_DIR, env=env, check=False).returncode
+  print(f"== {name}: exit {returncode} after {time.monotonic() - start:.0f} s", flush=True)
+  return returncode
+
+
+def summary(name: str, run_dir: Path) -> dict:
+  """The run's metrics.jsonl in one record."""
+  records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+  epochs = [r for r in records if "epoch" in r]
+  later = epochs[1:] or epochs
+  tokens = sum(r["tokens_per_second"] * r["seconds"] for r in later)
+  return {"run": name, "epochs": len(epochs), "steps": epochs[-1]["step"],
+          "target_tokens_per_second": tokens / sum(r["seconds"] for r in later),
+          "first_epoch_seconds": epochs[0]["seconds"],
+          "training_seconds": sum(r["seconds"] for r in epochs),
+          "val_loss": epochs[-1]["val_loss"], "val_accuracy": epochs[-1]["val_accuracy"]}
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--data", required=True, help="a folder written by prepare.py")
+  parser.add_argument("--output", required=True, help="where the two run folders go")
+  parser.add_argument("--base_epochs", type=int, default=10,
+                      help="epochs of the base run (about 60 steps each on the pt-en set)")
+  parser.add_argument("--small", action="store_true", help="a few hundred pairs, small models")
+  args = parser.parse_args()
+  if not shards.is_prepared(args.data):
+    sys.exit(f"run.py: error: --data={args.data} is not a folder written by prepare.py")
+  output = Path(args.output)
+  if output.exists():
+    sys.exit(f"run.py: error: --output={output} exists; runs resume there, so choose a new one")
+  import jax  # pylint: disable=g-import-not-at-top
+  device = f"{len(jax.devices())} x {jax.devices()[0].device_kind}"
+  print(f"== devices: {device}", flush=True)
+  results = []
+  for name, flags in runs(args.data, args.small, args.base_epochs).items():
+    returncode = train(name, flags, args.data, output)
+    if returncode:
+      sys.exit(returncode)
+    results.append({**summary(name, output / name), "device": device})
+    print(json.dumps(results[-1]), flush=True)
+  (output / "summary.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+  main()
