@@ -6,21 +6,28 @@ style of the TF Model Garden's Orbit, with each concern in a module of its own:
 =====================  ==========================================================
 module                 what it does
 =====================  ==========================================================
-``trainer``            :class:`~transformer.training.trainer.Trainer`: the model
-                       and optimizer under a ``tf.distribute`` strategy, and
-                       their steps
+``trainer``            :class:`~transformer.training.trainer.Trainer`: trains
+                       one epoch at a time under a ``tf.distribute`` strategy
+``tf_build``           its model and optimizer, and the state checkpointed
+                       beside them
+``tf_steps``           its steps on every replica (the loss over the global
+                       batch's real tokens)
+``step``               the arithmetic of one optimizer step (length groups)
 ``keras_loop``         the same without TensorFlow: Keras on JAX, from prepared
                        shards (``train.py`` under ``KERAS_BACKEND=jax``)
+``jax_steps``          its ``jax.jit`` steps, and seeding without TensorFlow
 ``loop``               the epoch loop both trainers run, and the actions it
-                       calls between steps and epochs
-``step``               the arithmetic of one optimizer step (length groups)
+                       calls (signals, time budget, validation, records,
+                       checkpoints)
 ``checkpointing``      saving and resuming (TensorFlow checkpoints)
 ``budget``             a training-time budget: the epochs that fit, cooled down
 ``summaries``          TensorBoard scalars and ``metrics.jsonl``
 ``distribute``         choosing a ``tf.distribute`` strategy by name
 ``result``             :class:`TrainResult`, what either trainer returns
-``run_checks``         train.py's checks of a run folder before any work
-``finish``             what train.py does after training: export and BLEU
+``run_checks``         train.py's checks of its flags and run folder, before
+                       any work
+``runs``               train.py's two runs: on TensorFlow, or on JAX from shards
+``finish``             around the training: the run's files, BLEU, the export
 =====================  ==========================================================
 
 What training shares with evaluation and the scripts lives outside this
