@@ -42,11 +42,12 @@ from absl import flags
 from absl import logging
 
 from transformer import config as config_lib
+from transformer import progress
 from transformer import run_folder
+from transformer import runtime
 from transformer import sources
-from transformer.training import progress
-from transformer.training import runtime
-from transformer.training import stop_signals
+from transformer import stop_signals
+from transformer.errors import TrainingError
 
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None,
@@ -183,8 +184,8 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
   """Restores the model of ``model_dir`` and scores it; returns the BLEU record."""
   from transformer import evaluation  # pylint: disable=g-import-not-at-top
   from transformer.export import Translator  # pylint: disable=g-import-not-at-top
-  from transformer.training.checkpointing import checkpoint_name  # pylint: disable=g-import-not-at-top
-  from transformer.training.files import write_text_atomically  # pylint: disable=g-import-not-at-top
+  from transformer.checkpoint_files import checkpoint_name  # pylint: disable=g-import-not-at-top
+  from transformer.files import write_text_atomically  # pylint: disable=g-import-not-at-top
   pairs, split_size = load_pairs(data_dir, split, max_sentences)  # bad data fails at once
   start = time.monotonic()
   config, tokenizers, model, checkpoints = run_folder.restore_model_dir(model_dir, average_last)
@@ -218,7 +219,7 @@ def newer_unreadable_checkpoints(model_dir, used: str) -> list:
   """The names of the checkpoints of ``model_dir``'s index newer than ``used``:
   those the restore skipped because they cannot be read in full."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from transformer.training.checkpointing import CHECKPOINT_SUBDIR, checkpoint_step  # pylint: disable=g-import-not-at-top
+  from transformer.checkpoint_files import CHECKPOINT_SUBDIR, checkpoint_step  # pylint: disable=g-import-not-at-top
   state = tf.train.get_checkpoint_state(str(Path(model_dir) / CHECKPOINT_SUBDIR))
   listed = state.all_model_checkpoint_paths if state else []
   return [Path(path).name for path in listed if checkpoint_step(path) > checkpoint_step(used)]
@@ -230,8 +231,8 @@ def export(model, tokenizers, config, export_dir, checkpoints):
   previous export. Returns the translator, in memory."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from transformer import export as export_lib  # pylint: disable=g-import-not-at-top
-  from transformer.training.checkpointing import checkpoint_name, checkpoint_step  # pylint: disable=g-import-not-at-top
-  from transformer.training.errors import describe_error  # pylint: disable=g-import-not-at-top
+  from transformer.checkpoint_files import checkpoint_name, checkpoint_step  # pylint: disable=g-import-not-at-top
+  from transformer.errors import describe_error  # pylint: disable=g-import-not-at-top
   staging = export_lib.begin_swap(export_dir)
   try:
     with progress.announced(f"exporting the translator to {export_dir}", say):
@@ -300,8 +301,8 @@ def run(argv):
     sys.exit(f"evaluate.py: error: {e}")
   except Exception as e:  # pylint: disable=broad-except
     # TensorFlow is loaded by now: the library raised.
-    from transformer import data, tokenizers, training  # pylint: disable=g-import-not-at-top
-    if isinstance(e, (data.DataError, tokenizers.TokenizerError, training.TrainingError)):
+    from transformer import data, tokenizers  # pylint: disable=g-import-not-at-top
+    if isinstance(e, (data.DataError, tokenizers.TokenizerError, TrainingError)):
       sys.exit(f"evaluate.py: error: {e}")
     raise
 

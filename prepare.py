@@ -31,10 +31,10 @@ from absl import logging
 from ml_collections import config_flags
 
 from transformer import config as config_lib
+from transformer import progress
+from transformer import runtime
 from transformer import shards
-from transformer.training import progress
-from transformer.training import runtime
-from transformer.training.errors import describe_error
+from transformer.errors import describe_error
 
 REPO_DIR = Path(__file__).resolve().parent
 SPLITS = ("train", "validation")

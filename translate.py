@@ -36,9 +36,9 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from transformer.training import runtime
-from transformer.training import stop_signals
-from transformer.training.errors import describe_error
+from transformer import runtime
+from transformer import stop_signals
+from transformer.errors import describe_error
 
 _EXPORT_DIR = flags.DEFINE_string(
     "export_dir", None,
@@ -184,8 +184,8 @@ def restore_translator(model_dir: str, average_last: int, why: str):
   from transformer import run_folder  # pylint: disable=g-import-not-at-top
   from transformer import tokenizers  # pylint: disable=g-import-not-at-top
   from transformer.export import Translator  # pylint: disable=g-import-not-at-top
-  from transformer.training.checkpointing import checkpoint_name  # pylint: disable=g-import-not-at-top
-  from transformer.training.errors import TrainingError  # pylint: disable=g-import-not-at-top
+  from transformer.checkpoint_files import checkpoint_name  # pylint: disable=g-import-not-at-top
+  from transformer.errors import TrainingError  # pylint: disable=g-import-not-at-top
   try:
     config, run_tokenizers, model, paths = run_folder.restore_model_dir(model_dir,
                                                                         average_last)

@@ -31,7 +31,7 @@ import tensorflow as tf
 from transformer import bleu as bleu_lib
 from transformer import losses
 from transformer import pipeline
-from transformer.training.files import write_text_atomically
+from transformer.files import write_text_atomically
 
 PathLike = Union[str, os.PathLike]
 Pair = Tuple[str, str]

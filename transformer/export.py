@@ -50,7 +50,7 @@ from typing import Union
 from absl import logging
 import tensorflow as tf
 
-from transformer import decoding, plotting
+from transformer import decoding
 from transformer.config import default_config
 
 # The tutorial's MAX_TOKENS: the longest output its translator produces.
@@ -85,7 +85,6 @@ class Translator(tf.Module):
     self.beam_size = int(decoding_config.beam_size)
     self.length_penalty = float(decoding_config.length_penalty)
     self.extra_length = int(decoding_config.extra_length)
-    plotting.remember_tokenizers(tokenizers)
 
   def __call__(self, sentence, max_length=MAX_TOKENS):
     """The tutorial's call: one sentence, greedy decoding of at most

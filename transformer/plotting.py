@@ -16,6 +16,7 @@ Importing this module leaves matplotlib's backend alone, so plots still show in
 a notebook; without a display matplotlib picks a file-only one by itself.
 """
 
+import inspect
 import math
 import os
 from pathlib import Path
@@ -54,18 +55,6 @@ def _labels(tokens) -> list:
   return [_text(t) for t in tokens]
 
 
-# The tokenizers of the last Translator built: the tutorial's
-# plot_attention_weights(sentence, ...) reads its notebook's global `tokenizers`.
-_last_tokenizers = None
-
-
-def remember_tokenizers(tokenizers) -> None:
-  """Makes ``tokenizers`` the default of :func:`plot_attention_weights`
-  (:class:`transformer.export.Translator` calls this)."""
-  global _last_tokenizers
-  _last_tokenizers = tokenizers
-
-
 def plot_attention_head(in_tokens, translated_tokens, attention):
   """The tutorial's: one head's attention on the current axes.
 
@@ -89,13 +78,16 @@ def plot_attention_weights(sentence, translated_tokens, attention_heads, tokeniz
   (``attention_weights[0]`` of a translator call) in a figure of 2 × 4 panels,
   shown with ``plt.show()``.
 
-  ``sentence`` is tokenized with ``tokenizers.pt``; by default the tokenizers
-  of the last :class:`transformer.export.Translator` built.
+  ``sentence`` is tokenized with ``tokenizers.pt``. The tutorial's function
+  reads its notebook's variable ``tokenizers``; so does this one when
+  ``tokenizers`` is not passed: the caller's ``tokenizers``, local or global.
   """
-  tokenizers = tokenizers or _last_tokenizers
   if tokenizers is None:
-    raise ValueError("plot_attention_weights needs tokenizers: build a Translator first "
-                     "or pass tokenizers=")
+    caller = inspect.currentframe().f_back
+    tokenizers = caller.f_locals.get("tokenizers", caller.f_globals.get("tokenizers"))
+  if tokenizers is None:
+    raise ValueError("plot_attention_weights needs tokenizers: pass tokenizers=, or call it "
+                     "where a variable `tokenizers` holds them, as the tutorial does")
   in_tokens = tokenizers.pt.lookup(tokenizers.pt.tokenize(tf.constant([sentence])).to_tensor())[0]
   figure = plt.figure(figsize=(16, 8))
   for head, attention in enumerate(np.asarray(attention_heads)):

@@ -45,7 +45,7 @@ from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_li
 
 from transformer import data
 from transformer import run_folder
-from transformer.training.errors import describe_error
+from transformer.errors import describe_error
 
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[START]", "[END]")
 PAD_ID = RESERVED_TOKENS.index("[PAD]")

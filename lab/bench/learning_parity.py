@@ -140,7 +140,7 @@ def make_arm(name, config, vocabularies):
   """(model, ``train(batches) -> [loss of each step]``) for one arm."""
   import keras  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from transformer.training import Trainer  # pylint: disable=g-import-not-at-top
+  from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
   trainer = Trainer(config, input_vocab_size=vocabularies[0],
                     target_vocab_size=vocabularies[1], progress=False)
   if name != "tutorial_random":

@@ -30,7 +30,7 @@ from lab.bench import cli  # pylint: disable=g-import-not-at-top,wrong-import-po
 from lab.bench import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
 from transformer import data  # pylint: disable=g-import-not-at-top,wrong-import-position
 from transformer import plotting  # pylint: disable=g-import-not-at-top,wrong-import-position
-from transformer.training.files import write_text_atomically  # pylint: disable=g-import-not-at-top,wrong-import-position
+from transformer.files import write_text_atomically  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 SHARED_DATA = machine.SHARED_DATA
 

@@ -42,7 +42,7 @@ from transformer import evaluation
 from transformer.config import SHARED_DATA_DIR, default_config, validate_config
 from transformer.export import Translator
 from transformer.tokenizers import load_tokenizers, vocab_sizes
-from transformer.training import Trainer
+from transformer.training.trainer import Trainer
 
 ARMS = {
     "baseline": {},

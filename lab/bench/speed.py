@@ -7,7 +7,7 @@
 Training (the ``tutorial`` model, the tutorial's tokenizer, the real training
 split): the tutorial's model and ``fit`` step (``tests/helpers/tutorial_baseline.py``)
 on the tutorial's random ``padded_batch(64)`` batches, against
-``transformer.training.Trainer`` with ``configs/tutorial.py`` on the *same*
+``transformer.training.trainer.Trainer`` with ``configs/tutorial.py`` on the *same*
 random batches (model and step alone): once computing each batch as it comes,
 and once as ``--length_groups`` sub-batches of similar length
 (``transformer/training/step.py``: the same gradient on fewer padded positions); then on
@@ -193,7 +193,7 @@ def build(kind, config, input_vocab, target_vocab):
     tutorial_baseline.compile_as_tutorial(model, config.model.d_model,
                                           config.training.warmup_steps)
     return model, lambda batches: model.fit(batches, epochs=1, verbose=0)
-  from transformer.training import Trainer  # pylint: disable=g-import-not-at-top
+  from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
   trainer = Trainer(config, input_vocab_size=input_vocab, target_vocab_size=target_vocab,
                     progress=False)
   return trainer, trainer.train_on_batches

@@ -33,7 +33,7 @@ from transformer import config as config_lib
 from transformer import data
 from transformer import pipeline
 from transformer.tokenizers import load_tokenizers, vocab_sizes
-from transformer.training import Trainer
+from transformer.training.trainer import Trainer
 
 SHARED_DATA = machine.SHARED_DATA
 

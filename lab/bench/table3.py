@@ -294,7 +294,7 @@ def final_metrics(trainer, config, tokenizers, pairs, bleu_dir: Path):
 def run_arm(name, base, tokenizers, batches, out_dir: Path, work_dir: Path):
   """Trains and scores one arm; writes its JSON."""
   from transformer.tokenizers import vocab_sizes  # pylint: disable=g-import-not-at-top
-  from transformer.training import Trainer  # pylint: disable=g-import-not-at-top
+  from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
   train, validation, pairs, sha256 = batches
   config = arm_config(name, base)
   arm_dir = work_dir / name  # made by claim_arm
@@ -326,13 +326,13 @@ def run_arm(name, base, tokenizers, batches, out_dir: Path, work_dir: Path):
 def claim_arm(name: str, out_dir: Path, work_dir: Path):
   """The arm's held :class:`RunLock`, or None when another process trains the arm
   or finished it after this one listed its arms."""
-  from transformer.training import checkpointing  # pylint: disable=g-import-not-at-top
+  from transformer import files  # pylint: disable=g-import-not-at-top
   arm_dir = work_dir / name
   arm_dir.mkdir(parents=True, exist_ok=True)
-  lock = checkpointing.RunLock(arm_dir)
+  lock = files.RunLock(arm_dir)
   try:
     lock.acquire()
-  except checkpointing.RunLockedError as e:
+  except files.RunLockedError as e:
     print(f"--- {name}: passed over, PID {e.holder} is training it", flush=True)
     return None
   if result_path(out_dir, name).exists():

@@ -65,13 +65,13 @@ def main(argv):
   del argv
   if not _OUTPUT.value:
     sys.exit("--output is required")
-  from transformer.training import runtime  # pylint: disable=g-import-not-at-top
+  from transformer import runtime  # pylint: disable=g-import-not-at-top
   tf = runtime.import_tensorflow(verbose=False)
   machine.set_threads(_THREADS.value)
   from configs import cpu_2h  # pylint: disable=g-import-not-at-top
   from transformer import data, pipeline  # pylint: disable=g-import-not-at-top
   from transformer.tokenizers import load_tokenizers, vocab_sizes  # pylint: disable=g-import-not-at-top
-  from transformer.training import Trainer  # pylint: disable=g-import-not-at-top
+  from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
 
   started = machine.other_activity()
   print(machine.summary_line(started), flush=True)

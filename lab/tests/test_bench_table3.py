@@ -16,8 +16,8 @@ import pytest
 from lab.bench import table3
 from lab.bench import table3_report
 from configs import tiny
-from transformer.training import Trainer
-from transformer.training.checkpointing import RunLock
+from transformer.training.trainer import Trainer
+from transformer.files import RunLock
 
 STEPS, EVAL_EVERY = 4, 2
 FIELDS = ("val_perplexity", "val_accuracy", "bleu", "bleu_whole_word", "train_accuracy",

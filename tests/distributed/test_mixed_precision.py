@@ -99,9 +99,9 @@ out = {}
 for output_weights in ("tied", "shared", "untied"):
   initial = None
   for name, strategy in (("one", None), ("two", mirrored)):
-    trainer = training.Trainer(config(output_weights), input_vocab_size=VOCAB,
-                               target_vocab_size=VOCAB, strategy=strategy,
-                               mixed_precision=POLICY, progress=False)
+    trainer = Trainer(config(output_weights), input_vocab_size=VOCAB,
+                      target_vocab_size=VOCAB, strategy=strategy,
+                      mixed_precision=POLICY, progress=False)
     if initial is None:
       initial = trainer.model.get_weights()
     trainer.model.set_weights(initial)

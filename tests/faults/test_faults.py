@@ -120,8 +120,8 @@ def test_a_truncated_newest_checkpoint_falls_back_to_the_one_before(tmp_path, ca
 
   # Nothing intact is left: refused, never started over.
   _truncate(tmp_path, 5)
-  from transformer.training import checkpointing  # pylint: disable=g-import-not-at-top
-  with pytest.raises(checkpointing.CheckpointError,
+  from transformer import checkpoint_files  # pylint: disable=g-import-not-at-top
+  with pytest.raises(checkpoint_files.CheckpointError,
                      match=r"no intact checkpoint left in .*ckpt-5 \("):
     small_checkpoints(tmp_path)[0].restore()
 

@@ -42,8 +42,9 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1",
 DRIVER = """
 import json, os, resource, runpy, signal, sys, time
 from tensorflow.python.ops import gen_io_ops
-from transformer import export, training
+from transformer import export, files
 from transformer.training import checkpointing, summaries
+from transformer.training.trainer import Trainer
 
 fault, fault_step = os.environ["FAULT"], int(os.environ.get("FAULT_STEP", "0"))
 model_dir = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--model_dir="))
@@ -68,16 +69,16 @@ def signalled_save(*args, **kwargs):
   return save_keras_model(*args, **kwargs)
 export.save_keras_model = signalled_save
 
-trainer_init = training.Trainer.__init__
+trainer_init = Trainer.__init__
 def limited_init(self, *args, **kwargs):
   if fault == "memory_limit_at_model":
     status = open("/proc/self/status").read()
     size = int(status.split("VmSize:")[1].split()[0]) * 1024
     resource.setrlimit(resource.RLIMIT_AS, (size + (2 << 30), resource.RLIM_INFINITY))
   trainer_init(self, *args, **kwargs)
-training.Trainer.__init__ = limited_init
+Trainer.__init__ = limited_init
 
-acquire = checkpointing.RunLock.acquire
+acquire = files.RunLock.acquire
 def acquire_then_interrupt(self):
   acquire(self)
   if fault == "sigint_after_lock":
@@ -86,7 +87,7 @@ def acquire_then_interrupt(self):
     os.kill(os.getpid(), signal.SIGINT)
   if fault == "sigterm_after_lock":
     os.kill(os.getpid(), signal.SIGTERM)
-checkpointing.RunLock.acquire = acquire_then_interrupt
+files.RunLock.acquire = acquire_then_interrupt
 
 def after_step(step, loss):
   if step != fault_step:
@@ -126,8 +127,8 @@ def export_then_die(*args, **kwargs):
   return translator
 export.export_translator = export_then_die
 
-fit = training.Trainer.fit
-training.Trainer.fit = lambda self, *a, **k: fit(self, *a, step_callback=after_step, **k)
+fit = Trainer.fit
+Trainer.fit = lambda self, *a, **k: fit(self, *a, step_callback=after_step, **k)
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """

@@ -207,10 +207,10 @@ def make_trainer():
   """``make_trainer(config, vocab_sizes, model_dir=None, **options)``: the
   Trainer train.py would make of ``config``, without a progress bar (``options``:
   the Trainer's other keywords, e.g. ``jit_compile``)."""
-  from transformer import training  # pylint: disable=g-import-not-at-top
+  from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
 
   def make(config, vocab_sizes, model_dir=None, **options):
-    return training.Trainer(config, input_vocab_size=vocab_sizes[0],
+    return Trainer(config, input_vocab_size=vocab_sizes[0],
                             target_vocab_size=vocab_sizes[1], model_dir=model_dir,
                             progress=False, **options)
   return make

@@ -4,7 +4,7 @@ evaluate.py (tests/unit, tests/integration, tests/scripts)."""
 
 import numpy as np
 
-from transformer import training
+from transformer.training.trainer import Trainer
 
 # Five short pairs (pt, en), as a validation split holds them.
 PAIRS = [("um dois três .", "one two three ."), ("olá .", "hello ."),
@@ -22,7 +22,7 @@ def write_trainer_checkpoints(model_dir, config, count, vocab=VOCAB, seed=0):
     (checkpoint paths, values): ``values[c][i]`` is the array written for
     ``model.weights[i]`` in checkpoint ``c``.
   """
-  trainer = training.Trainer(config, input_vocab_size=vocab[0], target_vocab_size=vocab[1],
+  trainer = Trainer(config, input_vocab_size=vocab[0], target_vocab_size=vocab[1],
                              model_dir=model_dir, progress=False)
   rng = np.random.default_rng(seed)
   paths, values = [], []

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer import training
+from transformer.training.trainer import Trainer
 from transformer.optimization import WarmupInverseSquareRoot
 from transformer.training import step
 
@@ -39,13 +39,13 @@ def budget_run(tiny_config, make_trainer, random_dataset):
 
 @pytest.fixture
 def ten_second_epochs(monkeypatch):
-  run_epoch = training.Trainer._run_epoch  # pylint: disable=protected-access
+  run_epoch = Trainer._run_epoch  # pylint: disable=protected-access
 
   def timed(self, *args, **kwargs):
     record, _ = run_epoch(self, *args, **kwargs)
     record["seconds"] = 10.0
     return record, 10.0
-  monkeypatch.setattr(training.Trainer, "_run_epoch", timed)
+  monkeypatch.setattr(Trainer, "_run_epoch", timed)
 
 
 @pytest.mark.slow
@@ -92,7 +92,7 @@ def test_an_epochs_seconds_are_its_wall_time_across_a_resume(tmp_path, monkeypat
   # the resumed run's record of that epoch must hold them.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from configs import tiny  # pylint: disable=g-import-not-at-top
-  from transformer import training  # pylint: disable=g-import-not-at-top
+  from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
   from transformer.training import trainer as trainer_module  # pylint: disable=g-import-not-at-top
   offset = [0.0]
   monkeypatch.setattr(trainer_module, "time",
@@ -106,7 +106,7 @@ def test_an_epochs_seconds_are_its_wall_time_across_a_resume(tmp_path, monkeypat
       ((source, target[:, :-1]), target[:, 1:])).batch(2)
 
   def make():
-    return training.Trainer(config, input_vocab_size=60, target_vocab_size=60,
+    return Trainer(config, input_vocab_size=60, target_vocab_size=60,
                             model_dir=tmp_path, progress=False)
 
   def stop_at_step_2(step, loss):  # pylint: disable=unused-argument

@@ -93,7 +93,7 @@ def test_resume_restores_step_and_optimizer_state(run_config, make_trainer, trai
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(run_config, make_trainer, trained_dir,
                                                        batches, vocab_sizes, tmp_path):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from transformer import training  # pylint: disable=g-import-not-at-top
+  from transformer.errors import NonFiniteLossError  # pylint: disable=g-import-not-at-top
   model_dir = tmp_path / "run"
   shutil.copytree(trained_dir, model_dir)
   trainer = make_trainer(run_config(train_steps=20), vocab_sizes, model_dir)
@@ -101,7 +101,7 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(run_config, make_trainer,
   # Poison one weight: every later forward pass gives NaN logits.
   kernel = trainer.model.final_layer.kernel
   kernel.assign(np.full(kernel.shape, np.nan, np.float32))
-  with pytest.raises(training.NonFiniteLossError, match=r"loss is nan at step 11.*"
+  with pytest.raises(NonFiniteLossError, match=r"loss is nan at step 11.*"
                      r"last good checkpoint is kept: .*ckpt-10"):
     trainer.fit(batches)
   assert tf.train.latest_checkpoint(str(model_dir / "checkpoints")).endswith("ckpt-10")
@@ -115,27 +115,27 @@ def test_corrupt_checkpoint_falls_back_then_fails_clearly(run_config, make_train
                                                           vocab_sizes, tmp_path):
   """Garbage in the newest checkpoint: the one before it is used; garbage in
   every one: refused, naming them (issue #32)."""
-  from transformer import training  # pylint: disable=g-import-not-at-top
+  from transformer.checkpoint_files import CheckpointError  # pylint: disable=g-import-not-at-top
   model_dir = tmp_path / "run"
   shutil.copytree(trained_dir, model_dir)
   for step in (10, 5):
     data_file = model_dir / "checkpoints" / f"ckpt-{step}.data-00000-of-00001"
     data_file.write_bytes(b"\x5a" * data_file.stat().st_size)  # same size, garbage content
   (model_dir / "checkpoints" / "ckpt-10.data-00000-of-00001").write_bytes(b"")  # truncated
-  with pytest.raises(training.CheckpointError, match=r"no intact checkpoint left in .*"
+  with pytest.raises(CheckpointError, match=r"no intact checkpoint left in .*"
                      r"ckpt-10 \(.*; ckpt-5 \("):
     make_trainer(run_config(train_steps=20), vocab_sizes, model_dir).restore()
 
 
 def test_mismatched_checkpoint_fails_clearly(run_config, make_trainer, trained_dir, vocab_sizes,
                                              tmp_path):
-  from transformer import training  # pylint: disable=g-import-not-at-top
+  from transformer.checkpoint_files import CheckpointError  # pylint: disable=g-import-not-at-top
   model_dir = tmp_path / "run"
   shutil.copytree(trained_dir, model_dir)
   config = run_config(train_steps=20)
   config.model.d_model = 16
   trainer = make_trainer(config, vocab_sizes, model_dir)
-  with pytest.raises(training.CheckpointError,
+  with pytest.raises(CheckpointError,
                      match=r"ckpt-10: it is corrupt or was written by a different model"):
     trainer.restore()
   assert trainer.step == 0
@@ -186,7 +186,7 @@ def test_checkpoints_follow_the_interval_from_the_last_one(run_config, make_trai
 
 
 def test_epoch_summary_line():
-  from transformer.training import progress  # pylint: disable=g-import-not-at-top
+  from transformer import progress  # pylint: disable=g-import-not-at-top
   record = {"epoch": 3, "step": 1200, "complete": True, "steps_in_epoch": 400,
             "train_loss": 4.12346, "train_accuracy": 0.31204, "learning_rate": 1e-3,
             "tokens_per_second": 12345.6, "seconds": 95.24}
@@ -210,10 +210,10 @@ def test_a_cooldown_that_ends_before_the_run_is_warned(run_config, make_trainer,
 
 def test_first_epochs_progress_bar_knows_its_length(run_config, batches, vocab_sizes, capsys,
                                                     monkeypatch):
-  from transformer import training  # pylint: disable=g-import-not-at-top
+  from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
   monkeypatch.setattr(sys.stdout, "isatty", lambda: True)  # the bar is drawn on terminals
-  trainer = training.Trainer(run_config(epochs=1), input_vocab_size=vocab_sizes[0],
-                             target_vocab_size=vocab_sizes[1], progress=True)
+  trainer = Trainer(run_config(epochs=1), input_vocab_size=vocab_sizes[0],
+                    target_vocab_size=vocab_sizes[1], progress=True)
   trainer.fit(batches)
   out = capsys.readouterr().out
   # 12 batches: the bar shows "12/12" (and so an ETA), never "Unknown".

@@ -70,8 +70,8 @@ def test_export_drops_the_signature_renaming_notices(tiny_config, make_model, tu
 # runtime.import_tensorflow; a benchmark by importing bench.machine first and
 # then modules of transformer/ that import TensorFlow (lab/bench/sweep.py's order).
 STARTS = {
-    "script": "from transformer.training import runtime\ntf = runtime.import_tensorflow(verbose=False)",
-    "benchmark": "from lab.bench import machine\nfrom transformer.training import Trainer\nimport tensorflow as tf",
+    "script": "from transformer import runtime\ntf = runtime.import_tensorflow(verbose=False)",
+    "benchmark": "from lab.bench import machine\nfrom transformer.training.trainer import Trainer\nimport tensorflow as tf",
 }
 # Pinned to one core, as `taskset -c 0` does.
 PINNED = "import os\nos.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
@@ -81,7 +81,7 @@ PINNED = "import os\nos.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
 # on others (an AVX-512 EPYC).
 PROBE = """
 import sys
-from transformer.training import runtime
+from transformer import runtime
 if len(sys.argv) > 1:
   runtime.set_cpu_threads(tf, int(sys.argv[1]))
 print(tf.config.threading.get_intra_op_parallelism_threads(),

@@ -16,7 +16,8 @@ import pytest
 
 from transformer import sources
 from transformer.training import checkpointing
-from transformer.training import progress
+from transformer import files
+from transformer import progress
 
 ROOT = Path(__file__).resolve().parents[2]
 # A live line's start: "Epoch 2/~14 5/13 [", "Epoch 1 5/13 [".
@@ -140,12 +141,12 @@ def test_a_log_line_starts_on_its_own_line_not_after_the_live_line():
 
 
 def test_a_clean_exit_removes_the_lock_and_the_next_run_takes_it_silently(tmp_path, caplog):
-  lock = checkpointing.RunLock(tmp_path)
+  lock = files.RunLock(tmp_path)
   lock.acquire()
   assert (tmp_path / "train.lock").read_text().strip() == str(os.getpid())
   lock.release()
   assert not (tmp_path / "train.lock").exists()
-  again = checkpointing.RunLock(tmp_path)
+  again = files.RunLock(tmp_path)
   with caplog.at_level(python_logging.WARNING):
     again.acquire()
   assert "stale" not in caplog.text

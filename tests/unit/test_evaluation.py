@@ -16,8 +16,8 @@ import tensorflow as tf
 from helpers.run_folders import PAIRS, VOCAB, assert_weights, write_trainer_checkpoints
 from transformer import averaging
 from transformer import evaluation
-from transformer import training
-from transformer.training import checkpointing
+from transformer import checkpoint_files
+from transformer.checkpoint_files import CheckpointError
 
 
 def test_evaluate_bleu_scores_writes_and_keeps_order(tmp_path):
@@ -74,7 +74,7 @@ def test_averaging_trainer_checkpoints_gives_the_mean_of_each_variable(make_mode
   names = [name for name, _ in tf.train.list_variables(paths[0])]
   assert not any(name.startswith("model/") for name in names)
 
-  checkpoint_dir = tmp_path / checkpointing.CHECKPOINT_SUBDIR
+  checkpoint_dir = tmp_path / checkpoint_files.CHECKPOINT_SUBDIR
   model = make_model(config, VOCAB)
   assert averaging.last_checkpoints(checkpoint_dir, 3) == paths
   averaging.average_checkpoints(model, paths)
@@ -87,13 +87,13 @@ def test_averaging_trainer_checkpoints_gives_the_mean_of_each_variable(make_mode
 
 def test_last_checkpoints_refuses_to_average_more_than_there_are(short_config, tmp_path):
   paths, _ = write_trainer_checkpoints(tmp_path, short_config(), 2)
-  checkpoint_dir = tmp_path / checkpointing.CHECKPOINT_SUBDIR
+  checkpoint_dir = tmp_path / checkpoint_files.CHECKPOINT_SUBDIR
   assert averaging.last_checkpoints(checkpoint_dir, 1) == paths[1:]
-  with pytest.raises(training.CheckpointError, match="last 3 checkpoints but .* has 2"):
+  with pytest.raises(CheckpointError, match="last 3 checkpoints but .* has 2"):
     averaging.last_checkpoints(checkpoint_dir, 3)
-  with pytest.raises(training.CheckpointError, match="has 0"):
+  with pytest.raises(CheckpointError, match="has 0"):
     averaging.last_checkpoints(tmp_path / "empty", 1)
-  with pytest.raises(training.CheckpointError, match=">= 1"):
+  with pytest.raises(CheckpointError, match=">= 1"):
     averaging.last_checkpoints(checkpoint_dir, 0)
 
 
@@ -107,16 +107,16 @@ def test_restore_refuses_a_checkpoint_of_another_model(make_model, short_config,
   two_layers = {"num_layers": 2}  # so that the checkpoint can have fewer
   (path,), _ = write_trainer_checkpoints(tmp_path, short_config(**{**two_layers, **overrides}), 1)
   model = make_model(short_config(**two_layers), VOCAB)
-  with pytest.raises(training.CheckpointError, match=path):
+  with pytest.raises(CheckpointError, match=path):
     averaging.restore_model(model, path)
-  with pytest.raises(training.CheckpointError, match=path):
+  with pytest.raises(CheckpointError, match=path):
     averaging.average_checkpoints(model, [path])
 
 
 def test_restore_refuses_a_checkpoint_of_a_submodule(make_model, short_config, tmp_path):
   model = make_model(short_config(), VOCAB)
   path = tf.train.Checkpoint(model=model.decoder).write(str(tmp_path / "decoder"))
-  with pytest.raises(training.CheckpointError, match=path):
+  with pytest.raises(CheckpointError, match=path):
     averaging.restore_model(make_model(short_config(), VOCAB), path)
 
 
@@ -141,14 +141,14 @@ def test_restore_refuses_as_many_variables_in_other_places(tmp_path):
   path = tf.train.Checkpoint(model=other).write(str(tmp_path / "other"))
   model = TwoDense("second")
   model(tf.zeros((1, 4)))
-  with pytest.raises(training.CheckpointError, match=f"{path} does not fit the model"):
+  with pytest.raises(CheckpointError, match=f"{path} does not fit the model"):
     averaging.restore_model(model, path)
 
 
 def test_restore_refuses_a_corrupt_checkpoint(make_model, short_config, tmp_path):
   (path,), _ = write_trainer_checkpoints(tmp_path, short_config(), 1)
   Path(path + ".index").write_bytes(b"not a checkpoint index")
-  with pytest.raises(training.CheckpointError, match=f"cannot read the checkpoint {path}"):
+  with pytest.raises(CheckpointError, match=f"cannot read the checkpoint {path}"):
     averaging.restore_model(make_model(short_config(), VOCAB), path)
 
 

@@ -6,45 +6,38 @@ style of the TF Model Garden's Orbit, with each concern in a module of its own:
 =====================  ==========================================================
 module                 what it does
 =====================  ==========================================================
-``trainer``            :class:`Trainer`: builds model and optimizer under a
-                       strategy and runs the loop
+``trainer``            :class:`~transformer.training.trainer.Trainer`: trains
+                       one epoch at a time under a ``tf.distribute`` strategy
+``tf_build``           its model and optimizer, and the state checkpointed
+                       beside them
+``tf_steps``           its steps on every replica (the loss over the global
+                       batch's real tokens)
 ``step``               the arithmetic of one optimizer step (length groups)
-``checkpointing``      checkpoints, resuming, refusing corrupt or foreign ones
-``budget``             a training-time budget: the epochs that fit, cooled down
-``stop_signals``       stopping cleanly on SIGTERM/SIGINT
-``summaries``          TensorBoard scalars and ``metrics.jsonl``
-``progress``           the console's progress line and per-epoch summary
-``distribute``         choosing a ``tf.distribute`` strategy by name
-``runtime``            the scripts' TensorFlow process: quiet logs, the CPU
-                       allocator, thread pools
-``errors``             :class:`TrainingError` and the one-line form of any error
-``result``             :class:`TrainResult`, what either trainer returns
-``files``              whole text files and the run folder's lock (no TensorFlow)
-``keras_loop``         the loop without TensorFlow: Keras on JAX, from prepared
+``keras_loop``         the same without TensorFlow: Keras on JAX, from prepared
                        shards (``train.py`` under ``KERAS_BACKEND=jax``)
-``keras_checkpoints``  its checkpoints: ``model.weights.h5`` and the rest
+``jax_steps``          its ``jax.jit`` steps, and seeding without TensorFlow
+``loop``               the epoch loop both trainers run, and the actions it
+                       calls (signals, time budget, validation, records,
+                       checkpoints)
+``checkpointing``      saving and resuming (TensorFlow checkpoints)
+``budget``             a training-time budget: the epochs that fit, cooled down
+``summaries``          TensorBoard scalars and ``metrics.jsonl``
+``distribute``         choosing a ``tf.distribute`` strategy by name
+``result``             :class:`TrainResult`, what either trainer returns
+``run_checks``         train.py's checks of its flags and run folder, before
+                       any work
+``runs``               train.py's two runs: on TensorFlow, or on JAX from shards
+``finish``             around the training: the run's files, BLEU, the export
 =====================  ==========================================================
 
-The names below are the package's public API. They load on first use, so
-that the scripts can import ``runtime``, ``distribute`` and ``progress`` and
-check their flags before TensorFlow is imported.
+What training shares with evaluation and the scripts lives outside this
+package, which only training imports: the process set-up (``transformer.runtime``),
+the progress line (``transformer.progress``), stopping on signals
+(``transformer.stop_signals``), errors (``transformer.errors``), safe files and
+the run's lock (``transformer.files``) and the checkpoint files
+(``transformer.checkpoint_files``, ``transformer.keras_checkpoints``).
+
+Import the modules themselves (``from transformer.training.trainer import
+Trainer``): the package imports none of them, so that the JAX path
+(``keras_loop``) never imports TensorFlow.
 """
-
-import importlib
-
-# Public name -> the module of this package that defines it.
-_PUBLIC = {
-    "Trainer": "trainer",
-    "TrainResult": "result",
-    "NonFiniteLossError": "errors",
-    "CheckpointError": "checkpointing",
-    "TrainingError": "errors",
-    "METRICS_FILE": "summaries",
-}
-__all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name):
-  if name not in _PUBLIC:
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-  return getattr(importlib.import_module(f"{__name__}.{_PUBLIC[name]}"), name)

@@ -1,86 +1,51 @@
 """The training loop without TensorFlow: Keras on JAX, from prepared shards (paper §5).
 
 ``KERAS_BACKEND=jax python train.py --data=<prepared folder>`` trains here;
-:class:`transformer.training.trainer.Trainer` is the ``tf.distribute`` loop it
-mirrors. The same configuration gives the same model, schedule (with the time
-budget's cooldown), label smoothing, dropout and loss over real target tokens
-(:func:`transformer.losses.masked_cross_entropy_sum`, divided by the real
-tokens of the global batch); what a run leaves behind is the same too:
-``metrics.jsonl`` records of the same fields, TensorBoard scalars in
-``logs/train`` and ``logs/validation``, the console's progress
-(:mod:`transformer.training.progress`), and checkpoints after every
+:class:`transformer.training.trainer.Trainer` is the ``tf.distribute`` trainer
+it mirrors, and both run their epochs in :func:`transformer.training.loop.run_epochs`.
+The same configuration gives the same model, schedule (with the time budget's
+cooldown), label smoothing, dropout and loss over the real target tokens of
+the global batch; a run leaves the same ``metrics.jsonl`` records, TensorBoard
+scalars and console lines, and checkpoints after every
 ``checkpoint_every_steps`` steps and at each epoch's end, from which the same
-command resumes after a kill, a Ctrl-C or SIGTERM (exit 128 + N). The
-checkpoints are :mod:`transformer.training.keras_checkpoints` folders whose
-``model.weights.h5`` the TensorFlow side loads (``evaluate.py``, the export).
+command resumes. The checkpoints are :mod:`transformer.keras_checkpoints`
+folders whose ``model.weights.h5`` the TensorFlow side loads (``evaluate.py``).
 
-One step is one ``jax.jit``-compiled function of the variables' values
-(Keras' stateless API: ``model.stateless_call``,
-``optimizer.stateless_apply``): the values live on the devices between steps
-and go back into the Keras variables only for a checkpoint. XLA compiles the
-step once per batch shape; :func:`transformer.shards.epoch_batches` pads
-batches to few shapes. With more than one device the batches are split over
-them by ``keras.distribution.DataParallel`` (the variables replicated, each
-batch sharded on its rows; the loss and gradients are those of the global
-batch, as under ``tf.distribute``).
-
-The host reads the step's sums (loss, tokens, correct) only when it needs
-them: to redraw the progress line, for TensorBoard, before a checkpoint and at
-an epoch's end. A NaN/Inf loss stops the run there with
-:class:`NonFiniteLossError`, before anything is saved: the last checkpoint
-on disk is the last good state.
+The steps (:mod:`transformer.training.jax_steps`) are functions of the
+variables' values, which live on the devices between steps and go back into
+the Keras variables only for a checkpoint; :func:`transformer.shards.epoch_batches`
+pads batches to few shapes, and with more than one device
+``keras.distribution.DataParallel`` splits them on their rows. The host reads
+the steps' sums only when it needs them: to redraw the progress line, for
+TensorBoard, before a checkpoint and at an epoch's end (a NaN/Inf loss stops
+the run there, before anything is saved).
 
 Not here: ``training.length_groups`` (the TensorFlow step's sub-batches; the
 padded shapes do its work) and ``mixed_float16`` (no loss scaling; use
 ``mixed_bfloat16``).
 """
 
-import json
 import math
 from pathlib import Path
-import signal
-import sys
 import time
-from typing import Dict, List, Optional
+from typing import Callable, Dict, Optional
 
 from absl import logging
 import jax
 import keras
-import numpy as np
 
+from transformer import keras_checkpoints
 from transformer import losses
 from transformer import optimization
+from transformer import progress as progress_lib
 from transformer import shards
+from transformer.errors import TrainingError
 from transformer.model import Transformer
 from transformer.training import budget as budget_lib
-from transformer.training import keras_checkpoints
-from transformer.training import progress as progress_lib
-from transformer.training import stop_signals
+from transformer.training import jax_steps
+from transformer.training import loop
 from transformer.training import summaries
-from transformer.training.errors import NonFiniteLossError, TrainingError
 from transformer.training.result import TrainResult
-
-
-class _HiddenTensorFlow:
-  """An import hook under which ``import tensorflow`` fails."""
-
-  def find_spec(self, name, path=None, target=None):  # pylint: disable=unused-argument
-    if name.split(".")[0] == "tensorflow":
-      raise ImportError("hidden from keras.utils.set_random_seed")
-    return None
-
-
-def set_random_seed(seed: int) -> None:
-  """``keras.utils.set_random_seed``, which also seeds ``tf.random`` and for
-  that imports TensorFlow whenever it is installed (seconds, and what this
-  trainer is without); TensorFlow is hidden from it, so it seeds Keras,
-  Python and NumPy only."""
-  hook = _HiddenTensorFlow()
-  sys.meta_path.insert(0, hook)
-  try:
-    keras.utils.set_random_seed(seed)
-  finally:
-    sys.meta_path.remove(hook)
 
 
 class Trainer:
@@ -113,7 +78,7 @@ class Trainer:
     keras.distribution.set_distribution(self.distribution)
     keras.mixed_precision.set_global_policy(
         "float32" if mixed_precision == "none" else mixed_precision)
-    set_random_seed(int(config.training.seed))
+    jax_steps.set_random_seed(int(config.training.seed))
     self.model = Transformer.from_model_config(config.model, input_vocab_size,
                                                target_vocab_size)
     self.model.build(((None, None), (None, None)))
@@ -241,40 +206,8 @@ class Trainer:
   # --------------------------------------------------------------- steps
 
   def _build_steps(self):
-    model, optimizer, smoothing = self.model, self.optimizer, self.label_smoothing
-
-    def sums(labels, logits, loss_sum, tokens):
-      correct, _ = losses.masked_correct_sum(labels, logits)
-      return loss_sum, tokens, correct
-
-    def train_step(values, batch):
-      trainable, non_trainable, optimizer_values = values
-      (source, target_input), labels = batch
-
-      def loss_fn(trainable):
-        logits, new_non_trainable = model.stateless_call(
-            trainable, non_trainable, (source, target_input), training=True)
-        loss_sum, tokens = losses.masked_cross_entropy_sum(labels, logits, smoothing)
-        # The mean over the global batch's real tokens: on several devices
-        # this array program is the whole batch's.
-        return loss_sum / jax.numpy.maximum(tokens, 1.0), (logits, loss_sum, tokens,
-                                                            new_non_trainable)
-
-      grads, (logits, loss_sum, tokens, non_trainable) = jax.grad(loss_fn, has_aux=True)(
-          trainable)
-      trainable, optimizer_values = optimizer.stateless_apply(optimizer_values, grads,
-                                                              trainable)
-      return (trainable, non_trainable, optimizer_values), sums(labels, logits, loss_sum, tokens)
-
-    def eval_step(values, batch):
-      trainable, non_trainable, _ = values
-      (source, target_input), labels = batch
-      logits, _ = model.stateless_call(trainable, non_trainable, (source, target_input),
-                                       training=False)
-      return sums(labels, logits, *losses.masked_cross_entropy_sum(labels, logits, smoothing))
-
-    self._train_step = jax.jit(train_step, donate_argnums=0)
-    self._eval_step = jax.jit(eval_step)
+    self._train_step, self._eval_step = jax_steps.make_steps(self.model, self.optimizer,
+                                                             self.label_smoothing)
 
   def _on_devices(self, batch):
     """A NumPy batch as device arrays, split on its rows over the devices."""
@@ -307,78 +240,45 @@ class Trainer:
           validation_split: Optional[shards.Split] = None) -> TrainResult:
     """Trains as :meth:`transformer.training.trainer.Trainer.fit` does: until
     ``training.train_steps`` steps (if > 0), ``training.epochs`` epochs, or the
-    epochs that fit in ``training.time_budget_minutes``. Call :meth:`restore` first."""
-    training = self.config.training
-    max_steps = int(training.train_steps) or None
-    max_epochs = None if max_steps else int(training.epochs)
-    interval = int(training.checkpoint_every_steps)
-    history = []
-    start_step = self.step
-    self._append_record_lost_by_a_kill()
-    logging.info("training from step %d on %d %s device(s)", start_step, len(self.devices),
+    epochs that fit in ``training.time_budget_minutes``
+    (:func:`transformer.training.loop.run_epochs`). Call :meth:`restore` first."""
+    if self._pending_record:  # the checkpoint's: a kill may have come before its append
+      self._summaries.append_if_missing(self._pending_record)
+    logging.info("training from step %d on %d %s device(s)", self.step, len(self.devices),
                  self.devices[0].platform)
-    with stop_signals.StopSignals() as stop:
-      while True:
-        if (max_steps is not None and self.step >= max_steps) or (
-            max_epochs is not None and self.epoch >= max_epochs) or (
-                self.budget is not None and self.budget.finished(self.epoch)):
-          break
-        first_step = self.step
-        record = self._run_epoch(train_split, max_steps, interval, stop)
-        if self.budget is not None:
-          self.budget.add_seconds(record["seconds"])
-        if stop.received is not None:
-          self.save_checkpoint()
-          logging.warning("stopped by %s at step %d; rerun the same command to resume",
-                          signal.Signals(stop.received).name, self.step)
-          break
-        if record["complete"]:
-          if not history:
-            mismatch = optimization.cooldown_mismatch(training, record["steps_in_epoch"])
-            if mismatch:
-              logging.warning(mismatch)
-          self.epoch += 1
-          self.steps_per_epoch, self.step_in_epoch = record["steps_in_epoch"], 0
-          self.epoch_sums, self.epoch_seconds = losses.TokenMetrics(), 0.0
-          if self.budget is not None:
-            self._plan_budget(record, steps_run=self.step - first_step)
-        if validation_split is not None:
-          val = self.evaluate(validation_split)
-          record.update(val_loss=val["loss"], val_accuracy=val["accuracy"])
-          self._summaries.write_scalars("validation", self.step, val)
-        # The record goes into the checkpoint that closes the epoch, and then
-        # into metrics.jsonl: a kill between the two loses nothing.
-        self.save_checkpoint(record)
-        logging.info("epoch %d (step %d): %s", record["epoch"], record["step"],
-                     json.dumps({k: v for k, v in record.items() if k not in ("epoch", "step")},
-                                sort_keys=True))
-        self._progress.summary(record, record.get("planned_epochs", self._planned))
-        self._summaries.append_metrics(record)
-        history.append(record)
-    self._summaries.flush()
-    logging.info("ran %d steps in this run (from step %d to step %d)",
-                 self.step - start_step, start_step, self.step)
-    return TrainResult(step=self.step, start_step=start_step, epoch=self.epoch,
-                       interrupted_by=stop.received, history=history)
 
-  def _append_record_lost_by_a_kill(self) -> None:
-    """Appends the restored checkpoint's epoch record when ``metrics.jsonl`` lacks it."""
-    record = self._pending_record
-    if not record:
-      return
-    path = self.model_dir / summaries.METRICS_FILE
-    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
-    for line in reversed(lines):
-      try:
-        last = json.loads(line)
-      except ValueError:
-        continue
-      if last.get("step") == record["step"] and last.get("epoch") == record["epoch"]:
-        return
-      break
-    logging.warning("metrics.jsonl lacked epoch %d's record (a kill after its checkpoint); "
-                    "appended it from the checkpoint", record["epoch"])
-    self._summaries.append_metrics(record)
+    def run_epoch(max_steps, interval, stop):
+      record = self._run_epoch(train_split, max_steps, interval, stop)
+      return record, record["seconds"]
+    return loop.run_epochs(self, run_epoch, budget=self.budget, summaries=self._summaries,
+                           validation=validation_split)
+
+  # --------------------------------------------------------------- the loop's actions
+
+  @property
+  def epochs_done(self) -> int:
+    return self.epoch
+
+  def budget_seconds(self, run_seconds: float) -> float:
+    return run_seconds
+
+  def end_epoch(self, record: Dict, steps_run: int) -> None:
+    """Moves the position to the next epoch, and lets the time budget plan."""
+    self.epoch += 1
+    self.steps_per_epoch, self.step_in_epoch = record["steps_in_epoch"], 0
+    self.epoch_sums, self.epoch_seconds = losses.TokenMetrics(), 0.0
+    if self.budget is not None:
+      self._plan_budget(record, steps_run=steps_run)
+
+  def close_epoch(self, record: Dict, report: Callable[[], None]) -> None:
+    # The record goes into the checkpoint that closes the epoch, and then
+    # into metrics.jsonl: a kill between the two loses nothing.
+    self.save_checkpoint(record)
+    report()
+
+  def summarize(self, record: Dict) -> None:
+    """The console's summary of the epoch of ``record``."""
+    self._progress.summary(record, record.get("planned_epochs", self._planned))
 
   def _plan_budget(self, record, steps_run):
     # A resumed epoch ran only part of its steps here: scale its seconds up.
@@ -406,16 +306,14 @@ class Trainer:
       raise TrainingError(f"the training split of epoch {self.epoch + 1} is empty")
     if skip:
       logging.info("resuming epoch %d after its first %d batches", self.epoch + 1, skip)
-    steps_left = max_steps - self.step if max_steps else None
-    self._planned = progress_lib.planned_epochs(self.epoch, len(batches), skip, steps_left,
-                                                self._epoch_count())
-    last = len(batches) if steps_left is None else min(len(batches), skip + steps_left)
-    self._progress.start(progress_lib.epoch_label(self.epoch + 1, self._planned), skip, last)
+    self._planned, last = loop.start_progress(
+        self._progress, epoch=self.epoch, epoch_steps=len(batches), skip=skip, step=self.step,
+        max_steps=max_steps, epochs=self._epoch_count())
     epoch_metrics, seconds_before = ((self.epoch_sums, self.epoch_seconds) if skip
                                      else (losses.TokenMetrics(), 0.0))
-    interval_metrics = losses.TokenMetrics()  # since the last TensorBoard scalars
     pending = []  # the device sums of the steps not yet read
-    log_start = epoch_start = redrawn = time.monotonic()
+    epoch_start = redrawn = time.monotonic()
+    scalars = loop.TrainScalars(self._summaries, self.log_every_steps, epoch_start)
     done = skip
     for index in range(skip, last):
       self._values, step_sums = self._train_step(self._values, self._on_devices(batches[index]))
@@ -423,21 +321,17 @@ class Trainer:
       pending.append((self.step, step_sums))
       done = index + 1
       step, now = self.step, time.monotonic()
-      logging_due = step % self.log_every_steps == 0
+      logging_due = scalars.due(step)
       saving_due = step - (self._last_saved[0] if self._last_saved else 0) >= interval
       if not (logging_due or saving_due or done == last or stop.received is not None
               or now - redrawn >= progress_lib.REDRAW_SECONDS):
         continue
       for pending_step, (loss_sum, tokens, correct) in jax.device_get(pending):
         if not math.isfinite(float(loss_sum)):
-          raise NonFiniteLossError(
-              f"the training loss is {loss_sum / max(float(tokens), 1.0)} at step "
-              f"{pending_step} (epoch {self.epoch + 1}); stopping without saving. The last "
-              f"good checkpoint is kept: {self._latest_checkpoint() or 'none was written yet'}. "
-              "Lower the learning rate (config.training.warmup_steps), check the data, or try "
-              "without mixed precision")
+          raise loop.non_finite_loss(loss_sum / max(float(tokens), 1.0), pending_step,
+                                     self.epoch, self._latest_checkpoint())
         epoch_metrics.add(loss_sum, tokens, correct)
-        interval_metrics.add(loss_sum, tokens, correct)
+        scalars.metrics.add(loss_sum, tokens, correct)
       pending = []
       self.step_in_epoch = done
       self.epoch_sums, self.epoch_seconds = epoch_metrics, seconds_before + now - epoch_start
@@ -448,11 +342,7 @@ class Trainer:
                                      "tok/s": epoch_metrics.tokens / max(self.epoch_seconds,
                                                                          1e-9)})
       if logging_due:
-        self._summaries.write_scalars("train", step, {
-            "loss": interval_metrics.loss, "accuracy": interval_metrics.accuracy,
-            "learning_rate": learning_rate,
-            "tokens_per_second": interval_metrics.tokens / max(now - log_start, 1e-9)})
-        interval_metrics, log_start = losses.TokenMetrics(), now
+        scalars.write(step, learning_rate, now)
       if stop.received is not None:
         break
       if saving_due and done < last:

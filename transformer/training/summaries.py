@@ -22,7 +22,7 @@ from typing import Dict, Optional
 from absl import logging
 
 from transformer import run_folder
-from transformer.training.files import write_text_atomically
+from transformer.files import write_text_atomically
 
 METRICS_FILE = run_folder.METRICS_FILE
 
@@ -160,6 +160,26 @@ class Summaries:
       f.write((json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
       f.flush()
       os.fsync(f.fileno())
+
+  def append_if_missing(self, record: Dict) -> None:
+    """Appends ``record`` unless :data:`METRICS_FILE`'s last record is of its
+    step and epoch: a checkpoint holding its epoch's record was followed by a
+    kill before the append."""
+    if self._dir is None:
+      return
+    path = self._dir / METRICS_FILE
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    for line in reversed(lines):
+      try:
+        last = json.loads(line)
+      except ValueError:
+        continue
+      if last.get("step") == record["step"] and last.get("epoch") == record["epoch"]:
+        return
+      break
+    logging.warning("metrics.jsonl lacked epoch %d's record (a kill after its checkpoint); "
+                    "appended it from the checkpoint", record["epoch"])
+    self.append_metrics(record)
 
   def keep_records_up_to(self, step: int, epoch: int) -> None:
     """Drops from :data:`METRICS_FILE` the records of training after the

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from absl import logging
 
-from transformer.training.errors import TrainingError
+from transformer.errors import TrainingError
 
 LOCK_FILE = "train.lock"
 

@@ -1,0 +1,137 @@
+"""What train.py does around the training itself: the run folder's files, BLEU, the export.
+
+* :func:`record_run_files`: ``config.json``, ``tokenizer_path.txt`` and the
+  vocabularies' hash, once the run is accepted.
+* :class:`Bleu`: validation BLEU through the translator (every N epochs and at
+  the end), written under ``bleu/`` and to TensorBoard.
+* :func:`export`: the translator SavedModel and the ``.keras`` model, swapped
+  into ``export/`` whole; :func:`exported_step` tells a rerun what is there.
+* :func:`exit_if_stopped` and :func:`stopped_during_export`: exit 128 + N with
+  one line after signal N.
+
+No TensorFlow is imported here until a function needs it (the JAX path uses
+the first and the last).
+"""
+
+import json
+from pathlib import Path
+import sys
+
+from absl import logging
+
+from transformer import files
+from transformer import progress
+from transformer import run_folder
+from transformer.errors import describe_error
+from transformer.training.run_checks import RunError
+
+
+def exit_if_stopped(result, model_dir: Path) -> None:
+  """Exits with 128 + N and one line when signal N stopped the training, which
+  saved a checkpoint first (either trainer's ``TrainResult``)."""
+  if result.interrupted_by is None:
+    return
+  import signal  # pylint: disable=g-import-not-at-top
+  name = signal.Signals(result.interrupted_by).name
+  print(f"train.py: stopped by {name} at step {result.step}; checkpoint saved in "
+        f"{model_dir / 'checkpoints'}; rerun the same command to resume", file=sys.stderr)
+  sys.exit(128 + result.interrupted_by)
+
+
+def record_run_files(model_dir: Path, config, tokenizer_path: Path,
+                     vocabulary_hash: str) -> None:
+  """Writes config.json, tokenizer_path.txt and the vocabularies' hash, each atomically."""
+  for name, text in ((run_folder.CONFIG_FILE, config.to_json_best_effort(indent=2)),
+                     (run_folder.TOKENIZER_PATH_FILE, str(tokenizer_path)),
+                     (run_folder.VOCABULARY_HASH_FILE, vocabulary_hash)):
+    files.write_text_atomically(model_dir / name, text + "\n")
+
+
+class Bleu:
+  """Validation BLEU through the translator, when there are pairs to score."""
+
+  def __init__(self, model, tokenizers, config, model_dir, pairs, chief, summaries, method):
+    self.model, self.tokenizers, self.config = model, tokenizers, config
+    self.model_dir, self.pairs, self.method = model_dir, pairs, method
+    self.available = bool(pairs) and chief
+    self.summaries = summaries
+    self._in_memory_translator = None  # one for every epoch: traced once
+
+  def recorded(self, step) -> bool:
+    """Whether a final record at ``step`` holds the BLEU of these pairs and method."""
+    metrics, scores = (self.model_dir / run_folder.METRICS_FILE,
+                       self.model_dir / "bleu" / f"validation.{self.method}.json")
+    if not (metrics.is_file() and scores.is_file()):
+      return False
+    finals = [r for r in run_folder.read_metrics(metrics)
+              if r.get("final") and r["step"] == step and "bleu" in r]
+    try:
+      scored = json.loads(scores.read_text(encoding="utf-8"))["num_sentences"]
+    except (ValueError, KeyError):
+      return False
+    return bool(finals) and scored == len(self.pairs)
+
+  def __call__(self, split_name, step, translator=None):
+    """BLEU of `translator` (default: an in-memory one over the current model) on
+    the validation pairs; writes <model_dir>/bleu/<split_name>.<method>.{txt,json}
+    and the score at `step` to TensorBoard's logs/validation, beside the losses."""
+    from transformer import evaluation  # pylint: disable=g-import-not-at-top
+    from transformer import export as export_lib  # pylint: disable=g-import-not-at-top
+    if translator is None:
+      if self._in_memory_translator is None:
+        self._in_memory_translator = export_lib.Translator(self.tokenizers, self.model,
+                                                           self.config.decoding)
+      translator = self._in_memory_translator
+    method = self.method
+    with progress.announced(f"translating {len(self.pairs)} validation sentences "
+                            f"({method}) for BLEU"):
+      result = evaluation.evaluate_bleu(evaluation.translator_batch_fn(translator, method),
+                                        self.pairs, self.model_dir / "bleu", split_name,
+                                        method, reference_tokenizer=self.tokenizers.en)
+    logging.info("%s BLEU (%s, %d sentences): %.2f", split_name, method,
+                 result["num_sentences"], result["bleu"])
+    self.summaries.write_scalars("validation", step, {"bleu": result["bleu"]})
+    return result["bleu"]
+
+
+def exported_step(model_dir: Path):
+  """The step of the export in ``model_dir/export`` (its export_info.json), or None."""
+  from transformer import export as export_lib  # pylint: disable=g-import-not-at-top
+  try:
+    info = json.loads((model_dir / "export" / export_lib.EXPORT_INFO_FILE).read_text())
+    return info["step"]
+  except (OSError, ValueError, KeyError, TypeError):  # none yet, or unreadable: export again
+    return None
+
+
+def export(trainer, tokenizers, config, model_dir):
+  """Exports the translator SavedModel and the .keras model into export/, swapped
+  in whole (:func:`transformer.export.begin_swap`); returns the in-memory
+  translator and the paths. A failed write (a full disk) keeps the old export."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from transformer import export as export_lib  # pylint: disable=g-import-not-at-top
+  export_dir = model_dir / "export"
+  staging = export_lib.begin_swap(export_dir)
+  try:
+    with progress.announced(f"exporting the .keras model and the translator to {export_dir}"):
+      export_lib.save_keras_model(trainer.model, staging / "transformer.keras")
+      translator = export_lib.export_translator(trainer.model, tokenizers,
+                                                staging / "translator", config.decoding)
+      export_lib.finish_swap(staging, export_dir, trainer.step)
+  except (OSError, tf.errors.OpError) as e:
+    raise RunError(f"cannot write the export to {staging}: {describe_error(e)}; "
+                   f"{export_dir} is left as it was, and the trained model is in "
+                   f"{trainer.latest_checkpoint()}. Free space and rerun the same command "
+                   "to export") from e
+  translator_dir, keras_path = export_dir / "translator", export_dir / "transformer.keras"
+  logging.info("exported %s and %s (step %d)", translator_dir, keras_path, trainer.step)
+  return translator, {"export": str(translator_dir), "keras_model": str(keras_path)}
+
+
+def stopped_during_export(signum: int, step: int, model_dir: Path) -> None:
+  """Exits 128 + ``signum`` after a signal that came during a finished export."""
+  import signal  # pylint: disable=g-import-not-at-top
+  print(f"train.py: stopped by {signal.Signals(signum).name} during the export, which was "
+        f"finished first: {model_dir / 'export'} holds step {step}; BLEU was not computed",
+        file=sys.stderr)
+  sys.exit(128 + signum)

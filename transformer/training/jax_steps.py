@@ -1,0 +1,79 @@
+"""The JAX trainer's steps, and its seeding without TensorFlow.
+
+One step is one ``jax.jit``-compiled function of the variables' values
+(Keras' stateless API: ``model.stateless_call``, ``optimizer.stateless_apply``):
+``(values, batch) -> (values, (loss_sum, tokens, correct))`` with ``values``
+the ``(trainable, non_trainable, optimizer)`` lists of arrays, which live on
+the devices between steps. The loss is the mean over the global batch's real
+target tokens (:func:`transformer.losses.masked_cross_entropy_sum`); on several
+devices the array program is the whole batch's, so its gradients are those of
+the global batch, as under ``tf.distribute``. XLA compiles a step once per
+batch shape.
+"""
+
+import sys
+
+import jax
+import keras
+
+from transformer import losses
+
+
+class _HiddenTensorFlow:
+  """An import hook under which ``import tensorflow`` fails."""
+
+  def find_spec(self, name, path=None, target=None):  # pylint: disable=unused-argument
+    if name.split(".")[0] == "tensorflow":
+      raise ImportError("hidden from keras.utils.set_random_seed")
+    return None
+
+
+def set_random_seed(seed: int) -> None:
+  """``keras.utils.set_random_seed``, which also seeds ``tf.random`` and for
+  that imports TensorFlow whenever it is installed (seconds, and what this
+  trainer is without); TensorFlow is hidden from it, so it seeds Keras,
+  Python and NumPy only."""
+  hook = _HiddenTensorFlow()
+  sys.meta_path.insert(0, hook)
+  try:
+    keras.utils.set_random_seed(seed)
+  finally:
+    sys.meta_path.remove(hook)
+
+
+def make_steps(model, optimizer, smoothing: float):
+  """``(train_step, eval_step)``, ``jax.jit``-compiled: the training step
+  donates the values it is given (their buffers become the new values'), the
+  evaluation step (no dropout) returns the sums only."""
+
+  def sums(labels, logits, loss_sum, tokens):
+    correct, _ = losses.masked_correct_sum(labels, logits)
+    return loss_sum, tokens, correct
+
+  def train_step(values, batch):
+    trainable, non_trainable, optimizer_values = values
+    (source, target_input), labels = batch
+
+    def loss_fn(trainable):
+      logits, new_non_trainable = model.stateless_call(
+          trainable, non_trainable, (source, target_input), training=True)
+      loss_sum, tokens = losses.masked_cross_entropy_sum(labels, logits, smoothing)
+      # The mean over the global batch's real tokens: on several devices
+      # this array program is the whole batch's.
+      return loss_sum / jax.numpy.maximum(tokens, 1.0), (logits, loss_sum, tokens,
+                                                          new_non_trainable)
+
+    grads, (logits, loss_sum, tokens, non_trainable) = jax.grad(loss_fn, has_aux=True)(
+        trainable)
+    trainable, optimizer_values = optimizer.stateless_apply(optimizer_values, grads,
+                                                            trainable)
+    return (trainable, non_trainable, optimizer_values), sums(labels, logits, loss_sum, tokens)
+
+  def eval_step(values, batch):
+    trainable, non_trainable, _ = values
+    (source, target_input), labels = batch
+    logits, _ = model.stateless_call(trainable, non_trainable, (source, target_input),
+                                     training=False)
+    return sums(labels, logits, *losses.masked_cross_entropy_sum(labels, logits, smoothing))
+
+  return jax.jit(train_step, donate_argnums=0), jax.jit(eval_step)

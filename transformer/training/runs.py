@@ -1,0 +1,210 @@
+"""train.py's two runs, after its checks: on TensorFlow, or from prepared shards on JAX.
+
+:func:`train_with_tensorflow` reads the TED HRLR pairs, builds or loads the
+tokenizers, takes the run folder's lock, trains a
+:class:`~transformer.training.trainer.Trainer` under the chosen
+``tf.distribute`` strategy, then exports and scores BLEU
+(:mod:`transformer.training.finish`). :func:`train_on_shards` does the same
+from a ``prepare.py`` folder with :mod:`transformer.training.keras_loop`, never
+importing TensorFlow; BLEU and the translator then come from ``evaluate.py``.
+"""
+
+import atexit
+from pathlib import Path
+
+from absl import logging
+
+from transformer import files
+from transformer import progress
+from transformer import run_folder
+from transformer import runtime
+from transformer import shards
+from transformer import stop_signals
+from transformer.errors import TrainingError, describe_error
+from transformer.training import distribute
+from transformer.training import finish
+from transformer.training.run_checks import RunError, RunOptions, UsageError
+
+
+def _take(pairs, n):
+  return pairs[:n] if n else pairs
+
+
+def load_pairs(options: RunOptions, split: str, limit: int):
+  """(pt, en) string pairs of `split` as a Python list, the first `limit` (0: all)."""
+  from transformer import data  # pylint: disable=g-import-not-at-top
+  if options.data == "tfds":
+    dataset = data.load_split("tfds", split)
+    if limit:
+      dataset = dataset.take(limit)
+    return [(pt.decode("utf-8"), en.decode("utf-8"))
+            for pt, en in dataset.as_numpy_iterator()]
+  return _take(data.local_split_pairs(options.data, split), limit)
+
+
+def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> None:
+  """Everything after the flag checks: data, tokenizers, training, export, BLEU."""
+  from transformer.checkpoint_files import CHECKPOINT_SUBDIR  # pylint: disable=g-import-not-at-top
+  from transformer import data  # pylint: disable=g-import-not-at-top
+  from transformer import pipeline  # pylint: disable=g-import-not-at-top
+  from transformer.training import summaries as summaries_lib  # pylint: disable=g-import-not-at-top
+  from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
+  from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
+
+  strategy = distribute.get_strategy(options.strategy, options.tpu)
+  chief = distribute.is_chief(strategy)
+  train_pairs = load_pairs(options, "train", options.train_examples)
+  validation_pairs = load_pairs(options, "validation", 0)
+  logging.info("%d training pairs, %d validation pairs", len(train_pairs),
+               len(validation_pairs))
+  for split, pairs in (("training", train_pairs), ("validation", validation_pairs)):
+    if not pairs:
+      raise UsageError(f"--data={options.data}: the {split} split is empty")
+
+  if options.tokenizer == "build":
+    cache_dir = Path(options.tokenizer_cache_dir or model_dir / "tokenizers")
+    tokenizer_path = Path(tokenizers_lib.get_or_build_tokenizers(
+        train_pairs, cache_dir, vocab_size=config.data.vocab_size,
+        vocabulary=config.data.vocabulary)).resolve()
+  else:
+    tokenizer_path = Path(options.tokenizer).resolve()
+  try:
+    tokenizers = tokenizers_lib.load_tokenizers(tokenizer_path)
+  except (tokenizers_lib.TokenizerError, OSError) as e:  # OSError: an unreadable SavedModel
+    raise UsageError(f"--tokenizer={options.tokenizer}: {e}") from e
+  input_vocab_size, target_vocab_size = tokenizers_lib.vocab_sizes(tokenizers)
+  if config.model.output_weights == "shared" and input_vocab_size != target_vocab_size:
+    raise UsageError(f"config.model.output_weights='shared' needs one joint vocabulary, but "
+                     f"the tokenizer {tokenizer_path} has {input_vocab_size} pt and "
+                     f"{target_vocab_size} en tokens")
+
+  if chief:
+    model_dir.mkdir(parents=True, exist_ok=True)
+    # Held until the process ends, however it ends; removed when Python ends
+    # it (finished, stopped by a signal, an error), so that the next run finds
+    # no stale lock. A killed run's lock is stale, and taken over.
+    lock = files.RunLock(model_dir)
+    atexit.register(lock.release)  # first: a Ctrl-C right after acquire() is an exit too
+    lock.acquire()
+  mismatch = tokenizers_lib.vocabulary_mismatch(model_dir, tokenizers)
+  if mismatch and any((model_dir / CHECKPOINT_SUBDIR).glob("ckpt-*.index")):
+    raise UsageError(f"--tokenizer={options.tokenizer}: {mismatch}, or a new --model_dir")
+
+  try:
+    trainer = Trainer(
+        config, input_vocab_size=input_vocab_size, target_vocab_size=target_vocab_size,
+        model_dir=model_dir, strategy=strategy, mixed_precision=options.mixed_precision,
+        jit_compile=options.jit_compile, log_every_steps=options.log_every_steps)
+  except (tf.errors.ResourceExhaustedError, MemoryError) as e:
+    raise RunError(f"out of memory while building the model ({describe_error(e)}); try a smaller "
+                   "configuration (config.model) or free memory") from e
+  trainer.restore()
+  if chief:  # only now: a refused run leaves the folder's files as they were
+    finish.record_run_files(model_dir, config, tokenizer_path,
+                     tokenizers_lib.vocabulary_hash(tokenizers))
+
+  # XLA compiles a step per batch shape: under --jit_compile and on TPUs the
+  # batches are padded to their bucket's length, and TPUs, which need static
+  # shapes, also drop each bucket's last partial batch.
+  drop_remainder = isinstance(strategy, tf.distribute.TPUStrategy)
+  static_shapes = drop_remainder or options.jit_compile
+
+  # Tokenized once; each epoch's pipeline reads the same in-memory cache.
+  tokenized_train = pipeline.tokenize_pairs(data.pairs_to_dataset(train_pairs), tokenizers,
+                                            config.data.max_tokens).cache()
+
+  def make_train_dataset(epoch):
+    return pipeline.training_batches(tokenized_train, config, epoch,
+                                     drop_remainder=drop_remainder, static_shapes=static_shapes)
+
+  validation_dataset = pipeline.evaluation_batches(
+      _take(validation_pairs, options.validation_examples), tokenizers, config.data,
+      drop_remainder=drop_remainder, static_shapes=static_shapes)
+
+  bleu_pairs = {-1: validation_pairs, 0: []}.get(
+      options.bleu_examples, validation_pairs[:options.bleu_examples])
+  summaries = summaries_lib.Summaries(model_dir, is_chief=chief)
+  bleu = finish.Bleu(trainer.model, tokenizers, config, model_dir, bleu_pairs, chief, summaries,
+                     options.bleu_method)
+
+  def epoch_end(epoch, record):
+    every = options.eval_bleu_every_epochs
+    if every and bleu.available and record["complete"] and epoch % every == 0:
+      return {"bleu": bleu(f"validation_epoch{epoch}", record["step"])}
+    return {}
+
+  result = trainer.fit(make_train_dataset, validation_dataset, epoch_end_callback=epoch_end)
+  finish.exit_if_stopped(result, model_dir)
+
+  logging.info(progress.run_summary(result.step, result.start_step, result.history))
+  final = {"final": True, "step": result.step}
+  translator = None
+  # A rerun of a finished command redoes only what is missing at this step.
+  if options.export and chief and finish.exported_step(model_dir) == result.step:
+    logging.info("%s already holds step %d: not exported again", model_dir / "export",
+                 result.step)
+  elif options.export and chief:
+    with stop_signals.StopSignals(finishing="the export") as stop:
+      translator, paths = finish.export(trainer, tokenizers, config, model_dir)
+    final.update(paths)
+    if stop.received is not None:
+      finish.stopped_during_export(stop.received, result.step, model_dir)
+  if bleu.available and bleu.recorded(result.step):
+    logging.info("validation BLEU at step %d is in %s: not computed again", result.step,
+                 model_dir / run_folder.METRICS_FILE)
+  elif bleu.available:
+    final["bleu"] = bleu("validation", result.step, translator)
+  if len(final) > 2:
+    summaries.append_metrics(final)
+
+
+def train_on_shards(config, options: RunOptions, model_dir: Path) -> None:
+  """Training from prepared shards on Keras and JAX, with no TensorFlow
+  imported (transformer/training/keras_loop.py)."""
+  runtime.hide_jax_logs(options.verbose)
+  from transformer.training import keras_loop  # pylint: disable=g-import-not-at-top  (JAX, Keras)
+  import jax  # pylint: disable=g-import-not-at-top
+  manifest = shards.read_manifest(options.data)
+  model_dir.mkdir(parents=True, exist_ok=True)
+  try:
+    # As in train_with_tensorflow(): held until the process ends, removed when Python ends it.
+    lock = files.RunLock(model_dir)
+    atexit.register(lock.release)
+    lock.acquire()
+    recorded = model_dir / run_folder.VOCABULARY_HASH_FILE
+    if (recorded.is_file() and any((model_dir / "checkpoints").glob("step-*"))
+        and recorded.read_text(encoding="utf-8").strip()
+        != manifest["tokenizer_vocabulary_sha256"]):
+      raise UsageError(f"{options.data} was tokenized with another tokenizer than the run in "
+                       f"{model_dir} ({recorded.name}); use that run's shards or a new "
+                       "--model_dir")
+    splits = {}
+    for split, limit in (("train", options.train_examples),
+                         ("validation", options.validation_examples)):
+      splits[split] = shards.load_split(options.data, split).take(limit).trimmed(
+          config.data.max_tokens)
+      if not len(splits[split]):  # pylint: disable=g-explicit-length-test
+        raise UsageError(f"--data={options.data}: the {split} split is empty")
+    logging.info("%d training pairs, %d validation pairs (prepared shards)",
+                 len(splits["train"]), len(splits["validation"]))
+    if int(config.training.length_groups) > 1:
+      logging.info("training.length_groups=%d is the TensorFlow step's; under JAX the "
+                   "batches' padding to few shapes does its work", config.training.length_groups)
+    devices = jax.devices() if options.strategy in ("mirrored", "auto") else jax.devices()[:1]
+    trainer = keras_loop.Trainer(
+        config, input_vocab_size=manifest["vocab_sizes"]["pt"],
+        target_vocab_size=manifest["vocab_sizes"]["en"], model_dir=model_dir, devices=devices,
+        mixed_precision=options.mixed_precision, log_every_steps=options.log_every_steps)
+    trainer.restore()
+    finish.record_run_files(model_dir, config, Path(manifest["tokenizer"]),
+                     manifest["tokenizer_vocabulary_sha256"])
+    result = trainer.fit(splits["train"], splits["validation"])
+    finish.exit_if_stopped(result, model_dir)
+    logging.info(progress.run_summary(result.step, result.start_step, result.history))
+    if options.export:
+      weights = trainer.final_weights(model_dir / "export" / "transformer.weights.h5")
+      logging.info("wrote %s (step %d). BLEU and the translator SavedModel come from the "
+                   "TensorFlow side: python evaluate.py --model_dir=%s --export_dir=%s",
+                   weights, result.step, model_dir, model_dir / "export" / "translator")
+  except (TrainingError, shards.ShardError, OSError) as e:
+    raise RunError(str(e) if not isinstance(e, OSError) else describe_error(e)) from e
