@@ -170,10 +170,12 @@ class BaseAttention(keras.layers.Layer):
   """An attention sub-layer with its residual connection and post-LayerNorm (§3.1, §5.4):
   ``LayerNorm(x + Dropout(MultiHeadAttention(x, context)))``.
 
-  The defaults are the tutorial's, whose ``BaseAttention(**kwargs)`` hands
-  ``num_heads`` and ``key_dim`` (and its ``dropout``, here
-  ``attention_dropout_rate``) to Keras' ``MultiHeadAttention``.
-  ``attention_dropout_rate`` and ``scale_attention_logits`` are
+  The keyword names and defaults are the tutorial's, whose
+  ``BaseAttention(**kwargs)`` hands ``num_heads``, ``key_dim`` and ``dropout``
+  to Keras' ``MultiHeadAttention`` (its ``EncoderLayer`` passes
+  ``dropout=dropout_rate``): ``dropout`` is the attention weights' dropout,
+  ``config.model.attention_dropout_rate``, the one setting whose layer name
+  is not its field's. ``scale_attention_logits`` is
   :class:`MultiHeadAttention`'s; ``dropout_rate`` drops out the sub-layer
   output (the paper's residual dropout, §5.4), which the tutorial leaves out
   (0); ``layer_norm_epsilon`` 1e-3 is Keras' default. The attention weights of
@@ -181,14 +183,14 @@ class BaseAttention(keras.layers.Layer):
   k_len)``, the tutorial's name, for plotting.
   """
 
-  def __init__(self, num_heads: int, key_dim: int, *, dropout_rate: float = 0.0,
-               attention_dropout_rate: float = 0.0, scale_attention_logits: bool = True,
+  def __init__(self, num_heads: int, key_dim: int, dropout: float = 0.0, *,
+               dropout_rate: float = 0.0, scale_attention_logits: bool = True,
                layer_norm_epsilon: float = 1e-3, **kwargs):
     super().__init__(**kwargs)
     self.dropout_rate = dropout_rate
     self.layer_norm_epsilon = layer_norm_epsilon
     self.mha = MultiHeadAttention(num_heads, key_dim,
-                                  attention_dropout_rate=attention_dropout_rate,
+                                  attention_dropout_rate=dropout,
                                   scale_attention_logits=scale_attention_logits,
                                   name="multi_head_attention")
     self.dropout = keras.layers.Dropout(dropout_rate)
@@ -210,7 +212,7 @@ class BaseAttention(keras.layers.Layer):
     # The attention's own settings are its MultiHeadAttention's, stored there once.
     return {**super().get_config(), "num_heads": self.mha.num_heads,
             "key_dim": self.mha.key_dim, "dropout_rate": self.dropout_rate,
-            "attention_dropout_rate": self.mha.attention_dropout_rate,
+            "dropout": self.mha.attention_dropout_rate,
             "scale_attention_logits": self.mha.scale_attention_logits,
             "layer_norm_epsilon": self.layer_norm_epsilon}
 

@@ -59,7 +59,7 @@ class BaseLayer(keras.layers.Layer):
     return attention_class(
         self.num_heads, self.key_dim,
         dropout_rate=self.dropout_rate if self.residual_dropout_on_attention else 0.0,
-        attention_dropout_rate=self.attention_dropout_rate,
+        dropout=self.attention_dropout_rate,
         scale_attention_logits=self.scale_attention_logits,
         layer_norm_epsilon=self.layer_norm_epsilon, name=name)
 

@@ -98,7 +98,7 @@ def test_residual_dropout_on_attention_is_the_papers_and_off_is_the_tutorials():
 def test_attention_dropout_drops_weights_but_returns_them_whole():
   from transformer.attention import GlobalSelfAttention
   x = np.random.default_rng(5).normal(size=(2, 6, 16)).astype(np.float32)
-  layer = GlobalSelfAttention(4, 4, attention_dropout_rate=0.5)
+  layer = GlobalSelfAttention(4, 4, dropout=0.5)
   inference, training = attention_outputs(layer, x)
   assert not np.allclose(inference, training)
   np.testing.assert_allclose(layer.last_attn_scores.numpy().sum(-1), 1.0, rtol=1e-5)

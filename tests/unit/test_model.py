@@ -180,7 +180,7 @@ def layer_cases():
   return [
       (PositionalEmbedding(20, 8, max_position=16, positional_layout="interleaved"), (ids,)),
       (MultiHeadAttention(2, 4, attention_dropout_rate=0.1), (x, context)),
-      (GlobalSelfAttention(2, 4, attention_dropout_rate=0.1), (x,)),
+      (GlobalSelfAttention(2, 4, dropout=0.1), (x,)),
       (CausalSelfAttention(2, 4, dropout_rate=0.3, layer_norm_epsilon=1e-6), (x,)),
       (CrossAttention(2, 4), (x, context)),
       (FeedForward(8, 12, 0.3, layer_norm_epsilon=1e-6), (x,)),
@@ -208,10 +208,12 @@ def test_the_constructors_defaults_are_configs_tutorial():
 def test_every_layer_names_its_settings_as_config_model_does():
   """One name per setting: every layer's get_config (so its keyword arguments)
   uses config.model's field names, besides the tutorial's vocabulary sizes and
-  the padding id, which are not configuration fields."""
+  the padding id, which are not configuration fields, and the attention
+  sub-layers' ``dropout``, which the tutorial's lines pass."""
   from transformer.config import default_config  # pylint: disable=g-import-not-at-top
   allowed = set(default_config().model.to_dict()) | {
-      "vocab_size", "input_vocab_size", "target_vocab_size", "pad_id"}
+      "vocab_size", "input_vocab_size", "target_vocab_size", "pad_id",
+      "dropout"}  # the attention sub-layers' (the tutorial's, Keras MultiHeadAttention's)
   keras_own = set(keras.layers.Layer().get_config())
   layers = [layer for layer, _ in layer_cases()]
   layers.append(Transformer(input_vocab_size=20, target_vocab_size=20, **SMALL, num_heads=2))
