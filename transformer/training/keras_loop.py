@@ -217,6 +217,15 @@ class Trainer:
         lambda array: keras.distribution.distribute_tensor(
             array, self.distribution.get_data_layout(array.shape)), batch)
 
+  def train_step(self, batch):
+    """One training step on ``batch``, ``((source, target_in), target_out)`` of
+    ``(rows, length)`` ids; returns its ``(loss_sum, tokens, correct)`` as device
+    arrays, not waited for (the devices run ahead of the host)."""
+    if self._train_step is None:
+      self._build_steps()
+    self._values, step_sums = self._train_step(self._values, self._on_devices(batch))
+    return step_sums
+
   def _batches(self, split: shards.Split, seed: int, shuffle: bool):
     return shards.epoch_batches(split, self.config.data, seed=seed, shuffle=shuffle,
                                 rows_multiple=len(self.devices))
@@ -297,8 +306,6 @@ class Trainer:
     return int(self.config.training.epochs)
 
   def _run_epoch(self, train_split, max_steps, interval, stop) -> Dict:
-    if self._train_step is None:
-      self._build_steps()
     skip = self.step_in_epoch
     batches = self._batches(train_split, shards.epoch_seed(int(self.config.training.seed),
                                                            self.epoch), shuffle=True)
@@ -316,7 +323,7 @@ class Trainer:
     scalars = loop.TrainScalars(self._summaries, self.log_every_steps, epoch_start)
     done = skip
     for index in range(skip, last):
-      self._values, step_sums = self._train_step(self._values, self._on_devices(batches[index]))
+      step_sums = self.train_step(batches[index])
       self._step += 1
       pending.append((self.step, step_sums))
       done = index + 1
