@@ -130,7 +130,7 @@ class MultiHeadAttention(keras.layers.Layer):
     self.output_dense.build((*query_shape[:-1], self.num_heads * self.key_dim))
     self.built = True
 
-  def _split_heads(self, x):
+  def split_heads(self, x):
     """``(batch, length, heads * key_dim)`` → ``(batch, heads, length, key_dim)``."""
     batch, length = ops.shape(x)[:2]
     x = ops.reshape(x, (batch, length, self.num_heads, self.key_dim))
@@ -138,11 +138,11 @@ class MultiHeadAttention(keras.layers.Layer):
 
   def project_key_value(self, value):
     """Keys and values per head, each ``(batch, heads, k_len, key_dim)``."""
-    return self._split_heads(self.key_dense(value)), self._split_heads(self.value_dense(value))
+    return self.split_heads(self.key_dense(value)), self.split_heads(self.value_dense(value))
 
   def attend(self, query, keys, values, mask=None, training=None):
     """Attention of ``query`` over per-head ``keys``/``values`` from :meth:`project_key_value`."""
-    queries = self._split_heads(self.query_dense(query))
+    queries = self.split_heads(self.query_dense(query))
     heads, weights = scaled_dot_product_attention(  # heads: (batch, heads, q_len, key_dim)
         queries, keys, values, mask,
         weights_dropout=lambda w: self.weights_dropout(w, training=training),

@@ -129,7 +129,7 @@ def model_attention_stats(name: str, scaled: bool):
   mha = model.encoder.layers[0].self_attention.mha
   mha.build(x.shape, x.shape)
   keys, _ = mha.project_key_value(x)
-  queries = mha._split_heads(mha.query_dense(x))  # pylint: disable=protected-access
+  queries = mha.split_heads(mha.query_dense(x))
   logits = tf.matmul(queries, keys, transpose_b=True).numpy()
   if scaled:
     logits = logits / math.sqrt(mha.key_dim)

@@ -43,8 +43,8 @@ def test_attention_weights_are_softmax_of_qkt_or_qkt_over_root_dk(make_model, ra
   attention = model.encoder.layers[0].self_attention
   mha = attention.mha
   x = model.encoder.embedding(source)
-  q = mha._split_heads(mha.query_dense(x)).numpy()
-  k = mha._split_heads(mha.key_dense(x)).numpy()
+  q = mha.split_heads(mha.query_dense(x)).numpy()
+  k = mha.split_heads(mha.key_dense(x)).numpy()
   logits = q @ np.swapaxes(k, -1, -2)  # exactly QKᵀ: (batch, heads, src, src)
   if scaled:
     logits = logits / np.sqrt(mha.key_dim)
