@@ -22,6 +22,8 @@ def run(args, **kwargs):
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_is_one_line_and_128_plus_its_number(signum):
+  # SIGINT as a foreground command has it, also when pytest runs under `nohup ... &`
+  # (which starts it ignored, and an ignored signal stays ignored).
   stopped = run(["-c", (
       "import os, sys, time\n"
       "sys.argv = ['probe.py']\n"
@@ -29,7 +31,7 @@ def test_a_signal_is_one_line_and_128_plus_its_number(signum):
       "def main(argv):\n"
       f"  os.kill(os.getpid(), {int(signum)})\n"
       "  time.sleep(30)\n"
-      "cli.run(main)\n")])
+      "cli.run(main)\n")], preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
   assert stopped.returncode == 128 + signum, stopped.stderr
   assert stopped.stderr == f"probe.py: stopped by {signal.Signals(signum).name}\n"
 
