@@ -57,6 +57,29 @@ def test_plan_stays_open_until_the_cooldown_must_begin_then_is_fixed():
   assert float(schedule(18)) == 0.0
 
 
+@pytest.mark.parametrize("make_variable", [budget.Number, budget.tensorflow_variable])
+def test_the_epoch_count_shown_is_unknown_then_estimated_then_fixed(make_variable):
+  """What both trainers label their epochs with: "Epoch 1", "Epoch 2/~6", "Epoch 5/6"."""
+  plan = budget.TimeBudget(1, 1 / 3, 100, make_variable=make_variable)  # 60 s
+  assert plan.epochs(epochs_done=0) == (None, False)
+  plan.add_seconds(10)
+  plan.epoch_end(epochs_done=1, epoch_seconds=10, steps_per_epoch=3, step=3)
+  assert plan.epochs(epochs_done=1) == (6, True)
+  for done in range(2, 5):
+    plan.add_seconds(10)
+    plan.epoch_end(epochs_done=done, epoch_seconds=10, steps_per_epoch=3, step=3 * done)
+  assert plan.epochs(epochs_done=4) == (6, False)
+
+
+def test_a_resumed_run_estimates_from_its_whole_epochs_mean():
+  """Right after a resume in epoch 3: of the 44 s used, 14 s went to epoch 3,
+  so the 2 whole epochs took 15 s each and the 16 s left fit one more (at
+  22 s an epoch, counting epoch 3's part, none would)."""
+  plan = budget.TimeBudget(1, 1 / 3, 100, make_variable=budget.Number)
+  plan.used_seconds.assign(44)
+  assert plan.epochs(epochs_done=2, current_epoch_seconds=14) == (3, True)
+
+
 def test_a_machine_that_slows_down_ends_without_a_cooldown_and_says_so(caplog):
   plan = budget.TimeBudget(1, 1 / 3, 100)
   schedule = _schedule(plan)

@@ -95,6 +95,8 @@ class TimeBudget:
     self.planned = make_variable(0, "int64", "budget_planned_epochs")
     self.cooldown_steps = make_variable(0, "int64", "budget_cooldown_steps")
     self.cooldown_end_step = make_variable(0, "int64", "budget_cooldown_end_step")
+    # The run's length as this run last estimated it (None: not yet); not checkpointed.
+    self.estimate = None
 
   def checkpointed(self) -> dict:
     """The variables a checkpoint must hold to resume the plan."""
@@ -125,6 +127,7 @@ class TimeBudget:
       logging.info("time budget: about %d epochs fit (%.1f of %.1f minutes used, %.1f per "
                    "epoch)", total, float(self.used_seconds.numpy()) / 60,
                    self.budget_seconds / 60, epoch_seconds / 60)
+      self.estimate = total
       return total
     total = max(total, epochs_done)
     steps = (total - epochs_done) * int(steps_per_epoch)
@@ -138,3 +141,18 @@ class TimeBudget:
       logging.warning("time budget: used up after %d epochs, before a cooldown could begin",
                       total)
     return total
+
+  def epochs(self, epochs_done: int, current_epoch_seconds: float = 0.0):
+    """``(epochs, estimated)``: the run's length as known now. The plan once
+    fixed; else the latest estimate: that of the last epoch ended in this run,
+    or, right after a resume, from the whole epochs' mean seconds
+    (``used_seconds`` less ``current_epoch_seconds``, the part of the current
+    epoch already trained); ``(None, False)`` before the first epoch's end."""
+    fixed = int(self.planned.numpy())
+    if fixed:
+      return fixed, False
+    if self.estimate is None and epochs_done:
+      used = float(self.used_seconds.numpy())
+      self.estimate = planned_epochs(self.budget_seconds, used, epochs_done,
+                                     (used - current_epoch_seconds) / epochs_done, self.max_epochs)
+    return self.estimate, self.estimate is not None

@@ -31,7 +31,6 @@ from transformer import losses
 from transformer import progress as progress_lib
 from transformer import stop_signals
 from transformer.errors import TrainingError
-from transformer.training import budget as budget_lib
 from transformer.training import checkpointing
 from transformer.training import distribute
 from transformer.training import loop
@@ -103,7 +102,6 @@ class Trainer:
     # updated by the loop.
     self._planned = None
     self._planned_estimated = False
-    self._budget_estimate = None  # the time budget's latest, until its plan is fixed
 
   # --------------------------------------------------------------- properties
 
@@ -227,36 +225,17 @@ class Trainer:
     record["planned_epochs"] = self._budget.epoch_end(
         epochs_done=int(self.epoch.numpy()), epoch_seconds=epoch_seconds,
         steps_per_epoch=record["steps_in_epoch"], step=self.step)
-    self._budget_estimate = record["planned_epochs"]
-
-  def _epoch_count(self) -> Tuple[Optional[int], bool]:
-    """``(epochs, estimated)``: the run's length in epochs as known now (None
-    before a time budget has an estimate), and whether it is an estimate.
-
-    A time budget's plan, once fixed, else its latest estimate: that of the
-    last epoch ended in this run, or, right after a resume, the whole epochs'
-    mean seconds so far. Else the configured count."""
-    if self._budget is None:
-      return int(self.config.training.epochs), False
-    fixed = int(self._budget.planned.numpy())
-    if fixed:
-      return fixed, False
-    done = int(self.epoch.numpy())
-    if self._budget_estimate is None and done:
-      # used_seconds also holds the part of the current epoch already trained.
-      current = self._epoch_sums.read()[1] if int(self.step_in_epoch.numpy()) else 0.0
-      whole_seconds = float(self._budget.used_seconds.numpy()) - current
-      self._budget_estimate = budget_lib.planned_epochs(
-          self._budget.budget_seconds, float(self._budget.used_seconds.numpy()), done,
-          whole_seconds / done, self._budget.max_epochs)
-    return self._budget_estimate, self._budget_estimate is not None
 
   def _open_progress(self, epoch, skip, target, dataset, max_steps):
     # Until an epoch has ended its length is unknown: one pass over this
     # epoch's batches (the same on every pass) counts them.
     epoch_steps = target or skip + int(dataset.reduce(
         tf.constant(0, tf.int64), lambda count, _: count + 1))
-    epochs, self._planned_estimated = self._epoch_count()
+    if self._budget is None:
+      epochs, self._planned_estimated = int(self.config.training.epochs), False
+    else:  # the part of this epoch trained before a resume is not a whole epoch's
+      current = self._epoch_sums.read()[1] if skip else 0.0
+      epochs, self._planned_estimated = self._budget.epochs(self.epochs_done, current)
     self._planned, _ = loop.start_progress(
         self._progress, epoch=epoch, epoch_steps=epoch_steps, skip=skip, step=self.step,
         max_steps=max_steps, epochs=epochs, estimated=self._planned_estimated)
@@ -319,16 +298,11 @@ class Trainer:
       complete = True  # train_steps was reached on the epoch's last batch
     self._progress.end()
     elapsed = max(time.time() - epoch_start, 1e-9)
-    record = {
-        "epoch": epoch + 1, "step": self.step, "complete": complete,
-        "steps_in_epoch": done,
-        "train_loss": epoch_metrics.loss,
-        "train_accuracy": epoch_metrics.accuracy,
-        "learning_rate": self.learning_rate,
-        "tokens_per_second": epoch_metrics.tokens / (seconds_before + elapsed),
-        # The epoch's training time, across a resume (returned apart: this run's share).
-        "seconds": seconds_before + elapsed,
-    }
+    # The record's seconds are the epoch's across a resume; this run's share is returned apart.
+    record = loop.epoch_record(
+        epoch=epoch, step=self.step, complete=complete, steps_in_epoch=done,
+        metrics=epoch_metrics, learning_rate=self.learning_rate,
+        epoch_seconds=seconds_before + elapsed, seconds=seconds_before + elapsed)
     if partial:
       # train_*, tokens_per_second and seconds cover this run's batches only.
       record["partial"] = True
