@@ -8,12 +8,12 @@ cooldown), label smoothing, dropout and loss over the real target tokens of
 the global batch; a run leaves the same ``metrics.jsonl`` records, TensorBoard
 scalars and console lines, and checkpoints after every
 ``checkpoint_every_steps`` steps and at each epoch's end, from which the same
-command resumes. The checkpoints are :mod:`transformer.keras_checkpoints`
-folders whose ``model.weights.h5`` the TensorFlow side loads (``evaluate.py``).
+command resumes (:mod:`transformer.training.jax_checkpointing`: folders whose
+``model.weights.h5`` the TensorFlow side loads, ``evaluate.py``).
 
-The steps (:mod:`transformer.training.jax_steps`) are functions of the
-variables' values, which live on the devices between steps and go back into
-the Keras variables only for a checkpoint; :func:`transformer.shards.epoch_batches`
+The steps (:class:`transformer.training.jax_steps.DeviceSteps`) are functions
+of the variables' values, which live on the devices between steps and go back
+into the Keras variables only for a checkpoint; :func:`transformer.shards.epoch_batches`
 pads batches to few shapes, and with more than one device
 ``keras.distribution.DataParallel`` splits them on their rows. The host reads
 the steps' sums only when it needs them: to redraw the progress line, for
@@ -34,7 +34,6 @@ from absl import logging
 import jax
 import keras
 
-from transformer import keras_checkpoints
 from transformer import losses
 from transformer import optimization
 from transformer import progress as progress_lib
@@ -42,6 +41,7 @@ from transformer import shards
 from transformer.errors import TrainingError
 from transformer.model import Transformer
 from transformer.training import budget as budget_lib
+from transformer.training import jax_checkpointing
 from transformer.training import jax_steps
 from transformer.training import loop
 from transformer.training import summaries
@@ -71,7 +71,6 @@ class Trainer:
     self.model_dir = Path(model_dir)
     self.devices = list(devices or jax.devices()[:1])
     self.log_every_steps = max(1, int(log_every_steps))
-    self.label_smoothing = float(config.training.label_smoothing)
     self.distribution = None
     if len(self.devices) > 1:
       self.distribution = keras.distribution.DataParallel(devices=self.devices)
@@ -96,16 +95,17 @@ class Trainer:
     self.epoch = self.step_in_epoch = self.steps_per_epoch = 0
     # The current epoch's sums and training seconds, checkpointed for a resumed epoch.
     self.epoch_sums, self.epoch_seconds = losses.TokenMetrics(), 0.0
-    self._values = self._read_variables()
+    self._steps = jax_steps.DeviceSteps(self.model, self.optimizer, self.devices,
+                                        self.distribution, float(config.training.label_smoothing))
     self._step = 0
     self._summaries = summaries.Summaries(self.model_dir, is_chief=True, tensorflow=False)
     if self._summaries.scalars_off:
       logging.warning("no TensorBoard scalars: %s", self._summaries.scalars_off)
     self._progress = progress_lib.EpochProgress(enabled=progress)
-    self._planned = None
-    self._budget_estimate = int(config.training.epochs)
-    self._last_saved = None  # (step, epoch, step_in_epoch)
-    self._train_step = self._eval_step = None
+    self._planned, self._planned_estimated = None, False
+    self._checkpoints = jax_checkpointing.Checkpoints(
+        self.model_dir, self.model, self.optimizer, self.budget,
+        keep=int(config.training.keep_checkpoints))
     self._pending_record = None  # the restored checkpoint's epoch record
 
   # --------------------------------------------------------------- state
@@ -129,102 +129,48 @@ class Trainer:
     return (int(self.config.training.cooldown_steps),
             int(self.config.training.cooldown_end_step))
 
-  def _read_variables(self):
-    """The Keras variables' values: (trainable, non-trainable, optimizer),
-    placed as the step's outputs will be, so that the step compiles once."""
-    values = ([v.value for v in self.model.trainable_variables],
-              [v.value for v in self.model.non_trainable_variables],
-              [v.value for v in self.optimizer.variables])
-    return values if self.distribution is not None else jax.device_put(values, self.devices[0])
-
-  def _write_variables(self) -> None:
-    """Puts the values trained on the devices back into the Keras variables."""
-    for variables, values in zip((self.model.trainable_variables,
-                                  self.model.non_trainable_variables,
-                                  self.optimizer.variables), self._values):
-      for variable, value in zip(variables, values):
-        variable.assign(value)
-
   def restore(self) -> int:
     """Restores the newest readable checkpoint; returns its step (0: none)."""
-    restored = keras_checkpoints.restore(self.model_dir / keras_checkpoints.CHECKPOINT_SUBDIR,
-                                         self.model)
-    if restored is None:
+    state = self._checkpoints.restore()
+    if state is None:
       return 0
-    path, optimizer_values, non_trainable_values, state = restored
-    for variables, values, what in (
-        (self.optimizer.variables, optimizer_values, "optimizer"),
-        (self.model.non_trainable_variables, non_trainable_values, "non-trainable")):
-      if [tuple(v.shape) for v in variables] != [tuple(a.shape) for a in values]:
-        raise keras_checkpoints.CheckpointError(
-            f"cannot restore the checkpoint {path}: its {what} variables do not fit this "
-            "model/configuration. Use a new --model_dir")
-      for variable, value in zip(variables, values):
-        variable.assign(value)
     self.epoch, self.step_in_epoch = state["epoch"], state["step_in_epoch"]
     self.steps_per_epoch = state["steps_per_epoch"]
     sums = state["epoch_sums"]
     self.epoch_sums = losses.TokenMetrics(sums["loss"], sums["tokens"], sums["correct"])
     self.epoch_seconds = sums["seconds"]
     if self.budget is not None:
-      for name, value in state["budget"].items():
-        getattr(self.budget, name).assign(value)
       self._set_cooldown()
-    self._values = self._read_variables()
+    self._steps.read_variables()
     self._step = int(self.optimizer.iterations.numpy())
-    self._last_saved = (self.step, self.epoch, self.step_in_epoch)
     self._pending_record = state.get("record")
-    logging.info("restored checkpoint %s at step %d (epoch %d, batch %d of the epoch)",
-                 path, self.step, self.epoch, self.step_in_epoch)
     return self.step
 
   def save_checkpoint(self, record: Optional[Dict] = None) -> Path:
     """Writes a checkpoint of the current state (``record``: the epoch's metrics
     record, appended to ``metrics.jsonl`` on resume if the kill came first)."""
-    position = (self.step, self.epoch, self.step_in_epoch)
-    self._write_variables()
-    state = {"step": self.step, "epoch": self.epoch, "step_in_epoch": self.step_in_epoch,
-             "steps_per_epoch": self.steps_per_epoch,
-             "epoch_sums": {"loss": self.epoch_sums.loss_sum, "tokens": self.epoch_sums.tokens,
-                            "correct": self.epoch_sums.correct, "seconds": self.epoch_seconds},
-             "budget": ({name: getattr(self.budget, name).numpy() for name in
-                         ("used_seconds", "planned", "cooldown_steps", "cooldown_end_step")}
-                        if self.budget is not None else {}),
-             "record": record}
-    path = keras_checkpoints.save(self.model_dir / keras_checkpoints.CHECKPOINT_SUBDIR,
-                                  self.step, self.model, self._values[2], self._values[1],
-                                  state, keep=int(self.config.training.keep_checkpoints))
-    self._last_saved = position
-    logging.info("saved checkpoint %s", path)
-    return path
+    self._steps.write_variables()
+    _, non_trainable_values, optimizer_values = self._steps.values
+    sums = self.epoch_sums
+    return self._checkpoints.save(self.step, optimizer_values, non_trainable_values, {
+        "epoch": self.epoch, "step_in_epoch": self.step_in_epoch,
+        "steps_per_epoch": self.steps_per_epoch,
+        "epoch_sums": {"loss": sums.loss_sum, "tokens": sums.tokens, "correct": sums.correct,
+                       "seconds": self.epoch_seconds},
+        "record": record})
 
   def _set_cooldown(self) -> None:
     """Gives the schedule the budget's plan; the step is compiled again with it."""
     self._schedule.cooldown_steps, self._schedule.cooldown_end_step = self._cooldown()
-    self._train_step = None
+    self._steps.recompile()
 
   # --------------------------------------------------------------- steps
-
-  def _build_steps(self):
-    self._train_step, self._eval_step = jax_steps.make_steps(self.model, self.optimizer,
-                                                             self.label_smoothing)
-
-  def _on_devices(self, batch):
-    """A NumPy batch as device arrays, split on its rows over the devices."""
-    if self.distribution is None:
-      return jax.device_put(batch, self.devices[0])
-    return jax.tree_util.tree_map(
-        lambda array: keras.distribution.distribute_tensor(
-            array, self.distribution.get_data_layout(array.shape)), batch)
 
   def train_step(self, batch):
     """One training step on ``batch``, ``((source, target_in), target_out)`` of
     ``(rows, length)`` ids; returns its ``(loss_sum, tokens, correct)`` as device
     arrays, not waited for (the devices run ahead of the host)."""
-    if self._train_step is None:
-      self._build_steps()
-    self._values, step_sums = self._train_step(self._values, self._on_devices(batch))
-    return step_sums
+    return self._steps.train(batch)
 
   def _batches(self, split: shards.Split, seed: int, shuffle: bool):
     return shards.epoch_batches(split, self.config.data, seed=seed, shuffle=shuffle,
@@ -232,13 +178,7 @@ class Trainer:
 
   def evaluate(self, split: shards.Split) -> Dict[str, float]:
     """Mean token loss and accuracy over ``split`` (no dropout)."""
-    if self._train_step is None:
-      self._build_steps()
-    metrics = losses.TokenMetrics()
-    device_sums = [self._eval_step(self._values, self._on_devices(batch))
-                   for batch in self._batches(split, 0, shuffle=False)]
-    for batch_sums in jax.device_get(device_sums):
-      metrics.add(*batch_sums)
+    metrics = self._steps.evaluate(self._batches(split, 0, shuffle=False))
     if metrics.tokens == 0:
       raise TrainingError("the validation split is empty")
     return {"loss": metrics.loss, "accuracy": metrics.accuracy}
@@ -287,7 +227,11 @@ class Trainer:
 
   def summarize(self, record: Dict) -> None:
     """The console's summary of the epoch of ``record``."""
-    self._progress.summary(record, record.get("planned_epochs", self._planned))
+    if "planned_epochs" in record:
+      self._progress.summary(record, record["planned_epochs"],
+                             estimated=not int(self.budget.planned.numpy()))
+    else:
+      self._progress.summary(record, self._planned, self._planned_estimated)
 
   def _plan_budget(self, record, steps_run):
     # A resumed epoch ran only part of its steps here: scale its seconds up.
@@ -296,14 +240,8 @@ class Trainer:
     record["planned_epochs"] = self.budget.epoch_end(
         epochs_done=self.epoch, epoch_seconds=epoch_seconds,
         steps_per_epoch=record["steps_in_epoch"], step=self.step)
-    self._budget_estimate = record["planned_epochs"]
     if int(self.budget.planned.numpy()) != planned_before:
       self._set_cooldown()
-
-  def _epoch_count(self) -> int:
-    if self.budget is not None:
-      return int(self.budget.planned.numpy()) or self._budget_estimate
-    return int(self.config.training.epochs)
 
   def _run_epoch(self, train_split, max_steps, interval, stop) -> Dict:
     skip = self.step_in_epoch
@@ -313,9 +251,14 @@ class Trainer:
       raise TrainingError(f"the training split of epoch {self.epoch + 1} is empty")
     if skip:
       logging.info("resuming epoch %d after its first %d batches", self.epoch + 1, skip)
+    if self.budget is None:
+      epochs, self._planned_estimated = int(self.config.training.epochs), False
+    else:  # the part of this epoch trained before a resume is not a whole epoch's
+      epochs, self._planned_estimated = self.budget.epochs(self.epoch,
+                                                           self.epoch_seconds if skip else 0.0)
     self._planned, last = loop.start_progress(
         self._progress, epoch=self.epoch, epoch_steps=len(batches), skip=skip, step=self.step,
-        max_steps=max_steps, epochs=self._epoch_count())
+        max_steps=max_steps, epochs=epochs, estimated=self._planned_estimated)
     epoch_metrics, seconds_before = ((self.epoch_sums, self.epoch_seconds) if skip
                                      else (losses.TokenMetrics(), 0.0))
     pending = []  # the device sums of the steps not yet read
@@ -329,14 +272,14 @@ class Trainer:
       done = index + 1
       step, now = self.step, time.monotonic()
       logging_due = scalars.due(step)
-      saving_due = step - (self._last_saved[0] if self._last_saved else 0) >= interval
+      saving_due = self._checkpoints.due(step, interval)
       if not (logging_due or saving_due or done == last or stop.received is not None
               or now - redrawn >= progress_lib.REDRAW_SECONDS):
         continue
       for pending_step, (loss_sum, tokens, correct) in jax.device_get(pending):
         if not math.isfinite(float(loss_sum)):
           raise loop.non_finite_loss(loss_sum / max(float(tokens), 1.0), pending_step,
-                                     self.epoch, self._latest_checkpoint())
+                                     self.epoch, self._checkpoints.latest())
         epoch_metrics.add(loss_sum, tokens, correct)
         scalars.metrics.add(loss_sum, tokens, correct)
       pending = []
@@ -356,22 +299,15 @@ class Trainer:
         self.save_checkpoint()
     self._progress.end()
     seconds = time.monotonic() - epoch_start
-    return {
-        "epoch": self.epoch + 1, "step": self.step, "complete": done >= len(batches),
-        "steps_in_epoch": done,
-        "train_loss": epoch_metrics.loss, "train_accuracy": epoch_metrics.accuracy,
-        "learning_rate": self.learning_rate(),
-        "tokens_per_second": epoch_metrics.tokens / max(seconds_before + seconds, 1e-9),
-        "seconds": seconds,  # this run's share (the time budget counts runs apart)
-    }
-
-  def _latest_checkpoint(self) -> Optional[Path]:
-    dirs = keras_checkpoints.checkpoint_dirs(self.model_dir / keras_checkpoints.CHECKPOINT_SUBDIR)
-    return dirs[-1] if dirs else None
+    # The record's seconds are this run's share: the time budget counts runs apart.
+    return loop.epoch_record(
+        epoch=self.epoch, step=self.step, complete=done >= len(batches), steps_in_epoch=done,
+        metrics=epoch_metrics, learning_rate=self.learning_rate(),
+        epoch_seconds=seconds_before + seconds, seconds=seconds)
 
   def final_weights(self, path: Path) -> Path:
     """Writes the trained weights to ``path`` (a ``.weights.h5``), whole or not at all."""
-    self._write_variables()
+    self._steps.write_variables()
     partial = path.with_name(f".{path.name}.partial.weights.h5")
     path.parent.mkdir(parents=True, exist_ok=True)
     self.model.save_weights(str(partial))
