@@ -2,7 +2,8 @@
 
 The tutorial downloads ``ted_hrlr_translate_pt_en_converter``, a SavedModel with
 two BERT WordPiece tokenizers, ``.pt`` and ``.en``. This module builds the same
-kind of SavedModel from the training split with the guide's settings (target
+kind of SavedModel from the training split (vocabularies learned by
+:mod:`transformer.wordpiece`) with the guide's settings (target
 vocabulary 8,000, reserved tokens ``[PAD] [UNK] [START] [END]`` at ids 0-3,
 ``lower_case=True``), caches it, and loads either that or the tutorial's file.
 ``vocabulary="joint"`` learns one vocabulary over both languages; the ``.pt``
@@ -33,18 +34,16 @@ from pathlib import Path
 import re
 import shutil
 import tempfile
-import time
-from typing import Iterable, List, Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 from absl import logging
 import tensorflow as tf
 # Importing tensorflow_text registers the ops the tokenizer SavedModels use.
 import tensorflow_text as text
-from tensorflow_text.python.ops import bert_tokenizer
-from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
 from transformer import data
 from transformer import run_folder
+from transformer import wordpiece
 from transformer.errors import describe_error
 
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[START]", "[END]")
@@ -52,13 +51,10 @@ PAD_ID = RESERVED_TOKENS.index("[PAD]")
 START_ID = RESERVED_TOKENS.index("[START]")
 END_ID = RESERVED_TOKENS.index("[END]")
 VOCABULARIES = ("separate", "joint")
-BERT_TOKENIZER_PARAMS = {"lower_case": True}
 # Bump when the exported module changes so that old caches are rebuilt.
 _FORMAT_VERSION = 1
 # In a train.py run folder: the vocabulary_hash of the tokenizer it trained with.
 VOCABULARY_HASH_FILE = run_folder.VOCABULARY_HASH_FILE
-# Sentences per element of the dataset fed to the vocabulary learner.
-_LEARNER_BATCH = 1000
 INTERFACE = ("tokenize", "detokenize", "lookup", "get_vocab_size",
              "get_vocab_path", "get_reserved_tokens")
 
@@ -67,117 +63,6 @@ PathLike = Union[str, os.PathLike]
 
 class TokenizerError(ValueError):
   """A tokenizer SavedModel is missing or lacks the expected interface."""
-
-
-def learn_vocabulary(sentences: Sequence[str], vocab_size: int = 8000,
-                     name: str = "") -> List[str]:
-  """Learns a BERT WordPiece vocabulary with the subword guide's settings
-  (``bert_vocab_from_dataset`` with ``learn_params={}``), through
-  :func:`learn_wordpiece`."""
-  start = time.time()
-  logging.info("learning the %s WordPiece vocabulary (target size %d) from %d "
-               "sentences; this takes under a minute on the full training split",
-               name, vocab_size, len(sentences))
-  vocab = learn_wordpiece(count_words(sentences), vocab_size, list(RESERVED_TOKENS))
-  logging.info("learned the %s vocabulary: %d tokens in %.1f s",
-               name, len(vocab), time.time() - start)
-  return vocab
-
-
-def count_words(sentences: Sequence[str]):
-  """{word: count} of ``sentences`` split into words as BERT's tokenizer splits
-  them, with the subword guide's settings (lower case)."""
-  dataset = tf.data.Dataset.from_tensor_slices(
-      tf.constant(list(sentences), dtype=tf.string)).batch(_LEARNER_BATCH)
-  return learner.count_words(
-      dataset.map(bert_tokenizer.BasicTokenizer(**BERT_TOKENIZER_PARAMS).tokenize))
-
-
-def learn_wordpiece(word_counts, vocab_size: int, reserved_tokens: List[str]) -> List[str]:
-  """tensorflow_text's ``wordpiece_tokenizer_learner_lib.learn`` with its default
-  parameters: the same vocabulary, computed faster.
-
-  That learner searches for the count threshold that gives ``vocab_size``
-  tokens, and for every threshold it tries it counts every substring of every
-  word again. Here a count is one per piece (:func:`_rest_counts` says why
-  that is the same), and the first counts, which do not depend on the
-  threshold, are made once; only the later iterations, which split words with
-  the tokens the threshold kept, are counted per threshold.
-  tests/unit/test_tokenizers.py checks the result against the library's.
-  """
-  params = learner.Params(
-      upper_thresh=int(1e7), lower_thresh=10, num_iterations=4, max_input_tokens=int(5e6),
-      max_token_length=50, max_unique_chars=1000, vocab_size=vocab_size, slack_ratio=0.05,
-      include_joiner_token=True, joiner="##", reserved_tokens=reserved_tokens)
-  word_counts = list(word_counts.items() if isinstance(word_counts, dict) else word_counts)
-  upper, lower = learner.get_search_threshs(word_counts, params.upper_thresh,
-                                            params.lower_thresh)
-  all_counts = learner.get_input_words(word_counts, reserved_tokens, params.max_token_length)
-  words = learner.filter_input_words(
-      all_counts, learner.get_allowed_chars(all_counts, params.max_unique_chars),
-      params.max_input_tokens)
-  chars = learner.extract_char_tokens(words)
-  every_start = _rest_counts(words, lambda word: range(len(word)), params.joiner)
-
-  def vocabulary_at(threshold):
-    def kept(counts):
-      return learner.ensure_all_tokens_exist(
-          chars, {token: n for token, n in counts.items() if n >= threshold},
-          params.include_joiner_token, params.joiner)
-    tokens = kept(every_start)
-    for _ in range(params.num_iterations - 1):
-      tokens = kept(_rest_counts(
-          words, lambda word: _piece_starts(word, tokens, params), params.joiner))  # pylint: disable=cell-var-from-loop
-    return learner.generate_final_vocabulary(reserved_tokens, chars, tokens)
-
-  # The library's binary search, step for step.
-  slack = max(params.slack_ratio * vocab_size, 0)
-  while True:
-    threshold = (upper + lower) // 2
-    vocab = vocabulary_at(threshold)
-    if ((len(vocab) <= vocab_size and vocab_size - len(vocab) <= slack)
-        or lower >= upper or threshold <= 1):
-      return vocab
-    if len(vocab) > vocab_size:
-      lower = threshold + 1
-    else:
-      upper = threshold - 1
-
-
-def _piece_starts(word, tokens, params):
-  """Where the pieces of ``word`` start when split greedily with ``tokens``
-  (None: it cannot be split)."""
-  ends = learner.get_split_indices(word, tokens, params.include_joiner_token, params.joiner)
-  return [0, *ends[:-1]] if ends else None
-
-
-def _rest_counts(words, starts, joiner):
-  """{token: count} over ``words`` ((word, count) pairs) of the rest of each
-  word from each of ``starts(word)`` (None: skip the word), a suffix marked
-  with the joiner: the counts the library's learner keeps tokens by.
-
-  The library counts every substring that begins at a start, then takes from
-  each count those of the longer substrings it begins. Every prefix of a
-  counted substring is counted too, so that telescopes: what is left of a
-  substring's count is how often it runs from a start to the word's end. (The
-  substrings left at 0, which the library also keeps, never pass a threshold,
-  which here is at least 1.)
-  """
-  counts = {}
-  for word, count in words:
-    word_starts = starts(word)
-    if word_starts is None:
-      continue
-    for start in word_starts:
-      token = joiner + word[start:] if start > 0 else word
-      counts[token] = counts.get(token, 0) + count
-  return counts
-
-
-def write_vocab_file(vocab: Iterable[str], path: PathLike) -> Path:
-  path = Path(path)
-  path.write_text("".join(token + "\n" for token in vocab), encoding="utf-8")
-  return path
 
 
 def _re2_escape(token: str) -> str:
@@ -191,7 +76,7 @@ class CustomTokenizer(tf.Module):
   def __init__(self, reserved_tokens: Sequence[str], vocab_path: PathLike):
     super().__init__()
     vocab_path = str(vocab_path)
-    self.tokenizer = text.BertTokenizer(vocab_path, **BERT_TOKENIZER_PARAMS)
+    self.tokenizer = text.BertTokenizer(vocab_path, **wordpiece.BERT_TOKENIZER_PARAMS)
     self._reserved_tokens = list(reserved_tokens)
     self._start_id = self._reserved_tokens.index("[START]")
     self._end_id = self._reserved_tokens.index("[END]")
@@ -267,13 +152,15 @@ def build_tokenizers(train_pairs: Sequence[data.Pair], export_dir: PathLike,
   en_sentences = [en for _, en in train_pairs]
   with tempfile.TemporaryDirectory() as vocab_dir:
     if vocabulary == "joint":
-      joint = learn_vocabulary(pt_sentences + en_sentences, vocab_size, "joint pt+en")
-      pt_path = en_path = write_vocab_file(joint, Path(vocab_dir) / "joint_vocab.txt")
+      joint = wordpiece.learn_vocabulary(pt_sentences + en_sentences, vocab_size,
+                                         RESERVED_TOKENS, "joint pt+en")
+      pt_path = en_path = wordpiece.write_vocab_file(joint, Path(vocab_dir) / "joint_vocab.txt")
     else:
-      pt_path = write_vocab_file(learn_vocabulary(pt_sentences, vocab_size, "pt"),
-                                 Path(vocab_dir) / "pt_vocab.txt")
-      en_path = write_vocab_file(learn_vocabulary(en_sentences, vocab_size, "en"),
-                                 Path(vocab_dir) / "en_vocab.txt")
+      pt_path, en_path = (
+          wordpiece.write_vocab_file(
+              wordpiece.learn_vocabulary(sentences, vocab_size, RESERVED_TOKENS, language),
+              Path(vocab_dir) / f"{language}_vocab.txt")
+          for language, sentences in (("pt", pt_sentences), ("en", en_sentences)))
     tf.saved_model.save(Tokenizers(pt_path, en_path), str(export_dir))
   return export_dir
 
@@ -289,7 +176,7 @@ def cache_key(train_pairs: Sequence[data.Pair], vocab_size: int, vocabulary: str
   digest = hashlib.sha256()
   settings = {"vocab_size": vocab_size, "vocabulary": vocabulary,
               "reserved_tokens": list(RESERVED_TOKENS),
-              "bert_tokenizer_params": BERT_TOKENIZER_PARAMS,
+              "bert_tokenizer_params": wordpiece.BERT_TOKENIZER_PARAMS,
               "format_version": _FORMAT_VERSION}
   digest.update(json.dumps(settings, sort_keys=True).encode())
   for pair in train_pairs:

@@ -265,7 +265,7 @@ def test_a_checkpoint_without_dropout_state_and_epoch_sums_resumes_marked_partia
 def shuffled_tokenizer(tmp_path_factory, tutorial_tokenizers):
   """The tutorial's vocabularies with the English one shuffled: same sizes."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from transformer import tokenizers  # pylint: disable=g-import-not-at-top
+  from transformer import tokenizers, wordpiece  # pylint: disable=g-import-not-at-top
   folder = tmp_path_factory.mktemp("shuffled")
   paths = {}
   for language in ("pt", "en"):
@@ -275,7 +275,7 @@ def shuffled_tokenizer(tmp_path_factory, tutorial_tokenizers):
     if language == "en":
       reserved = len(tokenizers.RESERVED_TOKENS)
       vocab[reserved:] = np.random.default_rng(0).permutation(vocab[reserved:]).tolist()
-    paths[language] = tokenizers.write_vocab_file(vocab, folder / f"{language}.txt")
+    paths[language] = wordpiece.write_vocab_file(vocab, folder / f"{language}.txt")
   tf.saved_model.save(tokenizers.Tokenizers(paths["pt"], paths["en"]), str(folder / "model"))
   return folder / "model"
 

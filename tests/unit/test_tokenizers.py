@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from transformer import data
 from transformer import tokenizers
+from transformer import wordpiece
 
 TOY_PAIRS = [("olá , mundo !", "hello , world !"), ("mas e se ?", "but what if ?")]
 
@@ -27,11 +28,12 @@ def learner_calls(monkeypatch):
   """Replaces the vocabulary learner with `_toy_vocab` and records its calls."""
   calls = []
 
-  def fake_learner(sentences, vocab_size=8000, name=""):
+  def fake_learner(sentences, vocab_size, reserved_tokens, name=""):
+    assert tuple(reserved_tokens) == tokenizers.RESERVED_TOKENS
     calls.append((name, len(sentences), vocab_size))
     return _toy_vocab()
 
-  monkeypatch.setattr(tokenizers, "learn_vocabulary", fake_learner)
+  monkeypatch.setattr(wordpiece, "learn_vocabulary", fake_learner)
   return calls
 
 
@@ -114,9 +116,9 @@ def test_load_tokenizers_errors(tmp_path):
 def test_learn_wordpiece_gives_the_librarys_vocabulary(train_pairs, language, sentences,
                                                       vocab_size):
   from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner  # pylint: disable=g-import-not-at-top
-  counts = tokenizers.count_words([pair[language] for pair in train_pairs[:sentences]])
+  counts = wordpiece.count_words([pair[language] for pair in train_pairs[:sentences]])
   reserved = list(tokenizers.RESERVED_TOKENS)
-  ours = tokenizers.learn_wordpiece(counts, vocab_size, reserved)
+  ours = wordpiece.learn_wordpiece(counts, vocab_size, reserved)
   assert ours == learner.learn(counts, vocab_size, reserved)
   # Learned pieces, not only characters: the iterations and the search ran.
   assert len(ours) <= vocab_size and any(len(token) > 4 for token in ours[len(reserved):])
