@@ -6,7 +6,8 @@ so that evaluation, export and the other scripts stand without the training
 machinery; the package's ``__init__`` imports none of its modules (the JAX
 path must not import the TensorFlow trainer); and no module assigns an
 attribute of another ``transformer`` module, so that no module's state is set
-from elsewhere.
+from elsewhere. The lab (``lab/``) reads the library through its public names
+only, so that the library's private names can change without it.
 """
 
 import ast
@@ -16,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TRAINING = ROOT / "transformer" / "training"
 # The library and the scripts a user runs.
 SOURCES = sorted([*(ROOT / "transformer").rglob("*.py"), *ROOT.glob("*.py")])
+LAB = sorted((ROOT / "lab").rglob("*.py"))
 
 
 def imported_modules(path: Path):
@@ -49,7 +51,7 @@ def test_no_module_sets_another_modules_attributes():
   ``global name`` in a library function: state that one module sets for
   another to read."""
   setters = []
-  for path in SOURCES:
+  for path in SOURCES + LAB:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     library_names = {alias.asname or alias.name.split(".")[0]
                      for node in ast.walk(tree)
@@ -67,3 +69,23 @@ def test_no_module_sets_another_modules_attributes():
       if isinstance(node, ast.Global) and path.parent.name in ("transformer", "training"):
         setters.append(f"{path.relative_to(ROOT)}:{node.lineno} global {', '.join(node.names)}")
   assert setters == []
+
+
+def is_private(name: str) -> bool:
+  return name.startswith("_") and not name.endswith("__")
+
+
+def test_the_lab_uses_no_private_name_of_the_library():
+  """``from transformer... import _name``, or ``something._name`` on anything
+  but ``self``/``cls`` (a library module, a trainer, a layer)."""
+  assert LAB, "lab/ has no Python files: the layout changed"
+  uses = []
+  for path in LAB:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+      if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("transformer"):
+        uses += [f"{path.relative_to(ROOT)}:{node.lineno} imports {alias.name}"
+                 for alias in node.names if is_private(alias.name)]
+      elif (isinstance(node, ast.Attribute) and is_private(node.attr)
+            and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+        uses.append(f"{path.relative_to(ROOT)}:{node.lineno} reads .{node.attr}")
+  assert uses == []
