@@ -9,13 +9,21 @@ are the tutorial's; the paper's values are ``configs/base.py``'s (README:
 "Where the tutorial and the paper differ").
 """
 
-from typing import Optional
+from typing import Optional, Tuple
 
 import keras
 
 from transformer.attention import GlobalSelfAttention, padding_mask
 from transformer.embedding import PositionalEmbedding
 from transformer.feed_forward import FeedForward
+
+
+def attention_defaults(d_model: int, dropout_rate: float, key_dim: Optional[int],
+                       attention_dropout_rate: Optional[float]) -> Tuple[int, float]:
+  """``(key_dim, attention_dropout_rate)`` with None resolved as the tutorial
+  has them: ``key_dim=d_model`` and ``dropout=dropout_rate``."""
+  return (d_model if key_dim is None else key_dim,
+          dropout_rate if attention_dropout_rate is None else attention_dropout_rate)
 
 
 class BaseLayer(keras.layers.Layer):
@@ -47,9 +55,8 @@ class BaseLayer(keras.layers.Layer):
     self.dff = dff
     self.dropout_rate = dropout_rate
     # Resolved here, so that get_config records the values the sub-layers use.
-    self.key_dim = d_model if key_dim is None else key_dim
-    self.attention_dropout_rate = (dropout_rate if attention_dropout_rate is None
-                                   else attention_dropout_rate)
+    self.key_dim, self.attention_dropout_rate = attention_defaults(
+        d_model, dropout_rate, key_dim, attention_dropout_rate)
     self.residual_dropout_on_attention = residual_dropout_on_attention
     self.scale_attention_logits = scale_attention_logits
     self.layer_norm_epsilon = layer_norm_epsilon
@@ -137,10 +144,9 @@ class Stack(keras.layers.Layer):
     self.num_heads = num_heads
     self.dff = dff
     self.dropout_rate = dropout_rate
-    # Resolved as BaseLayer resolves them: get_config records the values used.
-    self.key_dim = d_model if key_dim is None else key_dim
-    self.attention_dropout_rate = (dropout_rate if attention_dropout_rate is None
-                                   else attention_dropout_rate)
+    # Resolved here, so that get_config records the values the sub-layers use.
+    self.key_dim, self.attention_dropout_rate = attention_defaults(
+        d_model, dropout_rate, key_dim, attention_dropout_rate)
     self.residual_dropout_on_attention = residual_dropout_on_attention
     self.scale_attention_logits = scale_attention_logits
     self.layer_norm_epsilon = layer_norm_epsilon
