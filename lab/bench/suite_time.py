@@ -8,7 +8,7 @@ Times README's test commands (``python -m pytest`` and ``python -m pytest -m
 clone in CI (the guide's tokenizers are then built within the run). Writes
 ``--output``: per tier the command, its exit code and test counts, wall
 seconds, CPU seconds of everything it waited for (pytest, its workers and
-their subprocesses) and its slowest tests; the machine; and what else was
+their subprocesses), its slowest tests and those that failed; the machine; and what else was
 running at the start and the end of each tier, since a timing beside other work
 is not a measurement.
 """
@@ -61,8 +61,11 @@ def time_tier(name: str):
     result = subprocess.run(command, cwd=machine.REPO_ROOT, env=TEST_ENVIRONMENT,
                             capture_output=True, text=True, check=False)
     wall, cpu = time.time() - start, children_cpu_seconds() - cpu
-    tests = ([(float(case.get("time")), f"{case.get('classname')}::{case.get('name')}")
-              for case in ET.parse(report).iter("testcase")] if report.exists() else [])
+    cases = list(ET.parse(report).iter("testcase")) if report.exists() else []
+    tests = [(float(case.get("time")), f"{case.get('classname')}::{case.get('name')}")
+             for case in cases]
+    failed = [f"{case.get('classname')}::{case.get('name')}" for case in cases
+              if case.find("failure") is not None or case.find("error") is not None]
   summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
   counts = {kind: int(n) for n, kind in re.findall(
       r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)", summary)}
@@ -71,6 +74,7 @@ def time_tier(name: str):
           "counts": counts, "summary": summary, "wall_seconds": round(wall, 1),
           "cpu_seconds": round(cpu, 1),
           "slowest_tests": [{"seconds": t, "test": n} for t, n in sorted(tests, reverse=True)[:15]],
+          "failed_tests": failed,
           "other_activity_before": before,
           "other_activity_after": machine.other_activity()}
 

@@ -32,6 +32,7 @@ def test_a_tier_is_timed_with_its_counts_and_cpu_seconds(tmp_path):
   slowest = tier["slowest_tests"]
   assert len(slowest) == min(15, tier["counts"]["passed"]) and slowest[0]["test"].startswith(
       "tests.unit.test_config::") and slowest[0]["seconds"] >= slowest[-1]["seconds"]
+  assert tier["failed_tests"] == []
   assert "load_average" in tier["other_activity_before"]
   assert record["machine"]["cores"] >= 1
   assert result.stdout.startswith("quick: ") and "min wall" in result.stdout
@@ -45,3 +46,13 @@ def test_a_tier_that_does_not_pass_is_one_error_line(tmp_path):
   assert result.stderr.strip().splitlines()[-1].startswith(
       "suite_time.py: error: quick did not pass; see ")
   assert record["tiers"]["quick"]["counts"]["deselected"] > 5
+
+
+def test_the_tests_that_fail_are_named(tmp_path):
+  tests = tmp_path / "test_one_fails.py"
+  tests.write_text("def test_passes():\n  pass\n\n\ndef test_fails():\n  assert False\n")
+  result, record = _time(tmp_path, f"--pytest_args={tests},-n,0")
+  assert result.returncode == 1
+  tier = record["tiers"]["quick"]
+  assert tier["counts"] == {"failed": 1, "passed": 1}, tier["summary"]
+  assert [name.split("::")[-1] for name in tier["failed_tests"]] == ["test_fails"]
