@@ -40,6 +40,14 @@ def epoch_label(epoch: int, planned: Optional[int], estimated: bool = False) -> 
   return f"Epoch {epoch}/{'~' if estimated else ''}{planned}"
 
 
+def position_text(epochs_done: int, step_in_epoch: int) -> str:
+  """Where in the data a checkpoint is, with epochs counted from 1 as the
+  console counts them: "in epoch 3, after its first 626 batches"."""
+  if step_in_epoch:
+    return f"in epoch {epochs_done + 1}, after its first {step_in_epoch} batches"
+  return f"after epoch {epochs_done}" if epochs_done else "before the first epoch"
+
+
 def epoch_summary(record: Dict, planned: Optional[int] = None, estimated: bool = False) -> str:
   """One line for an epoch's metrics record (the console's per-epoch summary).
 

@@ -141,14 +141,25 @@ def checkpoint_arrays(step_dir: Path) -> dict:
 @needs_jax
 def test_a_resumed_run_repeats_the_uninterrupted_one_bitwise(tmp_path):
   """Stopped inside its first epoch and resumed, a run ends with the weights,
-  Adam moments and dropout random states of the run never stopped (dropout on)."""
+  Adam moments and dropout random states of the run never stopped (dropout on),
+  and the epoch's record counts its seconds before the stop too."""
   prepared = random_prepared_folder(tmp_path / "prepared")  # 4 steps an epoch
   for model_dir, stops in (("straight", [8]), ("resumed", [2, 8])):
     for steps in stops:
       result = train(f"--data={prepared}", f"--model_dir={tmp_path / model_dir}",
                      f"--config.training.train_steps={steps}", "--export=false")
       assert result.returncode == 0, result.stderr[-3000:]
+      if steps == 2:  # as if the first 2 steps had taken 1,000 s
+        state_file = tmp_path / model_dir / "checkpoints" / "step-2" / "state.json"
+        state = json.loads(state_file.read_text())
+        state["epoch_sums"]["seconds"] = 1000.0
+        state_file.write_text(json.dumps(state))
   assert "resuming epoch 1 after its first 2 batches" in result.stderr
+  assert "(in epoch 1, after its first 2 batches)" in result.stderr
+  records = [json.loads(line) for line in
+             (tmp_path / "resumed" / "metrics.jsonl").read_text().splitlines()]
+  (first,) = [record for record in records if record["epoch"] == 1 and record["complete"]]
+  assert 1000.0 < first["seconds"] < 1000.0 + 600, records
   straight = checkpoint_arrays(tmp_path / "straight" / "checkpoints" / "step-8")
   resumed = checkpoint_arrays(tmp_path / "resumed" / "checkpoints" / "step-8")
   assert straight.keys() == resumed.keys() and len(straight) > 10

@@ -15,7 +15,6 @@ import re
 import pytest
 
 from transformer import sources
-from transformer.training import checkpointing
 from transformer import files
 from transformer import progress
 
@@ -100,9 +99,9 @@ def test_the_epoch_count_is_a_plan_stated_as_such():
 
 
 def test_the_resume_log_counts_epochs_from_one():
-  assert checkpointing.position_text(0, 626) == "in epoch 1, after its first 626 batches"
-  assert checkpointing.position_text(3, 0) == "after epoch 3"
-  assert checkpointing.position_text(0, 0) == "before the first epoch"
+  assert progress.position_text(0, 626) == "in epoch 1, after its first 626 batches"
+  assert progress.position_text(3, 0) == "after epoch 3"
+  assert progress.position_text(0, 0) == "before the first epoch"
 
 
 def test_the_live_line_fits_the_terminal(monkeypatch):

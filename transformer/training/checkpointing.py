@@ -37,19 +37,12 @@ from typing import Dict, Optional
 from absl import logging
 import tensorflow as tf
 
+from transformer import progress
 from transformer.checkpoint_files import (
     CHECKPOINT_SUBDIR, CheckpointError, drop_unreadable_newest, intact_checkpoints,
     remove_partial_writes, write_index, written_checkpoints)
 from transformer.errors import describe_error
 from transformer.training import distribute
-
-
-def position_text(epochs_done: int, step_in_epoch: int) -> str:
-  """Where in the data a checkpoint is, with epochs counted from 1 as the
-  console counts them: "in epoch 3, after its first 626 batches"."""
-  if step_in_epoch:
-    return f"in epoch {epochs_done + 1}, after its first {step_in_epoch} batches"
-  return f"after epoch {epochs_done}" if epochs_done else "before the first epoch"
 
 
 class Checkpoints:
@@ -140,7 +133,7 @@ class Checkpoints:
     self._last_saved = self._position()
     step, epoch, step_in_epoch = self._last_saved
     logging.info("restored checkpoint %s at step %d (%s)", path, step,
-                 position_text(epoch, step_in_epoch))
+                 progress.position_text(epoch, step_in_epoch))
     return step
 
   def _holds_added_state(self, path: str) -> bool:

@@ -15,6 +15,7 @@ from typing import Dict, Optional
 from absl import logging
 
 from transformer import keras_checkpoints
+from transformer import progress
 
 # The time budget's state, by its attributes' names (transformer.training.budget.TimeBudget).
 BUDGET_STATE = ("used_seconds", "planned", "cooldown_steps", "cooldown_end_step")
@@ -82,6 +83,6 @@ class Checkpoints:
       for name, value in state["budget"].items():
         getattr(self._budget, name).assign(value)
     self._last_step = int(self._optimizer.iterations.numpy())
-    logging.info("restored checkpoint %s at step %d (epoch %d, batch %d of the epoch)",
-                 path, self._last_step, state["epoch"], state["step_in_epoch"])
+    logging.info("restored checkpoint %s at step %d (%s)", path, self._last_step,
+                 progress.position_text(state["epoch"], state["step_in_epoch"]))
     return state

@@ -28,7 +28,7 @@ padded shapes do its work) and ``mixed_float16`` (no loss scaling; use
 import math
 from pathlib import Path
 import time
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 from absl import logging
 import jax
@@ -197,8 +197,7 @@ class Trainer:
                  self.devices[0].platform)
 
     def run_epoch(max_steps, interval, stop):
-      record = self._run_epoch(train_split, max_steps, interval, stop)
-      return record, record["seconds"]
+      return self._run_epoch(train_split, max_steps, interval, stop)
     return loop.run_epochs(self, run_epoch, budget=self.budget, summaries=self._summaries,
                            validation=validation_split)
 
@@ -213,11 +212,12 @@ class Trainer:
 
   def end_epoch(self, record: Dict, steps_run: int) -> None:
     """Moves the position to the next epoch, and lets the time budget plan."""
+    del steps_run  # the record's seconds are the whole epoch's: the checkpoint holds them
     self.epoch += 1
     self.steps_per_epoch, self.step_in_epoch = record["steps_in_epoch"], 0
     self.epoch_sums, self.epoch_seconds = losses.TokenMetrics(), 0.0
     if self.budget is not None:
-      self._plan_budget(record, steps_run=steps_run)
+      self._plan_budget(record)
 
   def close_epoch(self, record: Dict, report: Callable[[], None]) -> None:
     # The record goes into the checkpoint that closes the epoch, and then
@@ -233,17 +233,17 @@ class Trainer:
     else:
       self._progress.summary(record, self._planned, self._planned_estimated)
 
-  def _plan_budget(self, record, steps_run):
-    # A resumed epoch ran only part of its steps here: scale its seconds up.
-    epoch_seconds = record["seconds"] / max(steps_run, 1) * record["steps_in_epoch"]
+  def _plan_budget(self, record):
     planned_before = int(self.budget.planned.numpy())
     record["planned_epochs"] = self.budget.epoch_end(
-        epochs_done=self.epoch, epoch_seconds=epoch_seconds,
+        epochs_done=self.epoch, epoch_seconds=record["seconds"],
         steps_per_epoch=record["steps_in_epoch"], step=self.step)
     if int(self.budget.planned.numpy()) != planned_before:
       self._set_cooldown()
 
-  def _run_epoch(self, train_split, max_steps, interval, stop) -> Dict:
+  def _run_epoch(self, train_split, max_steps, interval, stop) -> Tuple[Dict, float]:
+    """Trains on one epoch's batches, or what is left of them; returns its
+    metrics record and the seconds this run spent on it."""
     skip = self.step_in_epoch
     batches = self._batches(train_split, shards.epoch_seed(int(self.config.training.seed),
                                                            self.epoch), shuffle=True)
@@ -299,11 +299,11 @@ class Trainer:
         self.save_checkpoint()
     self._progress.end()
     seconds = time.monotonic() - epoch_start
-    # The record's seconds are this run's share: the time budget counts runs apart.
+    # The record's seconds are the epoch's across a resume; this run's share is returned apart.
     return loop.epoch_record(
         epoch=self.epoch, step=self.step, complete=done >= len(batches), steps_in_epoch=done,
         metrics=epoch_metrics, learning_rate=self.learning_rate(),
-        epoch_seconds=seconds_before + seconds, seconds=seconds)
+        seconds=seconds_before + seconds), seconds
 
   def final_weights(self, path: Path) -> Path:
     """Writes the trained weights to ``path`` (a ``.weights.h5``), whole or not at all."""

@@ -148,17 +148,14 @@ class TrainScalars:
 
 
 def epoch_record(*, epoch: int, step: int, complete: bool, steps_in_epoch: int,
-                 metrics: losses.TokenMetrics, learning_rate: float, epoch_seconds: float,
-                 seconds: float) -> Dict:
+                 metrics: losses.TokenMetrics, learning_rate: float, seconds: float) -> Dict:
   """The ``metrics.jsonl`` record of ``epoch`` (from 0): its training sums
-  ``metrics`` over ``epoch_seconds`` (across a resume), and ``seconds``, the
-  trainer's figure for the time budget."""
+  ``metrics`` over ``seconds``, both the whole epoch's across a resume."""
   return {"epoch": epoch + 1, "step": step, "complete": complete,
           "steps_in_epoch": steps_in_epoch,
           "train_loss": metrics.loss, "train_accuracy": metrics.accuracy,
           "learning_rate": learning_rate,
-          "tokens_per_second": metrics.tokens / max(epoch_seconds, 1e-9),
-          "seconds": seconds}
+          "tokens_per_second": metrics.tokens / max(seconds, 1e-9), "seconds": seconds}
 
 
 def start_progress(progress, *, epoch: int, epoch_steps: int, skip: int, step: int,

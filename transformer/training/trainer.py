@@ -301,8 +301,7 @@ class Trainer:
     # The record's seconds are the epoch's across a resume; this run's share is returned apart.
     record = loop.epoch_record(
         epoch=epoch, step=self.step, complete=complete, steps_in_epoch=done,
-        metrics=epoch_metrics, learning_rate=self.learning_rate,
-        epoch_seconds=seconds_before + elapsed, seconds=seconds_before + elapsed)
+        metrics=epoch_metrics, learning_rate=self.learning_rate, seconds=seconds_before + elapsed)
     if partial:
       # train_*, tokens_per_second and seconds cover this run's batches only.
       record["partial"] = True
