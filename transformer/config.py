@@ -204,6 +204,11 @@ def validate_model(settings: Mapping) -> None:
   for name in ("num_layers", "d_model", "num_heads", "dff", "max_position"):
     if name in given:
       _positive_int(f"model.{name}", given[name])
+  # Choices first: the divisibility check below reads head_width.
+  for name, choices in (("head_width", HEAD_WIDTHS), ("positional_layout", POSITIONAL_LAYOUTS),
+                        ("positional_encoding", POSITIONAL_ENCODINGS)):
+    if name in given:
+      _choice(f"model.{name}", given[name], choices)
   if {"d_model", "num_heads", "head_width"} <= given.keys():
     _require(given["d_model"] % given["num_heads"] == 0 or given["head_width"] == "full",
              "model.d_model", f"d_model={given['d_model']} is not divisible by "
@@ -217,10 +222,6 @@ def validate_model(settings: Mapping) -> None:
   if "layer_norm_epsilon" in given:
     _require(given["layer_norm_epsilon"] > 0, "model.layer_norm_epsilon",
              f"must be > 0, got {given['layer_norm_epsilon']}")
-  for name, choices in (("head_width", HEAD_WIDTHS), ("positional_layout", POSITIONAL_LAYOUTS),
-                        ("positional_encoding", POSITIONAL_ENCODINGS)):
-    if name in given:
-      _choice(f"model.{name}", given[name], choices)
   if "positional_scale" in given:
     _require(given["positional_scale"] > 0, "model.positional_scale",
              f"must be > 0, got {given['positional_scale']}")
