@@ -17,7 +17,7 @@ score, written to ``<split>.<method>.partial<N>.json`` with ``"partial": true``,
 never over the whole split's ``<split>.<method>.json``. ``--data`` is a folder
 of the TED HRLR files or ``tfds``; a folder that does not exist (a clone
 without ``../shared``) is replaced by ``tfds``, saying so
-(:mod:`transformer.sources`). What it is doing and how long each part took goes
+(:mod:`transformer.data.sources`). What it is doing and how long each part took goes
 to stderr (a live count of the sentences translated on a terminal); stdout
 holds only the JSON record.
 
@@ -27,9 +27,9 @@ Prints the JSON record; TensorFlow's own logs are hidden unless ``--verbose``
 not a train.py output or translator, a missing or corrupt checkpoint), 130 or
 143 with one line when stopped by Ctrl-C or SIGTERM. ``--export_dir`` is
 swapped in whole (written as ``<export_dir>.new``, then renamed).
-Two scores: ``bleu``, this project's (see :mod:`transformer.evaluation` for what
+Two scores: ``bleu``, this project's (see :mod:`transformer.inference.evaluation` for what
 it does and does not compare with), and ``whole_word.bleu``, the scoring of
-published results on this split (:mod:`transformer.bleu`).
+published results on this split (:mod:`transformer.inference.bleu`).
 """
 
 import json
@@ -42,12 +42,12 @@ from absl import flags
 from absl import logging
 
 from transformer import config as config_lib
-from transformer import progress
-from transformer import run_folder
-from transformer import runtime
-from transformer import sources
-from transformer import stop_signals
-from transformer.errors import TrainingError
+from transformer.run import progress
+from transformer.run import run_folder
+from transformer.run import runtime
+from transformer.data import sources
+from transformer.run import stop_signals
+from transformer.run.errors import TrainingError
 
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None,
@@ -144,8 +144,8 @@ def say(line: str) -> None:
 def load_pairs(data_dir, split: str, max_sentences: int = 0):
   """``(pairs, split_size)``: the split's (pt, en) pairs, the first
   ``max_sentences`` of them when > 0, and how many the whole split has."""
-  from transformer import data  # pylint: disable=g-import-not-at-top
-  pairs = data.split_pairs(data_dir, split)
+  from transformer.data import ted  # pylint: disable=g-import-not-at-top
+  pairs = ted.split_pairs(data_dir, split)
   return (pairs[:max_sentences] if max_sentences else pairs), len(pairs)
 
 
@@ -170,7 +170,7 @@ def counted(translate_batch, total: int):
 def score(translate_batch, pairs, split_size, output_dir, split, method, batch_size,
           reference_tokenizer):
   """evaluation.evaluate_bleu, saying what it does, how far it is and how long it took."""
-  from transformer import evaluation  # pylint: disable=g-import-not-at-top
+  from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
   with progress.announced(f"translating {len(pairs)} {split} sentences ({method})", say):
     return evaluation.evaluate_bleu(counted(translate_batch, len(pairs)), pairs, output_dir,
                                     split, method, batch_size,
@@ -182,10 +182,10 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
              output_dir=None, batch_size: int = 64, export_dir=None,
              max_sentences: int = 0) -> dict:
   """Restores the model of ``model_dir`` and scores it; returns the BLEU record."""
-  from transformer import evaluation  # pylint: disable=g-import-not-at-top
-  from transformer.export import Translator  # pylint: disable=g-import-not-at-top
-  from transformer.checkpoint_files import checkpoint_name  # pylint: disable=g-import-not-at-top
-  from transformer.files import write_text_atomically  # pylint: disable=g-import-not-at-top
+  from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
+  from transformer.inference.export import Translator  # pylint: disable=g-import-not-at-top
+  from transformer.run.checkpoint_files import checkpoint_name  # pylint: disable=g-import-not-at-top
+  from transformer.run.files import write_text_atomically  # pylint: disable=g-import-not-at-top
   pairs, split_size = load_pairs(data_dir, split, max_sentences)  # bad data fails at once
   start = time.monotonic()
   config, tokenizers, model, checkpoints = run_folder.restore_model_dir(model_dir, average_last)
@@ -219,7 +219,7 @@ def newer_unreadable_checkpoints(model_dir, used: str) -> list:
   """The names of the checkpoints of ``model_dir``'s index newer than ``used``:
   those the restore skipped because they cannot be read in full."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from transformer.checkpoint_files import CHECKPOINT_SUBDIR, checkpoint_step  # pylint: disable=g-import-not-at-top
+  from transformer.run.checkpoint_files import CHECKPOINT_SUBDIR, checkpoint_step  # pylint: disable=g-import-not-at-top
   state = tf.train.get_checkpoint_state(str(Path(model_dir) / CHECKPOINT_SUBDIR))
   listed = state.all_model_checkpoint_paths if state else []
   return [Path(path).name for path in listed if checkpoint_step(path) > checkpoint_step(used)]
@@ -227,12 +227,12 @@ def newer_unreadable_checkpoints(model_dir, used: str) -> list:
 
 def export(model, tokenizers, config, export_dir, checkpoints):
   """Exports the translator SavedModel to ``export_dir``, swapped in whole
-  (:func:`transformer.export.begin_swap`): a kill or a full disk leaves the
+  (:func:`transformer.inference.export.begin_swap`): a kill or a full disk leaves the
   previous export. Returns the translator, in memory."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from transformer import export as export_lib  # pylint: disable=g-import-not-at-top
-  from transformer.checkpoint_files import checkpoint_name, checkpoint_step  # pylint: disable=g-import-not-at-top
-  from transformer.errors import describe_error  # pylint: disable=g-import-not-at-top
+  from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
+  from transformer.run.checkpoint_files import checkpoint_name, checkpoint_step  # pylint: disable=g-import-not-at-top
+  from transformer.run.errors import describe_error  # pylint: disable=g-import-not-at-top
   staging = export_lib.begin_swap(export_dir)
   try:
     with progress.announced(f"exporting the translator to {export_dir}", say):
@@ -248,8 +248,8 @@ def export(model, tokenizers, config, export_dir, checkpoints):
 def evaluate_translator(translator_dir, split: str, method: str, data_dir, output_dir=None,
                         batch_size: int = 64, max_sentences: int = 0) -> dict:
   """Scores an exported translator SavedModel; returns the BLEU record."""
-  from transformer import evaluation  # pylint: disable=g-import-not-at-top
-  from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
+  from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
+  from transformer.data import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
   pairs, split_size = load_pairs(data_dir, split, max_sentences)
   translator = tokenizers_lib.load_saved_model(translator_dir, "translator")
   if not all(hasattr(translator, name) for name in ("translate", "translate_greedy",
@@ -301,8 +301,9 @@ def run(argv):
     sys.exit(f"evaluate.py: error: {e}")
   except Exception as e:  # pylint: disable=broad-except
     # TensorFlow is loaded by now: the library raised.
-    from transformer import data, tokenizers  # pylint: disable=g-import-not-at-top
-    if isinstance(e, (data.DataError, tokenizers.TokenizerError, TrainingError)):
+    from transformer.data import ted  # pylint: disable=g-import-not-at-top
+    from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
+    if isinstance(e, (ted.DataError, tokenizers.TokenizerError, TrainingError)):
       sys.exit(f"evaluate.py: error: {e}")
     raise
 

@@ -3,7 +3,7 @@ r"""Tokenizes the training and validation data once into token-id shards.
   python prepare.py --config=configs/tutorial.py --data=../shared/data/ted_hrlr_pt_to_en \
       --tokenizer=../shared/data/tutorial_tokenizer --output=prepared/tutorial
 
-writes ``--output`` (:mod:`transformer.shards` lists its files): NumPy arrays
+writes ``--output`` (:mod:`transformer.data.shards` lists its files): NumPy arrays
 of token ids, the tokenizer's vocabularies and identity, and ``manifest.json``.
 Training then needs no TensorFlow:
 
@@ -31,10 +31,10 @@ from absl import logging
 from ml_collections import config_flags
 
 from transformer import config as config_lib
-from transformer import progress
-from transformer import runtime
-from transformer import shards
-from transformer.errors import describe_error
+from transformer.run import progress
+from transformer.run import runtime
+from transformer.data import shards
+from transformer.run.errors import describe_error
 
 REPO_DIR = Path(__file__).resolve().parent
 SPLITS = ("train", "validation")
@@ -94,10 +94,10 @@ def check_flags(config) -> None:
 
 def tokenized(pairs, tokenizers, max_tokens: int):
   """``(pt_ids, en_ids)``: lists of int arrays, trimmed as the pipeline trims them."""
-  from transformer import data  # pylint: disable=g-import-not-at-top
-  from transformer import pipeline  # pylint: disable=g-import-not-at-top
+  from transformer.data import ted  # pylint: disable=g-import-not-at-top
+  from transformer.data import pipeline  # pylint: disable=g-import-not-at-top
   pt_ids, en_ids = [], []
-  for pt, en in pipeline.tokenize_pairs(data.pairs_to_dataset(pairs), tokenizers,
+  for pt, en in pipeline.tokenize_pairs(ted.pairs_to_dataset(pairs), tokenizers,
                                         max_tokens).as_numpy_iterator():
     pt_ids.append(pt)
     en_ids.append(en)
@@ -113,13 +113,13 @@ def vocabulary(tokenizer) -> list:
 
 def prepare(config) -> Path:
   """Tokenizes the splits and writes the folder; returns its path."""
-  from transformer import data  # pylint: disable=g-import-not-at-top
-  from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
+  from transformer.data import ted  # pylint: disable=g-import-not-at-top
+  from transformer.data import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
   output = Path(_OUTPUT.value).resolve()
   limits = {"train": _TRAIN_EXAMPLES.value, "validation": _VALIDATION_EXAMPLES.value}
   pairs = {}
   for split in SPLITS:
-    pairs[split] = data.local_split_pairs(_DATA.value, split)
+    pairs[split] = ted.local_split_pairs(_DATA.value, split)
     if limits[split]:
       pairs[split] = pairs[split][:limits[split]]
     if not pairs[split]:
@@ -161,10 +161,10 @@ def main(argv):
   config = _CONFIG.value
   check_flags(config)
   runtime.import_tensorflow(_VERBOSE.value)
-  from transformer import data  # pylint: disable=g-import-not-at-top
+  from transformer.data import ted  # pylint: disable=g-import-not-at-top
   try:
     output = prepare(config)
-  except (data.DataError, OSError) as e:
+  except (ted.DataError, OSError) as e:
     raise UsageError(describe_error(e) if isinstance(e, OSError) else str(e)) from e
   manifest = shards.read_manifest(output)
   counts = ", ".join(f"{split} {c['pairs']} pairs ({c['en_tokens']} en tokens)"

@@ -48,10 +48,10 @@ from absl import logging
 from ml_collections import config_flags
 
 from transformer import config as config_lib
-from transformer import runtime
-from transformer import sources
-from transformer import stop_signals
-from transformer.errors import TrainingError, describe_error
+from transformer.run import runtime
+from transformer.data import sources
+from transformer.run import stop_signals
+from transformer.run.errors import TrainingError, describe_error
 from transformer.training import distribute
 from transformer.training import run_checks
 from transformer.training import runs
@@ -152,7 +152,7 @@ _VERBOSE = flags.DEFINE_bool("verbose", False,
 
 def use_stand_ins() -> None:
   """A --data or --tokenizer path that does not exist (a clone without
-  ../shared) becomes 'tfds' or 'build' (:mod:`transformer.sources`), said in
+  ../shared) becomes 'tfds' or 'build' (:mod:`transformer.data.sources`), said in
   one line."""
   try:
     data, tokenizer, message = sources.stand_ins(_DATA.value, _TOKENIZER.value)
@@ -199,10 +199,10 @@ def main(argv):
 
   # TensorFlow is imported only now, so that flag errors come back at once.
   tf = runtime.import_tensorflow(options.verbose)
-  from transformer import data  # pylint: disable=g-import-not-at-top
+  from transformer.data import ted  # pylint: disable=g-import-not-at-top
   try:
     runs.train_with_tensorflow(config, options, model_dir, tf)
-  except (data.DataError, TrainingError, OSError) as e:
+  except (ted.DataError, TrainingError, OSError) as e:
     # Malformed or unreadable files, a corrupt or mismatched checkpoint, a NaN
     # loss, a full disk, a folder in use by another run.
     raise RunError(str(e)) from e

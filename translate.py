@@ -22,7 +22,7 @@ stopped by Ctrl-C or SIGTERM. TensorFlow's own log lines are hidden unless
 --verbose (or TF_CPP_MIN_LOG_LEVEL is set).
 
 With --export_dir it needs only TensorFlow and tensorflow_text: the SavedModel
-from ``transformer.export.export_translator`` holds the tokenizers and the model.
+from ``transformer.inference.export.export_translator`` holds the tokenizers and the model.
 """
 
 import json
@@ -36,9 +36,9 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from transformer import runtime
-from transformer import stop_signals
-from transformer.errors import describe_error
+from transformer.run import runtime
+from transformer.run import stop_signals
+from transformer.run.errors import describe_error
 
 _EXPORT_DIR = flags.DEFINE_string(
     "export_dir", None,
@@ -139,7 +139,7 @@ def check_export_dir(export_dir: str) -> None:
 
 def exported_step(export_dir: Path) -> Optional[int]:
   """The training step of a train.py export folder (its ``export_info.json``,
-  :data:`transformer.export.EXPORT_INFO_FILE`), or None when it does not say."""
+  :data:`transformer.inference.export.EXPORT_INFO_FILE`), or None when it does not say."""
   try:
     return int(json.loads((export_dir / "export_info.json").read_text())["step"])
   except (OSError, ValueError, KeyError, TypeError):
@@ -180,16 +180,16 @@ def restore_translator(model_dir: str, average_last: int, why: str):
   """An in-memory translator over the run's latest (or ``average_last``
   averaged) checkpoints, with the run's tokenizer and decoding settings;
   says which on stderr, after ``why`` when there is no --average_last."""
-  from transformer import data  # pylint: disable=g-import-not-at-top
-  from transformer import run_folder  # pylint: disable=g-import-not-at-top
-  from transformer import tokenizers  # pylint: disable=g-import-not-at-top
-  from transformer.export import Translator  # pylint: disable=g-import-not-at-top
-  from transformer.checkpoint_files import checkpoint_name  # pylint: disable=g-import-not-at-top
-  from transformer.errors import TrainingError  # pylint: disable=g-import-not-at-top
+  from transformer.data import ted  # pylint: disable=g-import-not-at-top
+  from transformer.run import run_folder  # pylint: disable=g-import-not-at-top
+  from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
+  from transformer.inference.export import Translator  # pylint: disable=g-import-not-at-top
+  from transformer.run.checkpoint_files import checkpoint_name  # pylint: disable=g-import-not-at-top
+  from transformer.run.errors import TrainingError  # pylint: disable=g-import-not-at-top
   try:
     config, run_tokenizers, model, paths = run_folder.restore_model_dir(model_dir,
                                                                         average_last)
-  except (TrainingError, tokenizers.TokenizerError, data.DataError, OSError) as e:
+  except (TrainingError, tokenizers.TokenizerError, ted.DataError, OSError) as e:
     raise InputError(f"--model_dir={model_dir}: {describe_error(e)}") from e
   names = ", ".join(map(checkpoint_name, paths))
   said = (f"translating with the average of {names}" if average_last
@@ -200,7 +200,7 @@ def restore_translator(model_dir: str, average_last: int, why: str):
 
 def load_translator(export_dir: str):
   """The translator SavedModel at ``export_dir``; InputError if it is not one."""
-  from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
+  from transformer.data import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
   try:
     translator = tokenizers_lib.load_saved_model(export_dir, "translator")
     missing = [name for name in ("translate", "translate_greedy", "tokenizers")

@@ -126,7 +126,7 @@ def default_config() -> ml_collections.ConfigDict:
   # rate is learning_rate_scale * (d_model * warmup_steps)^-0.5.
   config.training.learning_rate_scale = 1.0
   # Not in the paper: if > 0, the rate falls linearly to zero over the last
-  # cooldown_steps updates before cooldown_end_step (transformer/optimization.py),
+  # cooldown_steps updates before cooldown_end_step (transformer/model/optimization.py),
   # for runs with a fixed budget. Set the end step to the run's last step; it is
   # not taken from epochs, so a shorter rerun keeps the same schedule.
   config.training.cooldown_steps = 0

@@ -57,17 +57,17 @@ def checkpoint_steps(checkpoint_dir: Path) -> dict:
 def epoch_records(model_dir: Path) -> list:
   """The run's per-epoch records (``metrics.jsonl`` may also hold train.py's
   final BLEU line)."""
-  from transformer import plotting  # pylint: disable=g-import-not-at-top
+  from transformer.inference import plotting  # pylint: disable=g-import-not-at-top
   return [r for r in plotting.read_metrics(model_dir / "metrics.jsonl") if "train_loss" in r]
 
 
 def averaged_curve(model_dir: Path, pairs, average: int, only_epochs=()):
   """Yields one record per epoch with a full window of ``average`` checkpoints
   (per epoch in ``only_epochs``, when given)."""
-  from transformer import averaging  # pylint: disable=g-import-not-at-top
-  from transformer import evaluation  # pylint: disable=g-import-not-at-top
-  from transformer import run_folder  # pylint: disable=g-import-not-at-top
-  from transformer.checkpoint_files import CHECKPOINT_SUBDIR  # pylint: disable=g-import-not-at-top
+  from transformer.inference import averaging  # pylint: disable=g-import-not-at-top
+  from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
+  from transformer.run import run_folder  # pylint: disable=g-import-not-at-top
+  from transformer.run.checkpoint_files import CHECKPOINT_SUBDIR  # pylint: disable=g-import-not-at-top
   config, tokenizers, model, _ = run_folder.restore_model_dir(model_dir)
   by_step = checkpoint_steps(model_dir / CHECKPOINT_SUBDIR)
   steps = list(by_step)
@@ -116,7 +116,7 @@ def plot(epochs, curve, path, average, target=None, budget_minutes=None):
 
 def main(argv):
   del argv
-  from transformer import data  # pylint: disable=g-import-not-at-top
+  from transformer.data import ted  # pylint: disable=g-import-not-at-top
   if not _MODEL_DIR.value or not _OUTPUT.value:
     sys.exit("--model_dir and --output are required")
   if _AVERAGE.value < 1:
@@ -125,7 +125,7 @@ def main(argv):
     only_epochs = {int(epoch) for epoch in _EPOCHS.value}
   except ValueError:
     sys.exit(f"--epochs must be epoch numbers, got {','.join(_EPOCHS.value)}")
-  pairs = data.local_split_pairs(_DATA_DIR.value, "validation")
+  pairs = ted.local_split_pairs(_DATA_DIR.value, "validation")
   if _VALIDATION_PAIRS.value:
     pairs = pairs[:_VALIDATION_PAIRS.value]
   output = Path(_OUTPUT.value)

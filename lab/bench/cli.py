@@ -4,7 +4,7 @@
 :func:`run` is ``app.run`` with an expected failure (a missing or unreadable
 file, a damaged JSON, a bad argument) reported as one ``<script>: error: ...``
 line and exit status 1, and SIGINT/SIGTERM as one ``<script>: stopped by ...``
-line and 128 + the signal's number (:mod:`transformer.stop_signals`).
+line and 128 + the signal's number (:mod:`transformer.run.stop_signals`).
 """
 
 import json
@@ -13,8 +13,8 @@ import sys
 
 from absl import app
 
-from transformer import stop_signals
-from transformer.errors import describe_error
+from transformer.run import stop_signals
+from transformer.run.errors import describe_error
 
 
 class BenchError(Exception):

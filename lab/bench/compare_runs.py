@@ -19,8 +19,8 @@ from absl import flags
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from lab.bench import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
-from transformer import plotting  # pylint: disable=g-import-not-at-top,wrong-import-position
-from transformer.files import write_text_atomically  # pylint: disable=g-import-not-at-top,wrong-import-position
+from transformer.inference import plotting  # pylint: disable=g-import-not-at-top,wrong-import-position
+from transformer.run.files import write_text_atomically  # pylint: disable=g-import-not-at-top,wrong-import-position
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position  (after plotting's Agg backend)
 
 _RUNS = flags.DEFINE_multi_string("run", None, "label:folder holding metrics.jsonl.")

@@ -11,8 +11,8 @@ import hashlib
 
 import numpy as np
 
-from transformer import data
-from transformer import pipeline
+from transformer.data import ted
+from transformer.data import pipeline
 
 DATA_SHUFFLE_SEED = 1234
 
@@ -29,7 +29,7 @@ def fingerprint(batches) -> str:
 
 def shuffled_train_pairs(data_dir):
   """The training pairs in the one fixed order every arm trains on."""
-  pairs = data.local_split_pairs(data_dir, "train")
+  pairs = ted.local_split_pairs(data_dir, "train")
   order = np.random.default_rng(DATA_SHUFFLE_SEED).permutation(len(pairs))
   return [pairs[i] for i in order]
 
@@ -37,16 +37,16 @@ def shuffled_train_pairs(data_dir):
 def make_batches(data_dir, tokenizers, steps: int, tokens_per_batch: int, max_tokens: int):
   """The training batches every arm sees and the validation batches and pairs,
   as in-memory cached datasets (filled here, read by every arm)."""
-  shuffled = data.pairs_to_dataset(shuffled_train_pairs(data_dir))
+  shuffled = ted.pairs_to_dataset(shuffled_train_pairs(data_dir))
   tokenized = pipeline.tokenize_pairs(shuffled, tokenizers, max_tokens)
   # Passes over the data repeat that one order: no randomness after it.
   train = pipeline.batch_tokenized(tokenized.repeat(), max_tokens=max_tokens,
                                    tokens_per_batch=tokens_per_batch,
                                    shuffle=False).take(steps).cache()
   sum(1 for _ in train)  # fills the cache
-  validation_pairs = data.local_split_pairs(data_dir, "validation")
+  validation_pairs = ted.local_split_pairs(data_dir, "validation")
   validation = pipeline.batch_tokenized(
-      pipeline.tokenize_pairs(data.pairs_to_dataset(validation_pairs), tokenizers, max_tokens),
+      pipeline.tokenize_pairs(ted.pairs_to_dataset(validation_pairs), tokenizers, max_tokens),
       max_tokens=max_tokens, batch_size=64, shuffle=False).cache()
   sum(1 for _ in validation)  # fills the cache
   return train, validation, validation_pairs

@@ -85,9 +85,10 @@ def real_tokens_per_side(batches):
 
 def build_batches(config, tokenizers, steps):
   """{arm: list of batches}; the random arms share one list."""
-  from transformer import data, pipeline  # pylint: disable=g-import-not-at-top
-  pairs = data.local_split_pairs(_DATA_DIR.value, "train")
-  tokenized = pipeline.tokenize_pairs(data.pairs_to_dataset(pairs), tokenizers,
+  from transformer.data import ted  # pylint: disable=g-import-not-at-top
+  from transformer.data import pipeline  # pylint: disable=g-import-not-at-top
+  pairs = ted.local_split_pairs(_DATA_DIR.value, "train")
+  tokenized = pipeline.tokenize_pairs(ted.pairs_to_dataset(pairs), tokenizers,
                                       config.data.max_tokens).cache()
 
   def batches(**batching):
@@ -107,11 +108,12 @@ def build_batches(config, tokenizers, steps):
 
 
 def validation_batches(config, tokenizers):
-  from transformer import data, pipeline  # pylint: disable=g-import-not-at-top
-  pairs = data.local_split_pairs(_DATA_DIR.value, "validation")
+  from transformer.data import ted  # pylint: disable=g-import-not-at-top
+  from transformer.data import pipeline  # pylint: disable=g-import-not-at-top
+  pairs = ted.local_split_pairs(_DATA_DIR.value, "validation")
   if _VAL_PAIRS.value:
     pairs = pairs[:_VAL_PAIRS.value]
-  return list(pipeline.make_batches(data.pairs_to_dataset(pairs), tokenizers,
+  return list(pipeline.make_batches(ted.pairs_to_dataset(pairs), tokenizers,
                                     max_tokens=config.data.max_tokens, batch_size=64,
                                     shuffle=False))
 
@@ -119,7 +121,7 @@ def validation_batches(config, tokenizers):
 def evaluator(model):
   """``batches -> (loss, accuracy)`` per real token, without dropout, for any model."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from transformer import losses  # pylint: disable=g-import-not-at-top
+  from transformer.model import losses  # pylint: disable=g-import-not-at-top
 
   @tf.function(reduce_retracing=True)
   def sums(source, target_input, labels):
@@ -226,7 +228,7 @@ def main(argv):
     sys.exit(f"--eval_steps: not a list of integers: {','.join(_EVAL_STEPS.value)}")
   machine.set_threads(_THREADS.value)
   from configs import tutorial  # pylint: disable=g-import-not-at-top
-  from transformer.tokenizers import load_tokenizers, vocab_sizes  # pylint: disable=g-import-not-at-top
+  from transformer.data.tokenizers import load_tokenizers, vocab_sizes  # pylint: disable=g-import-not-at-top
   started = time.time()
   activity_start = machine.other_activity()
   print(machine.summary_line(activity_start), flush=True)
@@ -256,7 +258,7 @@ def main(argv):
       run_arm(arm, batches[arm], config, vocab_sizes(tokenizers), validation, eval_steps,
               write)
     write({"activity_end": machine.other_activity(), "wall_seconds": time.time() - started})
-  from transformer import plotting  # pylint: disable=g-import-not-at-top
+  from transformer.inference import plotting  # pylint: disable=g-import-not-at-top
   plot(plotting.read_metrics(output), _PLOT.value)  # every arm in the file, --append's too
   print(f"wrote {output} and {_PLOT.value}")
 

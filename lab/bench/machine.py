@@ -15,7 +15,7 @@ import time
 from absl import flags
 
 from transformer import config
-from transformer import runtime
+from transformer.run import runtime
 
 # Benchmarks measure TensorFlow as train.py runs it. Set on import because most
 # benchmarks import TensorFlow (through transformer/) right after this module.
@@ -110,7 +110,7 @@ def define_input_flags():
 
 
 def set_threads(threads):
-  """:func:`transformer.runtime.set_cpu_threads` for a benchmark's ``--threads``
+  """:func:`transformer.run.runtime.set_cpu_threads` for a benchmark's ``--threads``
   (0: one thread per usable core, unless ``TF_NUM_*`` say otherwise)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   runtime.set_cpu_threads(tf, threads)

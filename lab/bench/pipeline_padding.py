@@ -1,6 +1,6 @@
 """Padding of random vs bucketed vs token-budget batches (tutorial: "Set up a data pipeline").
 
-Runs `transformer.pipeline.make_batches` over the real training split with the
+Runs `transformer.data.pipeline.make_batches` over the real training split with the
 tutorial's tokenizer and prints, for each batching scheme, the number of
 batches, the fraction of padded positions (source + decoder input) and its
 ratio to random batches measured in the same run.
@@ -21,10 +21,10 @@ import numpy as np
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 
-from transformer import data  # pylint: disable=g-import-not-at-top,wrong-import-position
+from transformer.data import ted  # pylint: disable=g-import-not-at-top,wrong-import-position
 from transformer.config import SHARED_DATA_DIR  # pylint: disable=g-import-not-at-top,wrong-import-position
-from transformer import pipeline  # pylint: disable=g-import-not-at-top,wrong-import-position
-from transformer import tokenizers  # pylint: disable=g-import-not-at-top,wrong-import-position
+from transformer.data import pipeline  # pylint: disable=g-import-not-at-top,wrong-import-position
+from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 DATA_DIR = flags.DEFINE_string("data_dir", str(SHARED_DATA_DIR / "ted_hrlr_pt_to_en"),
                                "folder with pt.train en.train ...")
@@ -55,7 +55,7 @@ def main(argv):
   del argv
   print(f"machine: {platform.machine()} {platform.processor() or ''} "
         f"{os.cpu_count()} CPUs, python {platform.python_version()}")
-  train = data.load_split(DATA_DIR.value, "train")
+  train = ted.load_split(DATA_DIR.value, "train")
   tokenizer_pair = tokenizers.load_tokenizers(TOKENIZER.value)
   common = dict(max_tokens=MAX_TOKENS.value, seed=0)
   schemes = [

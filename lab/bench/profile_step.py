@@ -108,7 +108,7 @@ def main(argv):
   activity = machine.other_activity()
   print(machine.summary_line(activity), flush=True)
   from configs import tutorial  # pylint: disable=g-import-not-at-top
-  from transformer.tokenizers import load_tokenizers, vocab_sizes  # pylint: disable=g-import-not-at-top
+  from transformer.data.tokenizers import load_tokenizers, vocab_sizes  # pylint: disable=g-import-not-at-top
   config = tutorial.get_config()
   tokenizers = load_tokenizers(FLAGS.tokenizer)
   vocab = vocab_sizes(tokenizers)

@@ -28,9 +28,9 @@ from absl import flags
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from lab.bench import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
 from lab.bench import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
-from transformer import data  # pylint: disable=g-import-not-at-top,wrong-import-position
-from transformer import plotting  # pylint: disable=g-import-not-at-top,wrong-import-position
-from transformer.files import write_text_atomically  # pylint: disable=g-import-not-at-top,wrong-import-position
+from transformer.data import ted  # pylint: disable=g-import-not-at-top,wrong-import-position
+from transformer.inference import plotting  # pylint: disable=g-import-not-at-top,wrong-import-position
+from transformer.run.files import write_text_atomically  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 SHARED_DATA = machine.SHARED_DATA
 
@@ -95,7 +95,7 @@ def bleu_table(bleu_dir: Path) -> str:
 
 
 def samples(model_bleu_dir: Path, data_dir, count: int) -> str:
-  pairs = data.local_split_pairs(data_dir, "test")[:count]
+  pairs = ted.local_split_pairs(data_dir, "test")[:count]
   outputs = {}
   for path in sorted(model_bleu_dir.glob("test.*.txt")):
     if ".partial" in path.name:  # evaluate.py --max_sentences: not the whole split
@@ -115,7 +115,7 @@ def attention_plots(translator_dir, data_dir, results_dir: Path):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import  (tokenizer ops)
   translator = tf.saved_model.load(str(translator_dir))
-  sources = [source for source, _ in data.local_split_pairs(data_dir, "test")]
+  sources = [source for source, _ in ted.local_split_pairs(data_dir, "test")]
   by_length = sorted(sources[:200], key=lambda s: len(s.split()))
   for name, sentence in (("short", by_length[len(by_length) // 4]),
                          ("long", by_length[-len(by_length) // 10])):

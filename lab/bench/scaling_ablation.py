@@ -38,10 +38,10 @@ import numpy as np
 import tensorflow as tf
 
 from lab.bench.fixed_batches import fingerprint, make_batches
-from transformer import evaluation
+from transformer.inference import evaluation
 from transformer.config import SHARED_DATA_DIR, default_config, validate_config
-from transformer.export import Translator
-from transformer.tokenizers import load_tokenizers, vocab_sizes
+from transformer.inference.export import Translator
+from transformer.data.tokenizers import load_tokenizers, vocab_sizes
 from transformer.training.trainer import Trainer
 
 ARMS = {

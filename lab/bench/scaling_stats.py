@@ -9,13 +9,13 @@ No training and no data: writes ``stats.json`` and two figures,
    channels) of the token embedding, of the embedding × √d_model, and of the
    positional encoding, for the ``tutorial`` and ``base`` configurations and
    both ``model.embedding_initializer`` choices, read from a freshly built
-   :class:`transformer.embedding.PositionalEmbedding`.
+   :class:`transformer.model.embedding.PositionalEmbedding`.
 2. §3.2.1, 1/√d_k: for queries, keys and values with unit-variance entries
    (what the paper's footnote 4 assumes), the variance of the logits against d_k
    with and without 1/√d_k, the entropy of the softmax rows and their largest
    weight, and the gradient that passes the softmax (median norm per row) and
    reaches Q and K (root mean square), for an upstream gradient of norm about 1
-   per output row; all through :mod:`transformer.attention`'s own functions.
+   per output row; all through :mod:`transformer.model.attention`'s own functions.
    Then the same logit statistics in the first encoder self-attention of the
    freshly built ``tutorial`` and ``base`` models, with the switch on and off.
 """
@@ -31,9 +31,9 @@ import tensorflow as tf
 
 from configs import base
 from configs import tutorial
-from transformer.attention import attention_logits, masked_softmax, padding_mask
+from transformer.model.attention import attention_logits, masked_softmax, padding_mask
 from transformer.config import EMBEDDING_INITIALIZERS
-from transformer.embedding import PositionalEmbedding
+from transformer.model.embedding import PositionalEmbedding
 from transformer.model import Transformer
 
 CONFIGS = {"tutorial": tutorial.get_config, "base": base.get_config}

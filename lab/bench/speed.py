@@ -30,8 +30,8 @@ so that every method produces exactly ``--output_length`` tokens): the
 tutorial's ``Translator`` run eagerly and its ``ExportTranslator``
 (``tf.function``), one sentence at a time, the whole decoder re-run per token;
 against this project's cached greedy decoding and beam search
-(``transformer.decoding``) on batches of ``--batch_size`` sentences, from text
-to text like ``transformer.export.Translator``. Same A/B alternation.
+(``transformer.inference.decoding``) on batches of ``--batch_size`` sentences, from text
+to text like ``transformer.inference.export.Translator``. Same A/B alternation.
 
 Peak resident memory, each in a fresh process: the tutorial's training, ours
 (token-budget batches), and the paper's ``base`` model (joint 37,000-token
@@ -148,9 +148,10 @@ def batch_stats(batches, dims, target_vocab):
 def training_arms(config, tokenizers, steps):
   """{name: (which code, replayable dataset)}; the tutorial and ours share the
   random batches."""
-  from transformer import data, pipeline  # pylint: disable=g-import-not-at-top
-  pairs = data.local_split_pairs(_DATA_DIR.value, "train")[:_TRAIN_PAIRS.value]
-  tokenized = pipeline.tokenize_pairs(data.pairs_to_dataset(pairs), tokenizers,
+  from transformer.data import ted  # pylint: disable=g-import-not-at-top
+  from transformer.data import pipeline  # pylint: disable=g-import-not-at-top
+  pairs = ted.local_split_pairs(_DATA_DIR.value, "train")[:_TRAIN_PAIRS.value]
+  tokenized = pipeline.tokenize_pairs(ted.pairs_to_dataset(pairs), tokenizers,
                                       config.data.max_tokens).cache()
 
   def batches(**batching):
@@ -254,7 +255,7 @@ class WithoutEnd:
   @staticmethod
   def _forbid_end(logits):
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    from transformer.tokenizers import END_ID  # pylint: disable=g-import-not-at-top
+    from transformer.data.tokenizers import END_ID  # pylint: disable=g-import-not-at-top
     return logits + tf.one_hot(END_ID, tf.shape(logits)[-1], on_value=-1e9, off_value=0.0)
 
   def __call__(self, inputs, training=False):
@@ -268,7 +269,7 @@ class WithoutEnd:
 def decoders(config, tokenizers, ours, tutorial, length):
   """{name: (text → (text, tokens) callable, sentences at a time)}."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from transformer import decoding  # pylint: disable=g-import-not-at-top
+  from transformer.inference import decoding  # pylint: disable=g-import-not-at-top
   ours, tutorial = WithoutEnd(ours), WithoutEnd(tutorial)
 
   def text_to_text(decode):
@@ -312,13 +313,14 @@ def rss_child(kind):
   (the tutorial tokenizer's ids, < 7,765, fit in it), on 25,000-token batches.
   """
   from configs import base, tutorial  # pylint: disable=g-import-not-at-top
-  from transformer import data, pipeline  # pylint: disable=g-import-not-at-top
-  from transformer.tokenizers import load_tokenizers, vocab_sizes  # pylint: disable=g-import-not-at-top
+  from transformer.data import ted  # pylint: disable=g-import-not-at-top
+  from transformer.data import pipeline  # pylint: disable=g-import-not-at-top
+  from transformer.data.tokenizers import load_tokenizers, vocab_sizes  # pylint: disable=g-import-not-at-top
   tokenizers = load_tokenizers(_TOKENIZER.value)
   if kind == "base":
     config = with_length_groups(base.get_config(), _BASE_LENGTH_GROUPS.value)
-    pairs = data.local_split_pairs(_DATA_DIR.value, "train")[:_TRAIN_PAIRS.value]
-    batches = pipeline.make_batches(data.pairs_to_dataset(pairs), tokenizers,
+    pairs = ted.local_split_pairs(_DATA_DIR.value, "train")[:_TRAIN_PAIRS.value]
+    batches = pipeline.make_batches(ted.pairs_to_dataset(pairs), tokenizers,
                                     max_tokens=config.data.max_tokens, seed=0,
                                     tokens_per_batch=config.data.tokens_per_batch)
     batches, steps = batches.take(_BASE_STEPS.value), _BASE_STEPS.value
@@ -402,8 +404,8 @@ def main(argv):
   activity_start = machine.other_activity()
   print(machine.summary_line(activity_start), flush=True)
   from configs import tutorial  # pylint: disable=g-import-not-at-top
-  from transformer import data  # pylint: disable=g-import-not-at-top
-  from transformer.tokenizers import load_tokenizers, vocab_sizes  # pylint: disable=g-import-not-at-top
+  from transformer.data import ted  # pylint: disable=g-import-not-at-top
+  from transformer.data.tokenizers import load_tokenizers, vocab_sizes  # pylint: disable=g-import-not-at-top
 
   matmul_start = matmul_gflops()
   config = with_length_groups(tutorial.get_config(), 1)
@@ -424,7 +426,7 @@ def main(argv):
 
   print("decoding ...", flush=True)
   tutorial_baseline.copy_weights(trainer.model, tutorial_model)
-  sentences = [pt for pt, _ in data.local_split_pairs(_DATA_DIR.value, "validation")]
+  sentences = [pt for pt, _ in ted.local_split_pairs(_DATA_DIR.value, "validation")]
   counts = [_EAGER_SENTENCES.value, _TUTORIAL_SENTENCES.value, _DECODE_SENTENCES.value,
             _DECODE_SENTENCES.value]
   methods = decoders(config, tokenizers, trainer.model, tutorial_model, _OUTPUT_LENGTH.value)

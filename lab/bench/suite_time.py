@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 TEST_ENVIRONMENT = dict(os.environ)
 
 from lab.bench import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
-from transformer import runtime  # pylint: disable=g-import-not-at-top,wrong-import-position
+from transformer.run import runtime  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 TIERS = {"whole": [], "quick": ["-m", "not slow"]}
 

@@ -30,9 +30,9 @@ from absl import flags
 from lab.bench import machine
 from configs import cpu_2h
 from transformer import config as config_lib
-from transformer import data
-from transformer import pipeline
-from transformer.tokenizers import load_tokenizers, vocab_sizes
+from transformer.data import ted
+from transformer.data import pipeline
+from transformer.data.tokenizers import load_tokenizers, vocab_sizes
 from transformer.training.trainer import Trainer
 
 SHARED_DATA = machine.SHARED_DATA
@@ -137,10 +137,10 @@ def main(argv):
       if record.get("final"):
         finished.add(record["arm"])
   tokenizers = load_tokenizers(_TOKENIZER.value)
-  train_pairs = data.local_split_pairs(_DATA_DIR.value, "train")
-  validation_pairs = data.local_split_pairs(_DATA_DIR.value, "validation")
+  train_pairs = ted.local_split_pairs(_DATA_DIR.value, "train")
+  validation_pairs = ted.local_split_pairs(_DATA_DIR.value, "validation")
   max_tokens = cpu_2h.get_config().data.max_tokens
-  tokenized_train = pipeline.tokenize_pairs(data.pairs_to_dataset(train_pairs), tokenizers,
+  tokenized_train = pipeline.tokenize_pairs(ted.pairs_to_dataset(train_pairs), tokenizers,
                                             max_tokens).cache()
   for _ in tokenized_train:  # fills the cache now: tokenizing is not training time
     pass

@@ -65,7 +65,7 @@ scaled base's ratio at the unscaled magnitude.
 Per arm, ``<out_dir>/arms/<arm>.json``: validation perplexity per wordpiece
 (exp of the cross-entropy without label smoothing, teacher-forced), validation
 accuracy, BLEU with beam 4 and α 0.6 (both scorings of
-:func:`transformer.evaluation.evaluate_bleu`) on the first ``--bleu_sentences``
+:func:`transformer.inference.evaluation.evaluate_bleu`) on the first ``--bleu_sentences``
 validation pairs (0: all 1,193), training accuracy at the end (no dropout, on
 the first ``--train_eval_pairs`` training pairs of the fixed order), trainable
 parameters, steps, training seconds, seed, the curve (every ``--eval_every``
@@ -269,8 +269,8 @@ def train_arm(trainer, train, validation, steps: int, eval_every: int, curve_pat
 def final_metrics(trainer, config, tokenizers, pairs, bleu_dir: Path):
   """Perplexity and accuracy without label smoothing, training accuracy, beam BLEU;
   ``pairs``: {"validation", "train" (for the accuracy), "bleu"}."""
-  from transformer import evaluation  # pylint: disable=g-import-not-at-top
-  from transformer.export import Translator  # pylint: disable=g-import-not-at-top
+  from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
+  from transformer.inference.export import Translator  # pylint: disable=g-import-not-at-top
   unsmoothed = config.copy_and_resolve_references()
   unsmoothed.training.label_smoothing = 0.0
   val, train = (evaluation.teacher_forced_metrics(trainer.model, tokenizers, pairs[split],
@@ -293,7 +293,7 @@ def final_metrics(trainer, config, tokenizers, pairs, bleu_dir: Path):
 
 def run_arm(name, base, tokenizers, batches, out_dir: Path, work_dir: Path):
   """Trains and scores one arm; writes its JSON."""
-  from transformer.tokenizers import vocab_sizes  # pylint: disable=g-import-not-at-top
+  from transformer.data.tokenizers import vocab_sizes  # pylint: disable=g-import-not-at-top
   from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
   train, validation, pairs, sha256 = batches
   config = arm_config(name, base)
@@ -326,7 +326,7 @@ def run_arm(name, base, tokenizers, batches, out_dir: Path, work_dir: Path):
 def claim_arm(name: str, out_dir: Path, work_dir: Path):
   """The arm's held :class:`RunLock`, or None when another process trains the arm
   or finished it after this one listed its arms."""
-  from transformer import files  # pylint: disable=g-import-not-at-top
+  from transformer.run import files  # pylint: disable=g-import-not-at-top
   arm_dir = work_dir / name
   arm_dir.mkdir(parents=True, exist_ok=True)
   lock = files.RunLock(arm_dir)
@@ -346,7 +346,7 @@ def prepare(base, steps: int):
   the pairs :func:`final_metrics` reads, the training batches' SHA-256)."""
   # Here, not at the top: they import TensorFlow, which --report does without.
   from lab.bench.fixed_batches import fingerprint, make_batches, shuffled_train_pairs  # pylint: disable=g-import-not-at-top
-  from transformer.tokenizers import load_tokenizers  # pylint: disable=g-import-not-at-top
+  from transformer.data.tokenizers import load_tokenizers  # pylint: disable=g-import-not-at-top
   tokenizers = load_tokenizers(_TOKENIZER.value)
   train, validation, validation_pairs = make_batches(
       _DATA_DIR.value, tokenizers, steps, base.data.tokens_per_batch, base.data.max_tokens)

@@ -6,7 +6,7 @@ r"""XLA on the CPU: ``train.py --jit_compile`` against TensorFlow's graph execut
 Two questions decide whether XLA pays for ``configs/cpu_2h.py`` on a CPU:
 
 1. **How many shapes does it compile?** XLA compiles the step once per batch
-   shape. The token-budget pipeline (``transformer.pipeline.batch_tokenized``)
+   shape. The token-budget pipeline (``transformer.data.pipeline.batch_tokenized``)
    groups sentences by length and pads each batch to its own longest sentence,
    or, with ``static_shapes=True`` (what ``train.py --jit_compile`` uses), to
    its bucket's longest. For both, the shapes of two epochs are counted:
@@ -65,12 +65,13 @@ def main(argv):
   del argv
   if not _OUTPUT.value:
     sys.exit("--output is required")
-  from transformer import runtime  # pylint: disable=g-import-not-at-top
+  from transformer.run import runtime  # pylint: disable=g-import-not-at-top
   tf = runtime.import_tensorflow(verbose=False)
   machine.set_threads(_THREADS.value)
   from configs import cpu_2h  # pylint: disable=g-import-not-at-top
-  from transformer import data, pipeline  # pylint: disable=g-import-not-at-top
-  from transformer.tokenizers import load_tokenizers, vocab_sizes  # pylint: disable=g-import-not-at-top
+  from transformer.data import ted  # pylint: disable=g-import-not-at-top
+  from transformer.data import pipeline  # pylint: disable=g-import-not-at-top
+  from transformer.data.tokenizers import load_tokenizers, vocab_sizes  # pylint: disable=g-import-not-at-top
   from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
 
   started = machine.other_activity()
@@ -78,7 +79,7 @@ def main(argv):
   config = cpu_2h.get_config()
   tokenizers = load_tokenizers(_TOKENIZER.value)
   tokenized = pipeline.tokenize_pairs(
-      data.pairs_to_dataset(data.local_split_pairs(_DATA_DIR.value, "train")), tokenizers,
+      ted.pairs_to_dataset(ted.local_split_pairs(_DATA_DIR.value, "train")), tokenizers,
       config.data.max_tokens).cache()
 
   def epoch(seed, static_shapes):

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from helpers import tutorial_baseline
 from configs import tutorial
-from transformer import decoding
+from transformer.inference import decoding
 
 # The vocabulary sizes of the tutorial's tokenizer (7,765 pt and 7,010 en entries).
 TUTORIAL_VOCABULARIES = (7765, 7010)

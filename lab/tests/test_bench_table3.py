@@ -17,7 +17,7 @@ from lab.bench import table3
 from lab.bench import table3_report
 from configs import tiny
 from transformer.training.trainer import Trainer
-from transformer.files import RunLock
+from transformer.run.files import RunLock
 
 STEPS, EVAL_EVERY = 4, 2
 FIELDS = ("val_perplexity", "val_accuracy", "bleu", "bleu_whole_word", "train_accuracy",
@@ -250,7 +250,7 @@ def test_sqrt_ratio_keeps_the_scaled_bases_ratio_of_token_to_position():
   """RMS of the token part over RMS of the position part, at initialisation:
   the same in the base (× √d_model) and in sqrt_ratio (positions × d_model^-0.5),
   16 times smaller in the plain unscaled arm."""
-  from transformer.embedding import PositionalEmbedding  # pylint: disable=g-import-not-at-top
+  from transformer.model.embedding import PositionalEmbedding  # pylint: disable=g-import-not-at-top
   base = table3.base_config(100, 10, 1 / 3, 2048)
 
   def ratio(name):

@@ -15,7 +15,7 @@ import pytest
 
 from helpers.backends import needs_jax
 from helpers.prepared import random_prepared_folder
-from transformer import keras_checkpoints
+from transformer.run import keras_checkpoints
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 # Training runs under JAX; the checkpoint tests run on any backend.

@@ -32,7 +32,8 @@ import numpy as np
 
 for name in {MODEL_MODULES!r}:
   importlib.import_module("transformer." + name)
-from transformer import losses, optimization
+from transformer.model import losses
+from transformer.model import optimization
 from transformer.model import Transformer
 
 keras.utils.set_random_seed(0)

@@ -61,7 +61,7 @@ def test_kills_and_resumes_keep_exactly_keep_checkpoints(epoch_end_kills):
 
 def test_right_after_a_resume_the_index_lists_every_checkpoint(tmp_path):
   """Each round is a process that resumes, saves twice and is killed."""
-  from transformer import averaging  # pylint: disable=g-import-not-at-top
+  from transformer.inference import averaging  # pylint: disable=g-import-not-at-top
   step = 0
   for _ in range(4):
     checkpoints, _, optimizer, _ = small_checkpoints(tmp_path)
@@ -92,7 +92,7 @@ def test_a_cut_vocabulary_hash_file_says_so(tmp_path, tutorial_tokenizers):
   """What train.py and evaluate.py say
   (test_swapped_vocabulary_files_of_the_runs_tokenizer_are_refused runs train.py
   on the message of the same check)."""
-  from transformer import tokenizers  # pylint: disable=g-import-not-at-top
+  from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
   hash_file = tmp_path / tokenizers.VOCABULARY_HASH_FILE
   hash_file.write_text(tokenizers.vocabulary_hash(tutorial_tokenizers)[:12] + "\n")
   assert re.fullmatch(
@@ -103,7 +103,7 @@ def test_a_cut_vocabulary_hash_file_says_so(tmp_path, tutorial_tokenizers):
 
 
 def test_an_empty_vocabulary_file_is_named(tmp_path, tutorial_tokenizer_path):
-  from transformer import tokenizers  # pylint: disable=g-import-not-at-top
+  from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
   copy = shutil.copytree(tutorial_tokenizer_path, tmp_path / "tokenizer")
   (copy / "assets" / "en_vocab.txt").write_text("")
   with pytest.raises(tokenizers.TokenizerError,
@@ -112,7 +112,7 @@ def test_an_empty_vocabulary_file_is_named(tmp_path, tutorial_tokenizer_path):
 
 
 def test_readers_and_the_writer_of_metrics_jsonl_handle_a_cut_last_line(tmp_path, caplog):
-  from transformer import plotting  # pylint: disable=g-import-not-at-top
+  from transformer.inference import plotting  # pylint: disable=g-import-not-at-top
   from transformer.training import summaries  # pylint: disable=g-import-not-at-top
   from lab.bench import compare_runs  # pylint: disable=g-import-not-at-top
   metrics = tmp_path / "metrics.jsonl"

@@ -120,14 +120,14 @@ def test_a_truncated_newest_checkpoint_falls_back_to_the_one_before(tmp_path, ca
 
   # Nothing intact is left: refused, never started over.
   _truncate(tmp_path, 5)
-  from transformer import checkpoint_files  # pylint: disable=g-import-not-at-top
+  from transformer.run import checkpoint_files  # pylint: disable=g-import-not-at-top
   with pytest.raises(checkpoint_files.CheckpointError,
                      match=r"no intact checkpoint left in .*ckpt-5 \("):
     small_checkpoints(tmp_path)[0].restore()
 
 
 def test_evaluation_skips_a_truncated_newest_checkpoint(tmp_path, finished_run):
-  from transformer import run_folder  # pylint: disable=g-import-not-at-top
+  from transformer.run import run_folder  # pylint: disable=g-import-not-at-top
   model_dir = copy_run(finished_run, tmp_path)
   newest = checkpoint_steps(model_dir)[-1]
   _truncate(model_dir, newest)
@@ -265,7 +265,8 @@ def test_a_checkpoint_without_dropout_state_and_epoch_sums_resumes_marked_partia
 def shuffled_tokenizer(tmp_path_factory, tutorial_tokenizers):
   """The tutorial's vocabularies with the English one shuffled: same sizes."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from transformer import tokenizers, wordpiece  # pylint: disable=g-import-not-at-top
+  from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
+  from transformer.data import wordpiece  # pylint: disable=g-import-not-at-top
   folder = tmp_path_factory.mktemp("shuffled")
   paths = {}
   for language in ("pt", "en"):
@@ -282,7 +283,8 @@ def shuffled_tokenizer(tmp_path_factory, tutorial_tokenizers):
 
 def test_another_tokenizer_of_the_same_sizes_is_refused(tmp_path, finished_run, small_data,
                                                         shuffled_tokenizer):
-  from transformer import run_folder, tokenizers  # pylint: disable=g-import-not-at-top
+  from transformer.run import run_folder  # pylint: disable=g-import-not-at-top
+  from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
   model_dir = copy_run(finished_run, tmp_path)
   (model_dir / "tokenizer_path.txt").write_text(f"{shuffled_tokenizer}\n")
   with pytest.raises(tokenizers.TokenizerError, match="not those the run in .* was trained"):
@@ -298,7 +300,8 @@ def test_another_tokenizer_of_the_same_sizes_is_refused(tmp_path, finished_run, 
 
 
 def test_a_run_folder_without_a_recorded_vocabulary_hash_still_evaluates(tmp_path, finished_run):
-  from transformer import run_folder, tokenizers  # pylint: disable=g-import-not-at-top
+  from transformer.run import run_folder  # pylint: disable=g-import-not-at-top
+  from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
   model_dir = copy_run(finished_run, tmp_path)
   (model_dir / tokenizers.VOCABULARY_HASH_FILE).unlink()
   assert run_folder.restore_model_dir(model_dir)[3][-1].endswith("ckpt-6")

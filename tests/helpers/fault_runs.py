@@ -42,7 +42,8 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1",
 DRIVER = """
 import json, os, resource, runpy, signal, sys, time
 from tensorflow.python.ops import gen_io_ops
-from transformer import export, files
+from transformer.inference import export
+from transformer.run import files
 from transformer.training import checkpointing, summaries
 from transformer.training.trainer import Trainer
 

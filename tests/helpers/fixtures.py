@@ -47,15 +47,15 @@ def tutorial_tokenizer_path(shared_data_dir) -> Path:
 @pytest.fixture(scope="session")
 def tutorial_tokenizers(tutorial_tokenizer_path):
   """The tutorial's converter, loaded."""
-  from transformer import tokenizers  # pylint: disable=g-import-not-at-top
+  from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
   return tokenizers.load_tokenizers(tutorial_tokenizer_path)
 
 
 @pytest.fixture(scope="session")
 def train_pairs(ted_data_dir):
   """The 51,785 training pairs in TFDS order."""
-  from transformer import data  # pylint: disable=g-import-not-at-top
-  return data.local_split_pairs(ted_data_dir, "train")
+  from transformer.data import ted  # pylint: disable=g-import-not-at-top
+  return ted.local_split_pairs(ted_data_dir, "train")
 
 
 def cache_dir(config, tmp_path_factory, name: str) -> Path:
@@ -86,7 +86,7 @@ def guide_tokenizers_build(tokenizer_cache_dir, train_pairs):
     (path of the SavedModel, seconds the call took: the build time on a
     rebuild, about zero when cached).
   """
-  from transformer import tokenizers  # pylint: disable=g-import-not-at-top
+  from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
   start = time.time()
   # The test workers share the cache: one builds, the others wait for it
   # rather than build too and replace the folder another is reading.
@@ -99,7 +99,7 @@ def guide_tokenizers_build(tokenizer_cache_dir, train_pairs):
 
 @pytest.fixture(scope="session")
 def guide_tokenizers(guide_tokenizers_build):
-  from transformer import tokenizers  # pylint: disable=g-import-not-at-top
+  from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
   return tokenizers.load_tokenizers(guide_tokenizers_build[0])
 
 
@@ -221,8 +221,8 @@ def tiny_translator_dir(tutorial_tokenizers, tiny_config, make_model, tmp_path_f
   """An exported translator SavedModel of an untrained configs/tiny.py model
   (seeded), with the tutorial's tokenizers: for command-line tests."""
   import keras  # pylint: disable=g-import-not-at-top
-  from transformer import export  # pylint: disable=g-import-not-at-top
-  from transformer import tokenizers  # pylint: disable=g-import-not-at-top
+  from transformer.inference import export  # pylint: disable=g-import-not-at-top
+  from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
   config = tiny_config()
   keras.utils.set_random_seed(0)
   model = make_model(config, tokenizers.vocab_sizes(tutorial_tokenizers))

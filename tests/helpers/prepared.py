@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
-from transformer import shards
+from transformer.data import shards
 
 
 def random_prepared_folder(path: Path, pairs: int = 64, vocab_size: int = 300,

@@ -46,7 +46,7 @@ def assert_weights(model, expected):
 def write_model_dir(model_dir, config, tokenizer_path, tokenizers, count):
   """A train.py output folder of ``config``: config.json, tokenizer_path.txt and
   ``count`` Trainer checkpoints with random weights. Returns write_trainer_checkpoints'."""
-  from transformer.tokenizers import vocab_sizes  # pylint: disable=g-import-not-at-top
+  from transformer.data.tokenizers import vocab_sizes  # pylint: disable=g-import-not-at-top
   model_dir.mkdir(parents=True)
   (model_dir / "config.json").write_text(config.to_json())
   (model_dir / "tokenizer_path.txt").write_text(f"{tokenizer_path}\n")

@@ -1,11 +1,11 @@
-"""Attention plots at the size of a long sentence (transformer/plotting.py): the
+"""Attention plots at the size of a long sentence (transformer/inference/plotting.py): the
 labels laid out without overlaps. The plots' content: tests/unit/test_plotting.py."""
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 import numpy as np
 import pytest
 
-from transformer.plotting import save_attention_plot
+from transformer.inference.plotting import save_attention_plot
 
 
 def _overlaps(boxes):

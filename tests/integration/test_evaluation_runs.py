@@ -1,7 +1,7 @@
 """evaluate.py's evaluation in this process, with the tutorial's tokenizers: a
 run folder's averaged checkpoints scored, exported and scored again from the
 export, and its teacher-forced metrics against the Trainer's
-(transformer/evaluation.py, transformer/run_folder.py). The parts:
+(transformer/inference/evaluation.py, transformer/run/run_folder.py). The parts:
 tests/unit/test_evaluation.py; evaluate.py as a user runs it:
 tests/scripts/test_evaluate_cli.py."""
 
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from helpers.run_folders import PAIRS, assert_weights, write_data_dir, write_model_dir
-from transformer import evaluation
-from transformer import run_folder
+from transformer.inference import evaluation
+from transformer.run import run_folder
 
 
 @pytest.mark.slow
@@ -56,14 +56,14 @@ def test_evaluate_scores_an_averaged_model_dir_as_its_export_does(
 @pytest.mark.slow
 def test_teacher_forced_metrics_are_the_trainers_validation_metrics(tiny_config, make_trainer,
                                                                     tutorial_tokenizers):
-  from transformer import data  # pylint: disable=g-import-not-at-top
-  from transformer import pipeline  # pylint: disable=g-import-not-at-top
-  from transformer.tokenizers import vocab_sizes  # pylint: disable=g-import-not-at-top
+  from transformer.data import ted  # pylint: disable=g-import-not-at-top
+  from transformer.data import pipeline  # pylint: disable=g-import-not-at-top
+  from transformer.data.tokenizers import vocab_sizes  # pylint: disable=g-import-not-at-top
   config = tiny_config()
   config.training.label_smoothing = 0.1
   trainer = make_trainer(config, vocab_sizes(tutorial_tokenizers))
   expected = trainer.evaluate(pipeline.make_batches(
-      data.pairs_to_dataset(PAIRS), tutorial_tokenizers, max_tokens=config.data.max_tokens,
+      ted.pairs_to_dataset(PAIRS), tutorial_tokenizers, max_tokens=config.data.max_tokens,
       batch_size=config.data.batch_size, shuffle=False))
   metrics = evaluation.teacher_forced_metrics(trainer.model, tutorial_tokenizers, PAIRS, config)
   assert metrics["tokens"] == expected["tokens"]

@@ -1,4 +1,4 @@
-"""Exported translator SavedModel and .keras saving (transformer/export.py).
+"""Exported translator SavedModel and .keras saving (transformer/inference/export.py).
 
 translate.py, which reads them: tests/scripts/."""
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer import export
+from transformer.inference import export
 
 MAX_POSITION = 64  # short_config's
 LONG_SENTENCE = " ".join(["palavra"] * 10_000)
@@ -27,7 +27,7 @@ def subprocess_env():
 @pytest.fixture(scope="module")
 def exported(short_config, make_model, tutorial_tokenizers, tmp_path_factory):
   """(export dir, in-memory Translator, loaded SavedModel) for an untrained tiny model."""
-  from transformer.tokenizers import vocab_sizes  # pylint: disable=g-import-not-at-top
+  from transformer.data.tokenizers import vocab_sizes  # pylint: disable=g-import-not-at-top
   config = short_config()
   keras.utils.set_random_seed(0)
   model = make_model(config, vocab_sizes(tutorial_tokenizers))

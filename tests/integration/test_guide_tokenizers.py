@@ -1,4 +1,4 @@
-"""The tokenizers on real text (transformer/tokenizers.py): ours built with the
+"""The tokenizers on real text (transformer/data/tokenizers.py): ours built with the
 subword guide's settings on the full training split (about a minute of one
 core, then cached: conftest.py's guide_tokenizers_build) against the tutorial's
 converter, both through the interface the model uses, and exported ones loaded
@@ -14,7 +14,7 @@ import sys
 import pytest
 import tensorflow as tf
 
-from transformer import tokenizers
+from transformer.data import tokenizers
 
 # The tutorial converter's vocabulary sizes (subword guide settings, 8,000 target).
 TUTORIAL_VOCAB_SIZES = {"pt": 7765, "en": 7010}

@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from transformer.training.trainer import Trainer
-from transformer.optimization import WarmupInverseSquareRoot
+from transformer.model.optimization import WarmupInverseSquareRoot
 from transformer.training import step
 
 VOCAB = 50  # uneven_batch's ids are 1..49

@@ -30,15 +30,16 @@ def run_config(tiny_config):
 @pytest.fixture(scope="module")
 def vocab_sizes(tutorial_tokenizers):
   """(pt, en) vocabulary sizes of the tutorial's tokenizers."""
-  from transformer import tokenizers  # pylint: disable=g-import-not-at-top
+  from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
   return tokenizers.vocab_sizes(tutorial_tokenizers)
 
 
 @pytest.fixture(scope="module")
 def batches(train_pairs, tutorial_tokenizers):
   """make_batches(epoch) over the first 192 real pairs (12 batches of 16)."""
-  from transformer import data, pipeline  # pylint: disable=g-import-not-at-top
-  dataset = data.pairs_to_dataset(train_pairs[:192])
+  from transformer.data import ted  # pylint: disable=g-import-not-at-top
+  from transformer.data import pipeline  # pylint: disable=g-import-not-at-top
+  dataset = ted.pairs_to_dataset(train_pairs[:192])
 
   def make(epoch=0):
     return pipeline.make_batches(dataset, tutorial_tokenizers, max_tokens=64,
@@ -79,7 +80,7 @@ def test_resume_restores_step_and_optimizer_state(run_config, make_trainer, trai
   assert trainer.restore() == 10
   assert trainer.step == 10
   # The schedule continues from step 10, not from the start.
-  from transformer import optimization  # pylint: disable=g-import-not-at-top
+  from transformer.model import optimization  # pylint: disable=g-import-not-at-top
   expected = float(optimization.WarmupInverseSquareRoot(32, 100)(10))
   assert trainer.learning_rate == pytest.approx(expected)
   # Adam's moments came back (they are zero in a fresh optimizer).
@@ -93,7 +94,7 @@ def test_resume_restores_step_and_optimizer_state(run_config, make_trainer, trai
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(run_config, make_trainer, trained_dir,
                                                        batches, vocab_sizes, tmp_path):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from transformer.errors import NonFiniteLossError  # pylint: disable=g-import-not-at-top
+  from transformer.run.errors import NonFiniteLossError  # pylint: disable=g-import-not-at-top
   model_dir = tmp_path / "run"
   shutil.copytree(trained_dir, model_dir)
   trainer = make_trainer(run_config(train_steps=20), vocab_sizes, model_dir)
@@ -115,7 +116,7 @@ def test_corrupt_checkpoint_falls_back_then_fails_clearly(run_config, make_train
                                                           vocab_sizes, tmp_path):
   """Garbage in the newest checkpoint: the one before it is used; garbage in
   every one: refused, naming them (issue #32)."""
-  from transformer.checkpoint_files import CheckpointError  # pylint: disable=g-import-not-at-top
+  from transformer.run.checkpoint_files import CheckpointError  # pylint: disable=g-import-not-at-top
   model_dir = tmp_path / "run"
   shutil.copytree(trained_dir, model_dir)
   for step in (10, 5):
@@ -129,7 +130,7 @@ def test_corrupt_checkpoint_falls_back_then_fails_clearly(run_config, make_train
 
 def test_mismatched_checkpoint_fails_clearly(run_config, make_trainer, trained_dir, vocab_sizes,
                                              tmp_path):
-  from transformer.checkpoint_files import CheckpointError  # pylint: disable=g-import-not-at-top
+  from transformer.run.checkpoint_files import CheckpointError  # pylint: disable=g-import-not-at-top
   model_dir = tmp_path / "run"
   shutil.copytree(trained_dir, model_dir)
   config = run_config(train_steps=20)
@@ -186,7 +187,7 @@ def test_checkpoints_follow_the_interval_from_the_last_one(run_config, make_trai
 
 
 def test_epoch_summary_line():
-  from transformer import progress  # pylint: disable=g-import-not-at-top
+  from transformer.run import progress  # pylint: disable=g-import-not-at-top
   record = {"epoch": 3, "step": 1200, "complete": True, "steps_in_epoch": 400,
             "train_loss": 4.12346, "train_accuracy": 0.31204, "learning_rate": 1e-3,
             "tokens_per_second": 12345.6, "seconds": 95.24}

@@ -23,18 +23,18 @@ import tensorflow as tf
 import tensorflow_text  # pylint: disable=unused-import  (registers the tokenizer's ops)
 
 from helpers import tutorial_baseline
-from transformer import data
-from transformer.attention import CausalSelfAttention, CrossAttention, GlobalSelfAttention
-from transformer.decoder import Decoder, DecoderLayer
-from transformer.embedding import PositionalEmbedding, positional_encoding
-from transformer.encoder import Encoder, EncoderLayer
-from transformer.export import ExportTranslator, Translator, print_translation
-from transformer.feed_forward import FeedForward
-from transformer.losses import masked_accuracy, masked_loss
+from transformer.data import ted
+from transformer.model.attention import CausalSelfAttention, CrossAttention, GlobalSelfAttention
+from transformer.model.decoder import Decoder, DecoderLayer
+from transformer.model.embedding import PositionalEmbedding, positional_encoding
+from transformer.model.encoder import Encoder, EncoderLayer
+from transformer.inference.export import ExportTranslator, Translator, print_translation
+from transformer.model.feed_forward import FeedForward
+from transformer.model.losses import masked_accuracy, masked_loss
 from transformer.model import Transformer
-from transformer.optimization import CustomSchedule
-from transformer.pipeline import make_batches
-from transformer.plotting import plot_attention_head, plot_attention_weights
+from transformer.model.optimization import CustomSchedule
+from transformer.data.pipeline import make_batches
+from transformer.inference.plotting import plot_attention_head, plot_attention_weights
 
 MAX_TOKENS = 128
 # The tutorial's hyperparameters ("Training" → "Set hyperparameters").
@@ -57,7 +57,7 @@ def batch(ted_data_dir, tokenizers):
   files, in TFDS order, come from the shared folder. The tutorial's
   ``make_batches(train_examples)`` is ``make_batches(train_examples, tokenizers)``.
   """
-  train_examples = data.load_split(ted_data_dir, "train").take(256)
+  train_examples = ted.load_split(ted_data_dir, "train").take(256)
   train_batches = make_batches(train_examples, tokenizers, max_tokens=MAX_TOKENS,
                                batch_size=64, shuffle=False)
   for (pt, en), en_labels in train_batches.take(1):

@@ -51,7 +51,7 @@ def test_translate_verbose_shows_tensorflow_logs(tiny_translator_dir):
 
 def test_export_drops_the_signature_renaming_notices(tiny_config, make_model, tutorial_tokenizers,
                                                      tmp_path, monkeypatch, caplog):
-  from transformer import export  # pylint: disable=g-import-not-at-top
+  from transformer.inference import export  # pylint: disable=g-import-not-at-top
 
   def save_logging_as_tensorflow_does(obj, export_dir, signatures):
     del obj, export_dir, signatures
@@ -81,7 +81,7 @@ PINNED = "import os\nos.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
 # on others (an AVX-512 EPYC).
 PROBE = """
 import sys
-from transformer import runtime
+from transformer.run import runtime
 if len(sys.argv) > 1:
   runtime.set_cpu_threads(tf, int(sys.argv[1]))
 print(tf.config.threading.get_intra_op_parallelism_threads(),

@@ -18,7 +18,7 @@ import pytest
 
 from helpers.tf_log_lines import CPP_LOG_LINE
 from helpers.tf_log_lines import TF_PYTHON_LOG_LINE
-from transformer import progress
+from transformer.run import progress
 
 ROOT = Path(__file__).resolve().parents[2]
 ESCAPE = "\x1b"

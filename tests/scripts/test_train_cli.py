@@ -377,7 +377,7 @@ def test_jit_compile_trains_on_bucket_padded_batches(short_runs, jit_compile):
   """--jit_compile: train.py pads every batch to its bucket's length (pipeline
   static_shapes), so XLA compiles a step per bucket; without it, to the longest
   sentence of each side."""
-  from transformer import pipeline
+  from transformer.data import pipeline
   model_dir, shapes = short_runs[jit_compile]
   records = [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
   record = [r for r in records if "val_loss" in r][-1]  # the epoch's, before BLEU's

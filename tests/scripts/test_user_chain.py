@@ -21,7 +21,7 @@ TEST_PAIRS = 12  # test sentences evaluated and translated
 
 def run(script, *args, stdin=None):
   # Without TF_CPP_MIN_LOG_LEVEL, as a user's shell: importing TensorFlow in
-  # this process (transformer.data below) sets it to 1 in os.environ, which
+  # this process (transformer.data.ted below) sets it to 1 in os.environ, which
   # would let TensorFlow's C++ ERROR lines through the scripts' default of 3.
   env = {**os.environ, "PYTHONPATH": str(REPO_DIR)}
   env.pop("TF_CPP_MIN_LOG_LEVEL", None)
@@ -33,7 +33,7 @@ def run(script, *args, stdin=None):
 
 def test_train_then_evaluate_averaged_then_translate(tmp_path, ted_data_dir,
                                                      tutorial_tokenizer_path):
-  from transformer import data  # pylint: disable=g-import-not-at-top
+  from transformer.data import ted  # pylint: disable=g-import-not-at-top
   model_dir = tmp_path / "run"
   # 30 steps on 160 pairs (10 batches of 16 per epoch); a checkpoint and the
   # TensorBoard training scalars every 10.
@@ -69,7 +69,7 @@ def test_train_then_evaluate_averaged_then_translate(tmp_path, ted_data_dir,
 
   # translate.py on the averaged export gives the hypotheses evaluate.py scored
   # (which are in the split's TFDS order).
-  sources = [source for source, _ in data.local_split_pairs(data_dir, "test")]
+  sources = [source for source, _ in ted.local_split_pairs(data_dir, "test")]
   translated = run("translate.py", f"--export_dir={averaged}", "--method=greedy",
                    "--batch_size=1", "-", stdin="".join(s + "\n" for s in sources))
   assert translated.stdout.splitlines() == hypotheses
@@ -91,7 +91,7 @@ def test_train_then_evaluate_averaged_then_translate(tmp_path, ted_data_dir,
   table = (results / "bleu.md").read_text(encoding="utf-8")
   assert f"| test | greedy | average of 3 (10, 20, 30) | {record['bleu']:.2f} |" in table
   shown = (results / "samples.md").read_text(encoding="utf-8")
-  references = [reference for _, reference in data.local_split_pairs(data_dir, "test")]
+  references = [reference for _, reference in ted.local_split_pairs(data_dir, "test")]
   for i, (reference, hypothesis) in enumerate(zip(references, hypotheses)):
     assert f"{i + 1}. **pt:** {sources[i]}" in shown
     assert f"**reference:** {reference}" in shown and f"**greedy:** {hypothesis}" in shown

@@ -3,7 +3,7 @@
 import numpy as np
 import tensorflow as tf
 
-from transformer.attention import (MultiHeadAttention, attention_logits, causal_mask,
+from transformer.model.attention import (MultiHeadAttention, attention_logits, causal_mask,
                                    padding_mask, scaled_dot_product_attention)
 
 
@@ -85,7 +85,7 @@ def attention_outputs(layer, x):
 
 
 def test_residual_dropout_on_attention_is_the_papers_and_off_is_the_tutorials():
-  from transformer.attention import GlobalSelfAttention
+  from transformer.model.attention import GlobalSelfAttention
   x = np.random.default_rng(4).normal(size=(2, 6, 16)).astype(np.float32)
   paper = GlobalSelfAttention(4, 4, dropout_rate=0.5)
   inference, training = attention_outputs(paper, x)
@@ -96,7 +96,7 @@ def test_residual_dropout_on_attention_is_the_papers_and_off_is_the_tutorials():
 
 
 def test_attention_dropout_drops_weights_but_returns_them_whole():
-  from transformer.attention import GlobalSelfAttention
+  from transformer.model.attention import GlobalSelfAttention
   x = np.random.default_rng(5).normal(size=(2, 6, 16)).astype(np.float32)
   layer = GlobalSelfAttention(4, 4, dropout=0.5)
   inference, training = attention_outputs(layer, x)

@@ -1,11 +1,11 @@
-"""Whole-word BLEU on the Moses-tokenized references (transformer/bleu.py)."""
+"""Whole-word BLEU on the Moses-tokenized references (transformer/inference/bleu.py)."""
 
 import json
 
 import pytest
 
-from transformer import bleu
-from transformer import evaluation
+from transformer.inference import bleu
+from transformer.inference import evaluation
 
 
 @pytest.mark.parametrize("detokenized, moses", [

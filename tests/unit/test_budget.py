@@ -6,7 +6,7 @@ import pytest
 
 from transformer.training import budget
 from transformer.config import ConfigError, validate_config
-from transformer.optimization import WarmupInverseSquareRoot
+from transformer.model.optimization import WarmupInverseSquareRoot
 
 
 @pytest.mark.parametrize("used, done, per_epoch, max_epochs, expected", [

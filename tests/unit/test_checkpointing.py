@@ -68,7 +68,7 @@ def test_checkpoint_files_without_an_index_are_resumed_from(tmp_path):
 
 
 def test_checkpoints_of_both_trainers_are_named_and_numbered():
-  from transformer.checkpoint_files import checkpoint_name, checkpoint_step  # pylint: disable=g-import-not-at-top
+  from transformer.run.checkpoint_files import checkpoint_name, checkpoint_step  # pylint: disable=g-import-not-at-top
   # train.py's tf.train.Checkpoint prefix, and the JAX path's weights file.
   assert checkpoint_name("run/checkpoints/ckpt-30") == "ckpt-30"
   assert checkpoint_step("run/checkpoints/ckpt-30") == 30

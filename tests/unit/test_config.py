@@ -11,7 +11,7 @@ import configs.tiny
 import configs.tutorial
 from transformer.training import budget
 from transformer.config import ConfigError, resume_differences, validate_config
-from transformer.optimization import WarmupInverseSquareRoot, cooldown_mismatch
+from transformer.model.optimization import WarmupInverseSquareRoot, cooldown_mismatch
 
 
 @pytest.mark.parametrize("module", [configs.tiny, configs.tutorial, configs.base, configs.big,

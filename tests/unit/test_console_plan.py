@@ -14,9 +14,9 @@ import re
 
 import pytest
 
-from transformer import sources
-from transformer import files
-from transformer import progress
+from transformer.data import sources
+from transformer.run import files
+from transformer.run import progress
 
 ROOT = Path(__file__).resolve().parents[2]
 # A live line's start: "Epoch 2/~14 5/13 [", "Epoch 1 5/13 [".
@@ -77,7 +77,7 @@ def test_the_install_brings_tensorflow_datasets():
 # ----------------------------------------------------------------- partial scores
 
 def test_a_partial_score_is_labelled_and_never_overwrites_the_full_one(tmp_path):
-  from transformer import evaluation  # pylint: disable=g-import-not-at-top
+  from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
   pairs = [(f"frase {i} .", f"sentence {i} .") for i in range(6)]
   copy = lambda sources: [f"sentence {s.split()[1]} ." for s in sources]  # noqa: E731
   full = evaluation.evaluate_bleu(copy, pairs, tmp_path, "test", "greedy", split_size=6)

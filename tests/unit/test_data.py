@@ -1,11 +1,11 @@
-"""Tests for transformer.data: reading the TED HRLR files in TFDS order."""
+"""Tests for transformer.data.ted: reading the TED HRLR files in TFDS order."""
 
 import hashlib
 
 import pytest
 import tensorflow as tf
 
-from transformer import data
+from transformer.data import ted
 
 README_FIRST_TRAIN_PAIRS = [
     ("e quando melhoramos a procura , tiramos a única vantagem da impressão , "
@@ -26,7 +26,7 @@ def _write(path, text, encoding="utf-8"):
 @pytest.mark.parametrize("split, size", [("train", 51785), ("validation", 1193),
                                          ("test", 1803)])
 def test_split_sizes(ted_data_dir, split, size):
-  pairs, dropped = data.read_local_split(ted_data_dir, split)
+  pairs, dropped = ted.read_local_split(ted_data_dir, split)
   assert len(pairs) == size
   assert dropped == 0
 
@@ -36,7 +36,7 @@ def test_first_training_pairs_are_the_readmes(train_pairs):
 
 
 def test_load_split_from_folder_gives_string_pairs_in_tfds_order(ted_data_dir):
-  dataset = data.load_split(ted_data_dir, "train")
+  dataset = ted.load_split(ted_data_dir, "train")
   assert dataset.element_spec == (tf.TensorSpec([], tf.string), tf.TensorSpec([], tf.string))
   first = [(pt.numpy().decode(), en.numpy().decode()) for pt, en in dataset.take(3)]
   assert first == README_FIRST_TRAIN_PAIRS
@@ -44,30 +44,30 @@ def test_load_split_from_folder_gives_string_pairs_in_tfds_order(ted_data_dir):
 
 
 def test_tfds_order_sorts_by_md5_of_split_and_index():
-  order = data.tfds_order(50, "validation")
+  order = ted.tfds_order(50, "validation")
   assert sorted(order) == list(range(50))
   keys = [int(hashlib.md5(f"validation{i}".encode()).hexdigest(), 16) for i in order]
   assert keys == sorted(keys)
-  assert data.tfds_order(50, "train") != order
+  assert ted.tfds_order(50, "train") != order
 
 
 def test_read_parallel_files(tmp_path):
   source = _write(tmp_path / "pt.x", "um\ndois\n")
   target = _write(tmp_path / "en.x", "one\ntwo\n")
-  assert data.read_parallel_files(source, target) == ([("um", "one"), ("dois", "two")], 0)
+  assert ted.read_parallel_files(source, target) == ([("um", "one"), ("dois", "two")], 0)
 
 
 def test_missing_file_is_named(tmp_path):
   source = _write(tmp_path / "pt.x", "um\n")
-  with pytest.raises(data.DataError, match=r"missing data file: .*en\.x"):
-    data.read_parallel_files(source, tmp_path / "en.x")
+  with pytest.raises(ted.DataError, match=r"missing data file: .*en\.x"):
+    ted.read_parallel_files(source, tmp_path / "en.x")
 
 
 def test_different_line_counts_give_both_counts_and_files(tmp_path):
   source = _write(tmp_path / "pt.x", "um\ndois\ntrês\n")
   target = _write(tmp_path / "en.x", "one\ntwo\n")
-  with pytest.raises(data.DataError) as error:
-    data.read_parallel_files(source, target)
+  with pytest.raises(ted.DataError) as error:
+    ted.read_parallel_files(source, target)
   message = str(error.value)
   assert "pt.x has 3 lines" in message and "en.x has 2" in message
 
@@ -75,14 +75,14 @@ def test_different_line_counts_give_both_counts_and_files(tmp_path):
 def test_invalid_utf8_gives_file_and_line(tmp_path):
   source = _write(tmp_path / "pt.x", "um\ndois\n")
   target = _write(tmp_path / "en.x", b"one\nt\xffwo\n")
-  with pytest.raises(data.DataError, match=r"en\.x: line 2 is not valid UTF-8"):
-    data.read_parallel_files(source, target)
+  with pytest.raises(ted.DataError, match=r"en\.x: line 2 is not valid UTF-8"):
+    ted.read_parallel_files(source, target)
 
 
 def test_empty_pairs_are_dropped_and_counted(tmp_path):
   source = _write(tmp_path / "pt.x", "um\n\ntrês\nquatro\n")
   target = _write(tmp_path / "en.x", "one\ntwo\n  \nfour\n")
-  pairs, dropped = data.read_parallel_files(source, target)
+  pairs, dropped = ted.read_parallel_files(source, target)
   assert pairs == [("um", "one"), ("quatro", "four")]
   assert dropped == 2
 
@@ -93,22 +93,22 @@ def test_dropped_lines_keep_their_tfds_index(tmp_path):
   lines = [f"s{i}" for i in range(20)]
   _write(tmp_path / "pt.dev", "\n".join(lines) + "\n")
   _write(tmp_path / "en.dev", "\n".join("" if i == 5 else s for i, s in enumerate(lines)) + "\n")
-  pairs, dropped = data.read_local_split(tmp_path, "validation")
+  pairs, dropped = ted.read_local_split(tmp_path, "validation")
   assert dropped == 1
-  expected = [lines[i] for i in data.tfds_order(20, "validation") if i != 5]
+  expected = [lines[i] for i in ted.tfds_order(20, "validation") if i != 5]
   assert [pt for pt, _ in pairs] == expected
 
 
 def test_folder_without_the_files_lists_what_is_expected(tmp_path):
-  with pytest.raises(data.DataError, match=r"missing .*pt\.train.*Expected files: pt\.train"):
-    data.load_split(tmp_path, "train")
+  with pytest.raises(ted.DataError, match=r"missing .*pt\.train.*Expected files: pt\.train"):
+    ted.load_split(tmp_path, "train")
 
 
 def test_unknown_split_and_source():
-  with pytest.raises(data.DataError, match="unknown split 'dev'"):
-    data.split_files("anywhere", "dev")
-  with pytest.raises(data.DataError, match="neither 'tfds' nor a folder"):
-    data.load_split("/no/such/folder", "train")
+  with pytest.raises(ted.DataError, match="unknown split 'dev'"):
+    ted.split_files("anywhere", "dev")
+  with pytest.raises(ted.DataError, match="neither 'tfds' nor a folder"):
+    ted.load_split("/no/such/folder", "train")
 
 
 def test_tfds_source_needs_tensorflow_datasets():
@@ -116,6 +116,6 @@ def test_tfds_source_needs_tensorflow_datasets():
     import tensorflow_datasets  # pylint: disable=g-import-not-at-top,unused-import
   except ImportError:
     with pytest.raises(ImportError, match="tensorflow-datasets"):
-      data.load_split("tfds", "train")
+      ted.load_split("tfds", "train")
   else:
     pytest.skip("tensorflow_datasets is installed; loading would need the internet")

@@ -1,4 +1,4 @@
-"""Greedy and beam-search decoding (transformer/decoding.py)."""
+"""Greedy and beam-search decoding (transformer/inference/decoding.py)."""
 
 import math
 
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer import decoding
-from transformer.attention import padding_mask
-from transformer.losses import masked_loss
-from transformer.optimization import make_optimizer
+from transformer.inference import decoding
+from transformer.model.attention import padding_mask
+from transformer.model.losses import masked_loss
+from transformer.model.optimization import make_optimizer
 
 END = decoding.END_ID
 VOCAB = 24  # Reserved ids 0-3, then 20 "words".

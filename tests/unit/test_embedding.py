@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer.embedding import PositionalEmbedding, positional_encoding
+from transformer.model.embedding import PositionalEmbedding, positional_encoding
 
 
 def paper_formula(pos, channel, depth):

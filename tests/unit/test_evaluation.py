@@ -1,5 +1,5 @@
-"""BLEU evaluation and checkpoint averaging (transformer/evaluation.py,
-transformer/averaging.py, transformer/run_folder.py). evaluate.py's whole
+"""BLEU evaluation and checkpoint averaging (transformer/inference/evaluation.py,
+transformer/inference/averaging.py, transformer/run/run_folder.py). evaluate.py's whole
 evaluation in this process: tests/integration/test_evaluation_runs.py; as a
 user runs it: tests/scripts/test_evaluate_cli.py."""
 
@@ -14,10 +14,10 @@ import sacrebleu
 import tensorflow as tf
 
 from helpers.run_folders import PAIRS, VOCAB, assert_weights, write_trainer_checkpoints
-from transformer import averaging
-from transformer import evaluation
-from transformer import checkpoint_files
-from transformer.checkpoint_files import CheckpointError
+from transformer.inference import averaging
+from transformer.inference import evaluation
+from transformer.run import checkpoint_files
+from transformer.run.checkpoint_files import CheckpointError
 
 
 def test_evaluate_bleu_scores_writes_and_keeps_order(tmp_path):
@@ -62,7 +62,7 @@ def test_bleu_on_tokenized_text_says_so_without_sacrebleu_warning(tmp_path, capl
   assert result["bleu"] == pytest.approx(100.0)
   assert "detokenize" not in caplog.text + capfd.readouterr().err
   record = json.loads((tmp_path / "test.greedy.json").read_text())
-  assert "tokenized" in record["note"] and "transformer/evaluation.py" in record["note"]
+  assert "tokenized" in record["note"] and "transformer/inference/evaluation.py" in record["note"]
 
 
 def test_averaging_trainer_checkpoints_gives_the_mean_of_each_variable(make_model, short_config,

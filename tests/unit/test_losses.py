@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer.losses import (masked_accuracy, masked_correct_sum,
+from transformer.model.losses import (masked_accuracy, masked_correct_sum,
                                 masked_cross_entropy_sum, masked_loss)
 
 

@@ -1,14 +1,14 @@
 """Masks reach every layer: no look-ahead leakage, no attention to padding.
 
 These are the properties the tutorial's implicit Keras masking loses under
-Keras 3 (see transformer/attention.py); here they are checked end to end.
+Keras 3 (see transformer/model/attention.py); here they are checked end to end.
 """
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer.attention import padding_mask
+from transformer.model.attention import padding_mask
 
 VOCAB = 40
 

@@ -162,12 +162,12 @@ def test_mixed_precision_keeps_float32_logits(make_model, random_batch):
 
 
 def layer_cases():
-  from transformer.attention import (CausalSelfAttention, CrossAttention,
+  from transformer.model.attention import (CausalSelfAttention, CrossAttention,
                                      GlobalSelfAttention, MultiHeadAttention)
-  from transformer.decoder import Decoder, DecoderLayer
-  from transformer.embedding import PositionalEmbedding
-  from transformer.encoder import Encoder, EncoderLayer
-  from transformer.feed_forward import FeedForward
+  from transformer.model.decoder import Decoder, DecoderLayer
+  from transformer.model.embedding import PositionalEmbedding
+  from transformer.model.encoder import Encoder, EncoderLayer
+  from transformer.model.feed_forward import FeedForward
   rng = np.random.default_rng(4)
   x = rng.normal(size=(2, 5, 8)).astype(np.float32)
   context = rng.normal(size=(2, 7, 8)).astype(np.float32)

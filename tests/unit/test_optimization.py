@@ -11,7 +11,7 @@ import configs.base
 import configs.tiny
 import configs.tutorial
 from transformer.config import ConfigError, validate_config
-from transformer.optimization import WarmupInverseSquareRoot, cooldown_mismatch, make_optimizer
+from transformer.model.optimization import WarmupInverseSquareRoot, cooldown_mismatch, make_optimizer
 
 
 @pytest.mark.parametrize("step, expected", [

@@ -1,12 +1,12 @@
-"""Tests for transformer.pipeline: tokenized, trimmed, shuffled, bucketed batches."""
+"""Tests for transformer.data.pipeline: tokenized, trimmed, shuffled, bucketed batches."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer import data
-from transformer import pipeline
-from transformer import tokenizers
+from transformer.data import ted
+from transformer.data import pipeline
+from transformer.data import tokenizers
 
 START, END = tokenizers.START_ID, tokenizers.END_ID
 
@@ -14,7 +14,7 @@ START, END = tokenizers.START_ID, tokenizers.END_ID
 @pytest.fixture(scope="module")
 def subset(train_pairs):
   """The first 2,000 training pairs (TFDS order) as a dataset."""
-  return data.pairs_to_dataset(train_pairs[:2000])
+  return ted.pairs_to_dataset(train_pairs[:2000])
 
 
 def _batches(dataset, limit=None):

@@ -1,9 +1,9 @@
-"""Attention plots (transformer/plotting.py)."""
+"""Attention plots (transformer/inference/plotting.py)."""
 
 import numpy as np
 import pytest
 
-from transformer.plotting import save_attention_plot
+from transformer.inference.plotting import save_attention_plot
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -46,7 +46,7 @@ def test_rejects_tokens_that_do_not_match_the_weights(tmp_path):
 
 
 def test_training_curves_plot_every_epoch_record(tmp_path):
-  from transformer.plotting import plot_training_curves  # pylint: disable=g-import-not-at-top
+  from transformer.inference.plotting import plot_training_curves  # pylint: disable=g-import-not-at-top
   metrics = tmp_path / "metrics.jsonl"
   metrics.write_text(
       '{"epoch": 1, "step": 10, "complete": true, "steps_in_epoch": 10, "train_loss": 6.0, '

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 import configs.tiny
 from transformer.config import ConfigError, validate_config
-from transformer.embedding import PositionalEmbedding, positional_encoding
+from transformer.model.embedding import PositionalEmbedding, positional_encoding
 from transformer.model import Transformer
 
 D_MODEL, MAX_POSITION, VOCAB = 16, 24, 30

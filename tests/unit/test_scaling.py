@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer import decoding
+from transformer.inference import decoding
 from transformer.config import ConfigError, default_config, validate_config
 from transformer.model import Transformer
 

@@ -1,4 +1,4 @@
-"""Prepared shards (transformer/shards.py): written whole, read back or refused
+"""Prepared shards (transformer/data/shards.py): written whole, read back or refused
 with the file named, and batched as the tf.data pipeline batches."""
 
 import json
@@ -7,7 +7,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from transformer import shards
+from transformer.data import shards
 
 
 def random_pairs(count, seed=0, max_length=40):

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from transformer import stop_signals
+from transformer.run import stop_signals
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ def test_nothing_is_installed_off_the_main_thread(previous_handlers):
 
 _SIGNAL_IN_A_DESTRUCTOR = """
 import os, signal, sys, time
-from transformer import stop_signals
+from transformer.run import stop_signals
 stop_signals.interrupt_on_signals(lambda e: print(f"stopped by {e.name}", file=sys.stderr))
 class Dying:
   def __del__(self):

@@ -1,4 +1,4 @@
-"""Tests for transformer.tokenizers: building, caching, exporting and loading,
+"""Tests for transformer.data.tokenizers: building, caching, exporting and loading,
 on toy vocabularies. Ours built on the full training split against the
 tutorial's: tests/integration/test_guide_tokenizers.py."""
 
@@ -9,9 +9,9 @@ import string
 import pytest
 import tensorflow as tf
 
-from transformer import data
-from transformer import tokenizers
-from transformer import wordpiece
+from transformer.data import ted
+from transformer.data import tokenizers
+from transformer.data import wordpiece
 
 TOY_PAIRS = [("olá , mundo !", "hello , world !"), ("mas e se ?", "but what if ?")]
 
@@ -78,7 +78,7 @@ def test_cache_key_from_a_data_folder_equals_key_from_its_pairs(tmp_path, builde
   (data_dir / "pt.train").write_text("".join(pt + "\n" for pt, _ in TOY_PAIRS))
   (data_dir / "en.train").write_text("".join(en + "\n" for _, en in TOY_PAIRS))
   from_folder = tokenizers.get_or_build_tokenizers(data_dir, tmp_path / "cache")
-  pairs = data.local_split_pairs(data_dir, "train")
+  pairs = ted.local_split_pairs(data_dir, "train")
   assert tokenizers.get_or_build_tokenizers(pairs, tmp_path / "cache") == from_folder
   assert len(builder_calls) == 1
 

@@ -31,11 +31,11 @@ module                 what it does
 =====================  ==========================================================
 
 What training shares with evaluation and the scripts lives outside this
-package, which only training imports: the process set-up (``transformer.runtime``),
-the progress line (``transformer.progress``), stopping on signals
-(``transformer.stop_signals``), errors (``transformer.errors``), safe files and
-the run's lock (``transformer.files``) and the checkpoint files
-(``transformer.checkpoint_files``, ``transformer.keras_checkpoints``).
+package, which only training imports: the process set-up (``transformer.run.runtime``),
+the progress line (``transformer.run.progress``), stopping on signals
+(``transformer.run.stop_signals``), errors (``transformer.run.errors``), safe files and
+the run's lock (``transformer.run.files``) and the checkpoint files
+(``transformer.run.checkpoint_files``, ``transformer.run.keras_checkpoints``).
 
 Import the modules themselves (``from transformer.training.trainer import
 Trainer``): the package imports none of them, so that the JAX path

@@ -4,7 +4,7 @@ Not in the paper, whose runs have a step count and whose §5.3 schedule has no
 end. A run given ``training.time_budget_minutes`` trains whole epochs while
 they fit in the budget, and its learning rate falls linearly to zero over the
 last ``training.cooldown_fraction`` of them (the cooldown of
-:class:`transformer.optimization.WarmupInverseSquareRoot`). The same
+:class:`transformer.model.optimization.WarmupInverseSquareRoot`). The same
 configuration then gets more epochs on a faster machine and fewer on a slower
 one, instead of a fixed count that overruns the budget on a slow day.
 

@@ -22,7 +22,7 @@ over silently. A save that fails (a full disk) raises :class:`CheckpointError`
 naming the path and the last good checkpoint.
 
 The names of the checkpoint files and which of them are intact are
-:mod:`transformer.checkpoint_files`' (evaluation reads them too).
+:mod:`transformer.run.checkpoint_files`' (evaluation reads them too).
 
 Under a multi-worker strategy every worker must take part in saving; only the
 chief writes to ``<model_dir>/checkpoints``, the others to a throw-away folder
@@ -37,11 +37,11 @@ from typing import Dict, Optional
 from absl import logging
 import tensorflow as tf
 
-from transformer import progress
-from transformer.checkpoint_files import (
+from transformer.run import progress
+from transformer.run.checkpoint_files import (
     CHECKPOINT_SUBDIR, CheckpointError, drop_unreadable_newest, intact_checkpoints,
     remove_partial_writes, write_index, written_checkpoints)
-from transformer.errors import describe_error
+from transformer.run.errors import describe_error
 from transformer.training import distribute
 
 

@@ -114,7 +114,7 @@ def distribute_dataset(strategy, dataset):
   every epoch, validation and ``Trainer.train_on_batches`` call.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from transformer import pipeline  # pylint: disable=g-import-not-at-top
+  from transformer.data import pipeline  # pylint: disable=g-import-not-at-top
   dataset = pipeline.without_autotuner(dataset)
   if getattr(strategy, "cluster_resolver", None) is not None:
     options = tf.data.Options()

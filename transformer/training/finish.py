@@ -19,10 +19,10 @@ import sys
 
 from absl import logging
 
-from transformer import files
-from transformer import progress
-from transformer import run_folder
-from transformer.errors import describe_error
+from transformer.run import files
+from transformer.run import progress
+from transformer.run import run_folder
+from transformer.run.errors import describe_error
 from transformer.training.run_checks import RunError
 
 
@@ -75,8 +75,8 @@ class Bleu:
     """BLEU of `translator` (default: an in-memory one over the current model) on
     the validation pairs; writes <model_dir>/bleu/<split_name>.<method>.{txt,json}
     and the score at `step` to TensorBoard's logs/validation, beside the losses."""
-    from transformer import evaluation  # pylint: disable=g-import-not-at-top
-    from transformer import export as export_lib  # pylint: disable=g-import-not-at-top
+    from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
+    from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
     if translator is None:
       if self._in_memory_translator is None:
         self._in_memory_translator = export_lib.Translator(self.tokenizers, self.model,
@@ -96,7 +96,7 @@ class Bleu:
 
 def exported_step(model_dir: Path):
   """The step of the export in ``model_dir/export`` (its export_info.json), or None."""
-  from transformer import export as export_lib  # pylint: disable=g-import-not-at-top
+  from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
   try:
     info = json.loads((model_dir / "export" / export_lib.EXPORT_INFO_FILE).read_text())
     return info["step"]
@@ -106,10 +106,10 @@ def exported_step(model_dir: Path):
 
 def export(trainer, tokenizers, config, model_dir):
   """Exports the translator SavedModel and the .keras model into export/, swapped
-  in whole (:func:`transformer.export.begin_swap`); returns the in-memory
+  in whole (:func:`transformer.inference.export.begin_swap`); returns the in-memory
   translator and the paths. A failed write (a full disk) keeps the old export."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from transformer import export as export_lib  # pylint: disable=g-import-not-at-top
+  from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
   export_dir = model_dir / "export"
   staging = export_lib.begin_swap(export_dir)
   try:

@@ -1,7 +1,7 @@
 """The JAX trainer's checkpoints (:class:`transformer.training.keras_loop.Trainer`),
 as :mod:`transformer.training.checkpointing` is the TensorFlow trainer's.
 
-Each is a :mod:`transformer.keras_checkpoints` folder (the weights the
+Each is a :mod:`transformer.run.keras_checkpoints` folder (the weights the
 TensorFlow side loads, the optimizer's and the non-trainable variables' values,
 written whole or not at all). Its ``state.json`` holds the trainer's position
 in the data and the current epoch's sums, the time budget's state and, in the
@@ -14,8 +14,8 @@ from typing import Dict, Optional
 
 from absl import logging
 
-from transformer import keras_checkpoints
-from transformer import progress
+from transformer.run import keras_checkpoints
+from transformer.run import progress
 
 # The time budget's state, by its attributes' names (transformer.training.budget.TimeBudget).
 BUDGET_STATE = ("used_seconds", "planned", "cooldown_steps", "cooldown_end_step")

@@ -5,7 +5,7 @@ One step is one ``jax.jit``-compiled function of the variables' values
 ``(values, batch) -> (values, (loss_sum, tokens, correct))`` with ``values``
 the ``(trainable, non_trainable, optimizer)`` lists of arrays, which live on
 the devices between steps. The loss is the mean over the global batch's real
-target tokens (:func:`transformer.losses.masked_cross_entropy_sum`); on several
+target tokens (:func:`transformer.model.losses.masked_cross_entropy_sum`); on several
 devices the array program is the whole batch's, so its gradients are those of
 the global batch, as under ``tf.distribute``. XLA compiles a step once per
 batch shape.
@@ -16,7 +16,7 @@ import sys
 import jax
 import keras
 
-from transformer import losses
+from transformer.model import losses
 
 
 class _HiddenTensorFlow:

@@ -13,7 +13,7 @@ command resumes (:mod:`transformer.training.jax_checkpointing`: folders whose
 
 The steps (:class:`transformer.training.jax_steps.DeviceSteps`) are functions
 of the variables' values, which live on the devices between steps and go back
-into the Keras variables only for a checkpoint; :func:`transformer.shards.epoch_batches`
+into the Keras variables only for a checkpoint; :func:`transformer.data.shards.epoch_batches`
 pads batches to few shapes, and with more than one device
 ``keras.distribution.DataParallel`` splits them on their rows. The host reads
 the steps' sums only when it needs them: to redraw the progress line, for
@@ -34,11 +34,11 @@ from absl import logging
 import jax
 import keras
 
-from transformer import losses
-from transformer import optimization
-from transformer import progress as progress_lib
-from transformer import shards
-from transformer.errors import TrainingError
+from transformer.model import losses
+from transformer.model import optimization
+from transformer.run import progress as progress_lib
+from transformer.data import shards
+from transformer.run.errors import TrainingError
 from transformer.model import Transformer
 from transformer.training import budget as budget_lib
 from transformer.training import jax_checkpointing

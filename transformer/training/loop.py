@@ -32,11 +32,11 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from absl import logging
 
-from transformer import losses
-from transformer import optimization
-from transformer import progress as progress_lib
-from transformer import stop_signals
-from transformer.errors import NonFiniteLossError
+from transformer.model import losses
+from transformer.model import optimization
+from transformer.run import progress as progress_lib
+from transformer.run import stop_signals
+from transformer.run.errors import NonFiniteLossError
 from transformer.training.result import TrainResult
 
 
@@ -129,7 +129,7 @@ def non_finite_loss(loss: float, step: int, epoch: int, latest_checkpoint) -> No
 
 class TrainScalars:
   """TensorBoard's training scalars: the sums of the steps since the last write
-  (``metrics``, a :class:`transformer.losses.TokenMetrics`), written every
+  (``metrics``, a :class:`transformer.model.losses.TokenMetrics`), written every
   ``every`` steps with the learning rate and the tokens per second since then."""
 
   def __init__(self, summaries, every: int, now: float):

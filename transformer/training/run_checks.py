@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Optional
 
 from transformer import config as config_lib
-from transformer import run_folder
-from transformer import runtime
-from transformer import shards
+from transformer.run import run_folder
+from transformer.run import runtime
+from transformer.data import shards
 from transformer.training import distribute
 
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 from absl import logging
 
-from transformer import files
-from transformer import progress
-from transformer import run_folder
-from transformer import runtime
-from transformer import shards
-from transformer import stop_signals
-from transformer.errors import TrainingError, describe_error
+from transformer.run import files
+from transformer.run import progress
+from transformer.run import run_folder
+from transformer.run import runtime
+from transformer.data import shards
+from transformer.run import stop_signals
+from transformer.run.errors import TrainingError, describe_error
 from transformer.training import distribute
 from transformer.training import finish
 from transformer.training.run_checks import RunError, RunOptions, UsageError
@@ -32,23 +32,23 @@ def _take(pairs, n):
 
 def load_pairs(options: RunOptions, split: str, limit: int):
   """(pt, en) string pairs of `split` as a Python list, the first `limit` (0: all)."""
-  from transformer import data  # pylint: disable=g-import-not-at-top
+  from transformer.data import ted  # pylint: disable=g-import-not-at-top
   if options.data == "tfds":
-    dataset = data.load_split("tfds", split)
+    dataset = ted.load_split("tfds", split)
     if limit:
       dataset = dataset.take(limit)
     return [(pt.decode("utf-8"), en.decode("utf-8"))
             for pt, en in dataset.as_numpy_iterator()]
-  return _take(data.local_split_pairs(options.data, split), limit)
+  return _take(ted.local_split_pairs(options.data, split), limit)
 
 
 def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> None:
   """Everything after the flag checks: data, tokenizers, training, export, BLEU."""
-  from transformer.checkpoint_files import CHECKPOINT_SUBDIR  # pylint: disable=g-import-not-at-top
-  from transformer import data  # pylint: disable=g-import-not-at-top
-  from transformer import pipeline  # pylint: disable=g-import-not-at-top
+  from transformer.run.checkpoint_files import CHECKPOINT_SUBDIR  # pylint: disable=g-import-not-at-top
+  from transformer.data import ted  # pylint: disable=g-import-not-at-top
+  from transformer.data import pipeline  # pylint: disable=g-import-not-at-top
   from transformer.training import summaries as summaries_lib  # pylint: disable=g-import-not-at-top
-  from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
+  from transformer.data import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
   from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
 
   strategy = distribute.get_strategy(options.strategy, options.tpu)
@@ -110,7 +110,7 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
   static_shapes = drop_remainder or options.jit_compile
 
   # Tokenized once; each epoch's pipeline reads the same in-memory cache.
-  tokenized_train = pipeline.tokenize_pairs(data.pairs_to_dataset(train_pairs), tokenizers,
+  tokenized_train = pipeline.tokenize_pairs(ted.pairs_to_dataset(train_pairs), tokenizers,
                                             config.data.max_tokens).cache()
 
   def make_train_dataset(epoch):

@@ -19,7 +19,7 @@ Shapes: ``source`` ``(batch, src_len)``, ``target_input`` and ``labels``
 
 import tensorflow as tf
 
-from transformer import losses
+from transformer.model import losses
 
 
 def trimmed_length(ids, pad_id: int = 0):

@@ -21,8 +21,8 @@ from typing import Dict, Optional
 
 from absl import logging
 
-from transformer import run_folder
-from transformer.files import write_text_atomically
+from transformer.run import run_folder
+from transformer.run.files import write_text_atomically
 
 METRICS_FILE = run_folder.METRICS_FILE
 
@@ -184,7 +184,7 @@ class Summaries:
   def keep_records_up_to(self, step: int, epoch: int) -> None:
     """Drops from :data:`METRICS_FILE` the records of training after the
     checkpoint just restored (at ``step``, ``epoch`` epochs completed), and
-    lines cut short (:func:`transformer.run_folder.read_metrics` says which):
+    lines cut short (:func:`transformer.run.run_folder.read_metrics` says which):
     the resumed run writes those records again, once.
 
     A kill between an epoch's record and the checkpoint that closes the epoch

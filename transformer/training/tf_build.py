@@ -16,8 +16,8 @@ from typing import Optional, Tuple
 import keras
 import tensorflow as tf
 
-from transformer import losses
-from transformer import optimization
+from transformer.model import losses
+from transformer.model import optimization
 from transformer.model import Transformer
 from transformer.training import budget as budget_lib
 
@@ -89,7 +89,7 @@ def dropout_random_state(model) -> tf.Module:
 
 
 class EpochSums(tf.Module):
-  """The current epoch's :class:`transformer.losses.TokenMetrics` and the
+  """The current epoch's :class:`transformer.model.losses.TokenMetrics` and the
   ``seconds`` spent on its steps, as float64 scalars, checkpointed so that the
   record of an epoch interrupted and resumed covers all of its batches. The
   variables keep the names ``loss``, ``tokens``, ``correct`` and ``seconds``

@@ -2,7 +2,7 @@
 
 The loss is normalized by the number of real target tokens of the GLOBAL
 batch: each replica computes ``(loss_sum, token_count)``
-(:func:`transformer.losses.masked_cross_entropy_sum`), the token count is
+(:func:`transformer.model.losses.masked_cross_entropy_sum`), the token count is
 all-reduced across replicas, and each replica divides its loss sum by the
 global count before taking gradients. The optimizer sums the replicas'
 gradients, so the update is the gradient of the global mean token loss: one
@@ -23,8 +23,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 import keras
 import tensorflow as tf
 
-from transformer import losses
-from transformer.errors import TrainingError
+from transformer.model import losses
+from transformer.run.errors import TrainingError
 from transformer.training import distribute
 from transformer.training import step as step_lib
 

@@ -27,10 +27,10 @@ from absl import logging
 import keras
 import tensorflow as tf
 
-from transformer import losses
-from transformer import progress as progress_lib
-from transformer import stop_signals
-from transformer.errors import TrainingError
+from transformer.model import losses
+from transformer.run import progress as progress_lib
+from transformer.run import stop_signals
+from transformer.run.errors import TrainingError
 from transformer.training import checkpointing
 from transformer.training import distribute
 from transformer.training import loop

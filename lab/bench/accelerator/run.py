@@ -40,7 +40,7 @@ import time
 REPO_DIR = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO_DIR))
 
-from transformer import shards  # pylint: disable=g-import-not-at-top,wrong-import-position
+from transformer.data import shards  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 # Overrides of --small: both runs take seconds on a CPU.
 SMALL = ["--train_examples=256", "--validation_examples=64", "--config.model.num_layers=1",

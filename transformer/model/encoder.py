@@ -13,9 +13,9 @@ from typing import Optional, Tuple
 
 import keras
 
-from transformer.attention import GlobalSelfAttention, padding_mask
-from transformer.embedding import PositionalEmbedding
-from transformer.feed_forward import FeedForward
+from transformer.model.attention import GlobalSelfAttention, padding_mask
+from transformer.model.embedding import PositionalEmbedding
+from transformer.model.feed_forward import FeedForward
 
 
 def attention_defaults(d_model: int, dropout_rate: float, key_dim: Optional[int],
@@ -94,7 +94,7 @@ class EncoderLayer(BaseLayer):
   the other :class:`BaseLayer` arguments are keyword arguments too.
 
   ``call(x, attention_mask)``: x ``(batch, src_len, d_model)``, attention_mask
-  ``(batch, 1, 1, src_len)`` from :func:`transformer.attention.padding_mask`
+  ``(batch, 1, 1, src_len)`` from :func:`transformer.model.attention.padding_mask`
   (None: every position is real) → ``(batch, src_len, d_model)``.
   """
 

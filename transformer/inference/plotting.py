@@ -8,7 +8,7 @@ tokens each output token looked at while it was predicted.
   ``plot_attention_weights(sentence, translated_tokens, attention_heads)``,
   with what ``Translator(tokenizers, transformer)(sentence)`` returns.
 * :func:`save_attention_plot`: every head of one sentence of the exported
-  translator's ``translate_with_attention`` (see :mod:`transformer.export`),
+  translator's ``translate_with_attention`` (see :mod:`transformer.inference.export`),
   sized so that every label reads, written to a PNG file.
 
 Also the training curves of a ``train.py`` run, from its ``metrics.jsonl``.
@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import tensorflow as tf
 
-from transformer import run_folder
+from transformer.run import run_folder
 
 PathLike = Union[str, os.PathLike]
 PANELS_PER_ROW = 4

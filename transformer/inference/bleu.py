@@ -15,7 +15,7 @@ accents the WordPiece normalization strips (``rūmī``) and Moses' abbreviations
 (``u.s.``, ``mr.``); on the dev set's own references these leave the round
 trip's score just under 100 (tests/unit/test_bleu_tokenized.py).
 
-:mod:`transformer.evaluation`'s score, computed beside it, is on the
+:mod:`transformer.inference.evaluation`'s score, computed beside it, is on the
 tokenizer's round trip of the references instead and counts ``' s`` as two
 tokens: the two do not compare with each other.
 """
@@ -26,7 +26,7 @@ from typing import Sequence
 import sacrebleu
 
 WHOLE_WORD_NOTE = ("lower-cased BLEU on the references' Moses tokens (sacreBLEU "
-                   "tokenize='none'), hypotheses re-joined by transformer/bleu.py: the "
+                   "tokenize='none'), hypotheses re-joined by transformer/inference/bleu.py: the "
                    "scoring of Qi et al. (2018) for this split")
 
 # (pattern, replacement), applied in order: quotes before the apostrophe rules,

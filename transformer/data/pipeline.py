@@ -40,9 +40,9 @@ from typing import Iterable, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from transformer import data
+from transformer.data import ted
 # Shared with the NumPy batches of prepared shards, which need no TensorFlow.
-from transformer.shards import epoch_seed
+from transformer.data.shards import epoch_seed
 
 # Sentences tokenized per call: batching amortizes the per-call overhead of the
 # tokenizer's ops.
@@ -234,7 +234,7 @@ def evaluation_batches(pairs: Sequence, tokenizers, data_config, *,
                        static_shapes: bool = False) -> tf.data.Dataset:
   """Batches of the (pt, en) string ``pairs`` in order, as ``data_config`` sets them."""
   return make_batches(
-      data.pairs_to_dataset(list(pairs)), tokenizers, max_tokens=data_config.max_tokens,
+      ted.pairs_to_dataset(list(pairs)), tokenizers, max_tokens=data_config.max_tokens,
       batch_size=data_config.batch_size, tokens_per_batch=data_config.tokens_per_batch,
       bucketing=data_config.bucketing, shuffle=False, drop_remainder=drop_remainder,
       static_shapes=static_shapes)

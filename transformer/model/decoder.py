@@ -1,6 +1,6 @@
 """The decoder (tutorial: "The decoder layer" and "The decoder"; paper §3.1).
 
-Built like the encoder (see :mod:`transformer.encoder`): the tutorial's
+Built like the encoder (see :mod:`transformer.model.encoder`): the tutorial's
 arguments build the tutorial's layers. Decoding one position at a time with a
 key/value cache (:meth:`Decoder.step`) is this module's addition.
 """
@@ -8,8 +8,8 @@ key/value cache (:meth:`Decoder.step`) is this module's addition.
 import keras
 from keras import ops
 
-from transformer.attention import CausalSelfAttention, CrossAttention
-from transformer.encoder import BaseLayer, Stack
+from transformer.model.attention import CausalSelfAttention, CrossAttention
+from transformer.model.encoder import BaseLayer, Stack
 
 
 @keras.saving.register_keras_serializable(package="transformer")
@@ -17,7 +17,7 @@ class DecoderLayer(BaseLayer):
   """Causal self-attention, cross-attention over the encoder output, feed-forward.
 
   ``DecoderLayer(d_model=512, num_heads=8, dff=2048)`` is the tutorial's layer;
-  the other :class:`~transformer.encoder.BaseLayer` arguments are keyword
+  the other :class:`~transformer.model.encoder.BaseLayer` arguments are keyword
   arguments too.
 
   ``call(x, context, source_mask)``: x ``(batch, tgt_len, d_model)``, context
@@ -64,7 +64,7 @@ class Decoder(Stack):
   """Positional embedding and a stack of ``num_layers`` decoder layers.
 
   ``Decoder(num_layers=4, d_model=512, num_heads=8, dff=2048, vocab_size=8000)``
-  is the tutorial's decoder; the :class:`~transformer.encoder.Stack` arguments
+  is the tutorial's decoder; the :class:`~transformer.model.encoder.Stack` arguments
   are keyword arguments too.
 
   ``call(x, context, source_mask)``: x, the target ids ``(batch, tgt_len)`` (named

@@ -3,7 +3,7 @@
 The tutorial downloads ``ted_hrlr_translate_pt_en_converter``, a SavedModel with
 two BERT WordPiece tokenizers, ``.pt`` and ``.en``. This module builds the same
 kind of SavedModel from the training split (vocabularies learned by
-:mod:`transformer.wordpiece`) with the guide's settings (target
+:mod:`transformer.data.wordpiece`) with the guide's settings (target
 vocabulary 8,000, reserved tokens ``[PAD] [UNK] [START] [END]`` at ids 0-3,
 ``lower_case=True``), caches it, and loads either that or the tutorial's file.
 ``vocabulary="joint"`` learns one vocabulary over both languages; the ``.pt``
@@ -41,10 +41,10 @@ import tensorflow as tf
 # Importing tensorflow_text registers the ops the tokenizer SavedModels use.
 import tensorflow_text as text
 
-from transformer import data
-from transformer import run_folder
-from transformer import wordpiece
-from transformer.errors import describe_error
+from transformer.data import ted
+from transformer.run import run_folder
+from transformer.data import wordpiece
+from transformer.run.errors import describe_error
 
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[START]", "[END]")
 PAD_ID = RESERVED_TOKENS.index("[PAD]")
@@ -143,7 +143,7 @@ class Tokenizers(tf.Module):
     self.en = CustomTokenizer(reserved_tokens, en_vocab_path)
 
 
-def build_tokenizers(train_pairs: Sequence[data.Pair], export_dir: PathLike,
+def build_tokenizers(train_pairs: Sequence[ted.Pair], export_dir: PathLike,
                      vocab_size: int = 8000, vocabulary: str = "separate") -> Path:
   """Learns the vocabularies from `train_pairs` and saves a Tokenizers SavedModel."""
   _check_vocabulary(vocabulary)
@@ -171,7 +171,7 @@ def _check_vocabulary(vocabulary: str) -> None:
                      f"{', '.join(VOCABULARIES)}")
 
 
-def cache_key(train_pairs: Sequence[data.Pair], vocab_size: int, vocabulary: str) -> str:
+def cache_key(train_pairs: Sequence[ted.Pair], vocab_size: int, vocabulary: str) -> str:
   """A hash of the training text and every setting that changes the vocabulary."""
   digest = hashlib.sha256()
   settings = {"vocab_size": vocab_size, "vocabulary": vocabulary,
@@ -185,7 +185,7 @@ def cache_key(train_pairs: Sequence[data.Pair], vocab_size: int, vocabulary: str
   return digest.hexdigest()
 
 
-def get_or_build_tokenizers(train_pairs_or_data_dir: Union[PathLike, Sequence[data.Pair]],
+def get_or_build_tokenizers(train_pairs_or_data_dir: Union[PathLike, Sequence[ted.Pair]],
                             cache_dir: PathLike, vocab_size: int = 8000,
                             vocabulary: str = "separate", rebuild: bool = False) -> Path:
   """Returns the path of a cached Tokenizers SavedModel, building it if needed.
@@ -200,7 +200,7 @@ def get_or_build_tokenizers(train_pairs_or_data_dir: Union[PathLike, Sequence[da
   """
   _check_vocabulary(vocabulary)
   if isinstance(train_pairs_or_data_dir, (str, os.PathLike)):
-    train_pairs = data.local_split_pairs(train_pairs_or_data_dir, "train")
+    train_pairs = ted.local_split_pairs(train_pairs_or_data_dir, "train")
   else:
     train_pairs = train_pairs_or_data_dir
   if not train_pairs:
@@ -238,9 +238,9 @@ def load_tokenizers(path: PathLike):
     raise TokenizerError(
         f"no tokenizer SavedModel at {path}: pass the tutorial's "
         "ted_hrlr_translate_pt_en_converter or build one with "
-        "transformer.tokenizers.get_or_build_tokenizers(data_dir, cache_dir)")
+        "transformer.data.tokenizers.get_or_build_tokenizers(data_dir, cache_dir)")
   tokenizers = load_saved_model(path, "tokenizer")
-  for language in (data.SOURCE_LANGUAGE, data.TARGET_LANGUAGE):
+  for language in (ted.SOURCE_LANGUAGE, ted.TARGET_LANGUAGE):
     tokenizer = getattr(tokenizers, language, None)
     if tokenizer is None:
       raise TokenizerError(f"the SavedModel at {path} has no .{language} tokenizer")
@@ -283,7 +283,7 @@ def check_vocabulary_files(tokenizers) -> None:
   read the ``vocab`` variable saved beside it: a file changed, cut or swapped
   after the save changes the token ids under the same hash, so it is refused.
   """
-  for language in (data.SOURCE_LANGUAGE, data.TARGET_LANGUAGE):
+  for language in (ted.SOURCE_LANGUAGE, ted.TARGET_LANGUAGE):
     tokenizer = getattr(tokenizers, language)
     path = Path(tokenizer.get_vocab_path().numpy().decode("utf-8"))
     try:  # One token per "\n"-terminated line, as BertTokenizer reads the file.
@@ -311,7 +311,7 @@ def vocabulary_hash(tokenizers) -> str:
   tokenizer's identity for a model, which two tokenizers of equal vocabulary
   sizes but other tokens (or another order) do not share."""
   digest = hashlib.sha256()
-  for language in (data.SOURCE_LANGUAGE, data.TARGET_LANGUAGE):
+  for language in (ted.SOURCE_LANGUAGE, ted.TARGET_LANGUAGE):
     digest.update(json.dumps([language, _tokens(getattr(tokenizers, language))],
                              ensure_ascii=False).encode("utf-8"))
   return digest.hexdigest()

@@ -21,13 +21,13 @@ file                               what it holds
                                    records it in a run folder
 =================================  ===========================================
 
-Sentences are trimmed as :mod:`transformer.pipeline` trims them: the source to
+Sentences are trimmed as :mod:`transformer.data.pipeline` trims them: the source to
 ``max_tokens`` and the target to ``max_tokens + 1`` tokens ([START] and [END]
 included), so that the decoder inputs and labels are at most ``max_tokens``
 long. A run may use a smaller ``config.data.max_tokens`` than the shards were
 prepared with: trimming again gives what preparing with it would give.
 
-:func:`epoch_batches` batches a split as :func:`transformer.pipeline.batch_tokenized`
+:func:`epoch_batches` batches a split as :func:`transformer.data.pipeline.batch_tokenized`
 does, in NumPy: the same ``((source, target_input), labels)`` form, the same
 ``config.data`` semantics (``batch_size`` sentences in order, or with
 ``bucketing`` sentences grouped by length as ``bucket_by_sequence_length``
@@ -62,7 +62,7 @@ from typing import List, Sequence, Tuple, Union
 
 import numpy as np
 
-from transformer.run_folder import VOCABULARY_HASH_FILE
+from transformer.run.run_folder import VOCABULARY_HASH_FILE
 
 PathLike = Union[str, os.PathLike]
 MANIFEST_FILE = "manifest.json"

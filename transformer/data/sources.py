@@ -4,9 +4,9 @@ The README's main command names the local copies in ``../shared/data``: the TED
 HRLR files and the tutorial's tokenizer. A clone elsewhere has no such folder.
 Where ``--data`` or ``--tokenizer`` names a path that does not exist at all,
 TensorFlow Datasets' copy of the same data (``tfds``, downloaded on first use;
-the local reader gives the same pairs in the same order, :mod:`transformer.data`)
+the local reader gives the same pairs in the same order, :mod:`transformer.data.ted`)
 and a tokenizer built from its training pairs (``build``, the tutorial's
-vocabularies, :mod:`transformer.tokenizers`) stand in for them, and one line
+vocabularies, :mod:`transformer.data.tokenizers`) stand in for them, and one line
 says so. A path that exists but holds the wrong files is still an error.
 
 Needs no TensorFlow: the scripts decide this before they import it.

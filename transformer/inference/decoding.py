@@ -13,7 +13,7 @@ step (the cache and the output buffers are allocated for the longest allowed
 output up front), so the functions work eagerly, inside ``tf.function`` and
 with dynamic batch and source lengths. Wrap them with
 ``tf.function(..., autograph=False)``: there is no Python control flow to
-convert (``tests/unit/test_decoding.py`` and ``transformer/export.py`` trace them so).
+convert (``tests/unit/test_decoding.py`` and ``transformer/inference/export.py`` trace them so).
 
 Beam search follows §6.1 (from Wu et al. 2016, GNMT): beam size 4, length
 penalty lp(Y) = ((5 + |Y|) / 6)^α with α = 0.6, outputs of at most input
@@ -26,7 +26,7 @@ padding 0.
 
 import tensorflow as tf
 
-from transformer.tokenizers import END_ID, PAD_ID, START_ID
+from transformer.data.tokenizers import END_ID, PAD_ID, START_ID
 
 METHODS = ("greedy", "beam")
 

@@ -4,7 +4,7 @@ The guide learns each language's vocabulary with
 ``tensorflow_text.tools.wordpiece_vocab.bert_vocab_from_dataset`` and
 ``learn_params={}``; :func:`learn_vocabulary` gives the same vocabulary
 (tests/unit/test_tokenizers.py compares them), computed faster, and
-:mod:`transformer.tokenizers` builds the tokenizers from it.
+:mod:`transformer.data.tokenizers` builds the tokenizers from it.
 """
 
 import os

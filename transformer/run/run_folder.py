@@ -8,7 +8,7 @@ from typing import List, Union
 from absl import logging
 import ml_collections
 
-from transformer.errors import TrainingError, describe_error
+from transformer.run.errors import TrainingError, describe_error
 
 PathLike = Union[str, os.PathLike]
 # The files train.py writes first into its --model_dir (README: What --model_dir holds).
@@ -68,18 +68,18 @@ def restore_model_dir(model_dir: PathLike, average_last: int = 0):
   the latest checkpoint (``average_last`` 0), or the mean of the last
   ``average_last`` ones: TensorFlow checkpoints, or the ``model.weights.h5``
   of a run trained on Keras and JAX
-  (:mod:`transformer.keras_checkpoints`). The checkpoints are listed
+  (:mod:`transformer.run.keras_checkpoints`). The checkpoints are listed
   before anything is built, so that a missing one fails at once.
 
   Returns:
     ``(config, tokenizers, model, checkpoint paths used)``.
   """
   # Imported here: train.py reads config.json with this module before TensorFlow loads.
-  from transformer import averaging  # pylint: disable=g-import-not-at-top
-  from transformer import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
+  from transformer.inference import averaging  # pylint: disable=g-import-not-at-top
+  from transformer.data import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
   from transformer.model import Transformer  # pylint: disable=g-import-not-at-top
-  from transformer import keras_checkpoints  # pylint: disable=g-import-not-at-top
-  from transformer.checkpoint_files import CHECKPOINT_SUBDIR  # pylint: disable=g-import-not-at-top
+  from transformer.run import keras_checkpoints  # pylint: disable=g-import-not-at-top
+  from transformer.run.checkpoint_files import CHECKPOINT_SUBDIR  # pylint: disable=g-import-not-at-top
   model_dir = Path(model_dir)
   for name in (CONFIG_FILE, TOKENIZER_PATH_FILE):
     if not (model_dir / name).is_file():

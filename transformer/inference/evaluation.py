@@ -8,7 +8,7 @@ Moses-tokenized (``did n't``, ``` `` ```), and the hypotheses are our
 tokenizer's detokenized output, also lower-cased. The score is therefore
 tokenized, lower-cased BLEU: comparable between runs of this project, not with
 published detokenized (cased) BLEU scores. Beside it, ``whole_word`` is the
-scoring published results on this split use (:mod:`transformer.bleu`).
+scoring published results on this split use (:mod:`transformer.inference.bleu`).
 
 The WordPiece round trip is not the identity on the references either: it
 strips accents and splits Moses' contractions (``did n't`` → ``did n ' t``), so a
@@ -16,8 +16,8 @@ perfect translation would not match the raw reference. Given the English
 tokenizer, :func:`evaluate_bleu` passes the references through the same
 round trip, so that only translation errors cost BLEU.
 
-The model scored is a restored or averaged one (:mod:`transformer.run_folder`,
-:mod:`transformer.averaging`) or the one in training (``train.py``).
+The model scored is a restored or averaged one (:mod:`transformer.run.run_folder`,
+:mod:`transformer.inference.averaging`) or the one in training (``train.py``).
 """
 
 import json
@@ -28,16 +28,16 @@ from typing import Callable, List, Optional, Sequence, Tuple, Union
 import sacrebleu
 import tensorflow as tf
 
-from transformer import bleu as bleu_lib
-from transformer import losses
-from transformer import pipeline
-from transformer.files import write_text_atomically
+from transformer.inference import bleu as bleu_lib
+from transformer.model import losses
+from transformer.data import pipeline
+from transformer.run.files import write_text_atomically
 
 PathLike = Union[str, os.PathLike]
 Pair = Tuple[str, str]
 TranslateBatch = Callable[[Sequence[str]], List[str]]
 TOKENIZED_BLEU_NOTE = ("BLEU of lower-cased, tokenized text (on purpose, see "
-                       "transformer/evaluation.py): comparable within this project only")
+                       "transformer/inference/evaluation.py): comparable within this project only")
 
 
 def translate_by_length(translate_batch: TranslateBatch, sentences: Sequence[str],
@@ -98,7 +98,7 @@ def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output
     partial (whether they are only the split's first ones), references,
     hypotheses_file, sacreBLEU's full result line, a note that the text is
     tokenized on purpose, and ``whole_word``: the BLEU of
-    :func:`transformer.bleu.whole_word_bleu` on the references as in the data.
+    :func:`transformer.inference.bleu.whole_word_bleu` on the references as in the data.
   """
   if not pairs:
     raise ValueError(f"no sentence pairs to evaluate on the {split_name} split")
@@ -147,7 +147,7 @@ def teacher_forced_metrics(model, tokenizers, pairs: Sequence[Pair], config) -> 
 
 
 def translator_batch_fn(translator, method: str) -> TranslateBatch:
-  """A :data:`TranslateBatch` over an :class:`transformer.export.Translator` or its
+  """A :data:`TranslateBatch` over an :class:`transformer.inference.export.Translator` or its
   loaded SavedModel: ``method`` "beam" uses ``translate``, "greedy" ``translate_greedy``."""
   name = {"beam": "translate", "greedy": "translate_greedy"}[method]
 

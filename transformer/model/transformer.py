@@ -5,11 +5,11 @@ from typing import Optional
 import keras
 from keras import ops
 
-from transformer.attention import padding_mask
+from transformer.model.attention import padding_mask
 from transformer.config import default_config, validate_model
-from transformer.decoder import Decoder
-from transformer.embedding import PositionalEmbedding
-from transformer.encoder import Encoder
+from transformer.model.decoder import Decoder
+from transformer.model.embedding import PositionalEmbedding
+from transformer.model.encoder import Encoder
 
 
 @keras.saving.register_keras_serializable(package="transformer")

@@ -4,7 +4,7 @@
 called on one sentence, returns ``(text, tokens, attention_weights)`` by greedy
 decoding. It also translates batches (``translate``, ``translate_greedy``,
 ``translate_with_attention``, below) with the key/value cache of
-:mod:`transformer.decoding`.
+:mod:`transformer.inference.decoding`.
 
 :class:`ExportTranslator` is the tutorial's wrapper: called on one string it
 returns the translation, and :func:`export_translator` saves it as a
@@ -50,7 +50,7 @@ from typing import Union
 from absl import logging
 import tensorflow as tf
 
-from transformer import decoding
+from transformer.inference import decoding
 from transformer.config import default_config
 
 # The tutorial's MAX_TOKENS: the longest output its translator produces.
@@ -67,7 +67,7 @@ class Translator(tf.Module):
 
   Args:
     tokenizers: a module with ``.pt`` and ``.en`` tokenizers (the tutorial's
-      converter or :func:`transformer.tokenizers.load_tokenizers`).
+      converter or :func:`transformer.data.tokenizers.load_tokenizers`).
     transformer: a :class:`transformer.model.Transformer` (built here if it
       has not been called yet: decoding needs every weight).
     decoding_config: ``config.decoding`` (beam_size, length_penalty,

@@ -18,7 +18,7 @@ from typing import List, Optional, Tuple
 from absl import logging
 import tensorflow as tf
 
-from transformer.errors import TrainingError, describe_error
+from transformer.run.errors import TrainingError, describe_error
 
 CHECKPOINT_SUBDIR = "checkpoints"
 # Where unreadable checkpoints are moved, under CHECKPOINT_SUBDIR (kept, not deleted).
@@ -34,7 +34,7 @@ class CheckpointError(TrainingError):
 def checkpoint_name(path: str) -> str:
   """How a checkpoint is named to users and in records: ``ckpt-N`` for this
   module's prefixes, ``step-N`` for the JAX path's ``.../step-N/model.weights.h5``
-  (:mod:`transformer.keras_checkpoints`)."""
+  (:mod:`transformer.run.keras_checkpoints`)."""
   path = Path(path)
   return path.parent.name if path.suffix == ".h5" else path.name
 

@@ -35,7 +35,7 @@ from typing import List, Optional, Tuple
 from absl import logging
 import numpy as np
 
-from transformer.errors import TrainingError, describe_error
+from transformer.run.errors import TrainingError, describe_error
 
 CHECKPOINT_SUBDIR = "checkpoints"
 UNREADABLE_SUBDIR = "unreadable"

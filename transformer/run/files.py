@@ -10,7 +10,7 @@ from pathlib import Path
 
 from absl import logging
 
-from transformer.errors import TrainingError
+from transformer.run.errors import TrainingError
 
 LOCK_FILE = "train.lock"
 
