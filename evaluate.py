@@ -44,6 +44,7 @@ from absl import logging
 from transformer import config as config_lib
 from transformer.run import progress
 from transformer.run import run_folder
+from transformer.inference import restore
 from transformer.run import runtime
 from transformer.data import sources
 from transformer.run import stop_signals
@@ -188,7 +189,7 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
   from transformer.run.files import write_text_atomically  # pylint: disable=g-import-not-at-top
   pairs, split_size = load_pairs(data_dir, split, max_sentences)  # bad data fails at once
   start = time.monotonic()
-  config, tokenizers, model, checkpoints = run_folder.restore_model_dir(model_dir, average_last)
+  config, tokenizers, model, checkpoints = restore.restore_model_dir(model_dir, average_last)
   # Said after the fact: a checkpoint that cannot be read is one error line alone.
   names = ", ".join(map(checkpoint_name, checkpoints))
   restored = f"averaged the last {average_last} checkpoints ({names})" if average_last else (

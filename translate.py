@@ -181,13 +181,13 @@ def restore_translator(model_dir: str, average_last: int, why: str):
   averaged) checkpoints, with the run's tokenizer and decoding settings;
   says which on stderr, after ``why`` when there is no --average_last."""
   from transformer.data import ted  # pylint: disable=g-import-not-at-top
-  from transformer.run import run_folder  # pylint: disable=g-import-not-at-top
+  from transformer.inference import restore  # pylint: disable=g-import-not-at-top
   from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
   from transformer.inference.export import Translator  # pylint: disable=g-import-not-at-top
   from transformer.run.checkpoint_files import checkpoint_name  # pylint: disable=g-import-not-at-top
   from transformer.run.errors import TrainingError  # pylint: disable=g-import-not-at-top
   try:
-    config, run_tokenizers, model, paths = run_folder.restore_model_dir(model_dir,
+    config, run_tokenizers, model, paths = restore.restore_model_dir(model_dir,
                                                                         average_last)
   except (TrainingError, tokenizers.TokenizerError, ted.DataError, OSError) as e:
     raise InputError(f"--model_dir={model_dir}: {describe_error(e)}") from e

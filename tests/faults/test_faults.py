@@ -127,11 +127,11 @@ def test_a_truncated_newest_checkpoint_falls_back_to_the_one_before(tmp_path, ca
 
 
 def test_evaluation_skips_a_truncated_newest_checkpoint(tmp_path, finished_run):
-  from transformer.run import run_folder  # pylint: disable=g-import-not-at-top
+  from transformer.inference import restore  # pylint: disable=g-import-not-at-top
   model_dir = copy_run(finished_run, tmp_path)
   newest = checkpoint_steps(model_dir)[-1]
   _truncate(model_dir, newest)
-  paths = run_folder.restore_model_dir(model_dir)[3]
+  paths = restore.restore_model_dir(model_dir)[3]
   assert paths == [str(model_dir / "checkpoints" / f"ckpt-{checkpoint_steps(model_dir)[-2]}")]
 
 
@@ -288,7 +288,7 @@ def test_another_tokenizer_of_the_same_sizes_is_refused(tmp_path, finished_run, 
   model_dir = copy_run(finished_run, tmp_path)
   (model_dir / "tokenizer_path.txt").write_text(f"{shuffled_tokenizer}\n")
   with pytest.raises(tokenizers.TokenizerError, match="not those the run in .* was trained"):
-    run_folder.restore_model_dir(model_dir)
+    restore.restore_model_dir(model_dir)
 
   (model_dir / "tokenizer_path.txt").unlink()
   code, output = run_driver(train_args(model_dir, small_data, shuffled_tokenizer, 8))
@@ -304,7 +304,7 @@ def test_a_run_folder_without_a_recorded_vocabulary_hash_still_evaluates(tmp_pat
   from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
   model_dir = copy_run(finished_run, tmp_path)
   (model_dir / tokenizers.VOCABULARY_HASH_FILE).unlink()
-  assert run_folder.restore_model_dir(model_dir)[3][-1].endswith("ckpt-6")
+  assert restore.restore_model_dir(model_dir)[3][-1].endswith("ckpt-6")
 
 
 # ------------------------------------------------------------ one line, not a traceback

@@ -14,6 +14,7 @@ import pytest
 from helpers.run_folders import PAIRS, assert_weights, write_data_dir, write_model_dir
 from transformer.inference import evaluation
 from transformer.run import run_folder
+from transformer.inference import restore
 
 
 @pytest.mark.slow
@@ -46,9 +47,9 @@ def test_evaluate_scores_an_averaged_model_dir_as_its_export_does(
   assert on_disk["checkpoints"] == result["checkpoints"]
   assert on_disk["teacher_forced"] == result["teacher_forced"]
 
-  _, _, model, _ = run_folder.restore_model_dir(model_dir, average_last=2)
+  _, _, model, _ = restore.restore_model_dir(model_dir, average_last=2)
   assert_weights(model, [np.mean(arrays, axis=0) for arrays in zip(*values[1:])])
-  _, _, model, used = run_folder.restore_model_dir(model_dir)
+  _, _, model, used = restore.restore_model_dir(model_dir)
   assert [Path(p).name for p in used] == ["ckpt-3"]
   assert_weights(model, values[2])
 
