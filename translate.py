@@ -187,8 +187,7 @@ def restore_translator(model_dir: str, average_last: int, why: str):
   from transformer.run.checkpoint_files import checkpoint_name  # pylint: disable=g-import-not-at-top
   from transformer.run.errors import TrainingError  # pylint: disable=g-import-not-at-top
   try:
-    config, run_tokenizers, model, paths = restore.restore_model_dir(model_dir,
-                                                                        average_last)
+    config, run_tokenizers, model, paths = restore.restore_model_dir(model_dir, average_last)
   except (TrainingError, tokenizers.TokenizerError, ted.DataError, OSError) as e:
     raise InputError(f"--model_dir={model_dir}: {describe_error(e)}") from e
   names = ", ".join(map(checkpoint_name, paths))
