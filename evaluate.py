@@ -44,7 +44,6 @@ from absl import logging
 from transformer import config as config_lib
 from transformer.run import progress
 from transformer.run import run_folder
-from transformer.inference import restore
 from transformer.run import runtime
 from transformer.data import shards
 from transformer.data import sources
@@ -185,6 +184,7 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
              max_sentences: int = 0) -> dict:
   """Restores the model of ``model_dir`` and scores it; returns the BLEU record."""
   from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
+  from transformer.inference import restore  # pylint: disable=g-import-not-at-top  (TensorFlow)
   from transformer.inference.export import Translator  # pylint: disable=g-import-not-at-top
   from transformer.run.checkpoint_files import checkpoint_name  # pylint: disable=g-import-not-at-top
   from transformer.run.files import write_text_atomically  # pylint: disable=g-import-not-at-top

@@ -156,6 +156,9 @@ def test_jax_decoding_gives_the_oracles_tokens_and_scores_without_tensorflow(dec
       # The compiled buffers are longer (static shapes), cut at the steps taken.
       np.testing.assert_array_equal(on_jax[name][method], oracle[method],
                                     err_msg=f"{name} {method}")
-    # float32 sums in another order (XLA against oneDNN) through up to 12 sub-layers.
-    np.testing.assert_allclose(on_jax[name]["scores"], oracle["scores"], rtol=1e-4,
+    # float32 sums in another order (XLA against oneDNN) through up to 12
+    # sub-layers, whose noisy weights make large logits: base's scores were
+    # 3e-3 apart (8e-4 relative). A lost length penalty or a wrong parent's
+    # cache moves a score by 0.1 to 1 and more.
+    np.testing.assert_allclose(on_jax[name]["scores"], oracle["scores"], rtol=1e-4, atol=1e-2,
                                err_msg=name)
