@@ -12,6 +12,10 @@ SavedModel instead of a ``train.py`` folder:
 
   python evaluate.py --translator runs/cpu_2h/export/translator --method greedy
 
+Under ``KERAS_BACKEND=jax``, ``--data`` may be a folder written by
+``prepare.py``: a run trained under JAX is then scored without TensorFlow
+(:mod:`transformer.inference.evaluation_jax`), the same record.
+
 ``--max_sentences=N`` scores only the split's first N sentences: a partial
 score, written to ``<split>.<method>.partial<N>.json`` with ``"partial": true``,
 never over the whole split's ``<split>.<method>.json``. ``--data`` is a folder
