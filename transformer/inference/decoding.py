@@ -11,14 +11,12 @@ the model to reorder the cache rows when hypotheses change parents
 Written once in backend-neutral ``keras.ops``: every loop is a
 ``keras.ops.while_loop`` whose variables keep one shape from step to step (the
 cache and the output buffers are allocated for the longest allowed output up
-front). Under TensorFlow the functions run eagerly or inside
-``tf.function(..., autograph=False)`` with dynamic batch and source lengths
-(the exported translator, ``transformer/inference/export.py``); under JAX
-:mod:`transformer.inference.jax_decoding` compiles them with ``jax.jit``, which
-needs the buffers' length as a Python int (the ``length`` argument). They
-return the whole buffer and the number of steps taken (``*_steps``) so that a
-compiled function's outputs keep static shapes; :func:`greedy_decode` and
-:func:`beam_search` cut the buffer to the steps taken.
+front). Under TensorFlow they run eagerly or in ``tf.function(...,
+autograph=False)`` with dynamic batch and source lengths (the exported
+translator); under JAX :mod:`transformer.inference.jax_decoding` compiles
+:func:`greedy_steps` and :func:`beam_steps` with ``jax.jit``, giving the
+buffers' ``length`` as a Python int; they return whole buffers and the steps
+taken, which :func:`greedy_decode` and :func:`beam_search` cut to.
 
 Beam search follows §6.1 (from Wu et al. 2016, GNMT): beam size 4, length
 penalty lp(Y) = ((5 + |Y|) / 6)^α with α = 0.6, outputs of at most input
@@ -38,6 +36,10 @@ from transformer.data.reserved_tokens import END_ID, PAD_ID, START_ID
 METHODS = ("greedy", "beam")
 # The score of "no hypothesis": below every real log-probability.
 _LOWEST = float(np.finfo(np.float32).min)
+
+
+def _as_int32(*tensors):
+  return tuple(ops.cast(ops.convert_to_tensor(x), "int32") for x in tensors)
 
 
 def _source_lengths(source_ids):
@@ -65,7 +67,7 @@ def output_length_limits(source_ids, extra_length: int, max_position: int):
                      max_position)
 
 
-def longest(max_lengths):
+def _longest(max_lengths):
   """The longest of ``max_lengths`` ``(batch,)``: the output buffers' length.
   0 for an empty batch (whose maximum would be INT_MIN)."""
   return ops.max(ops.concatenate([ops.cast(max_lengths, "int32"), ops.zeros((1,), "int32")], 0))
@@ -84,8 +86,8 @@ def _write(buffer, position, tokens):
 
 
 def _flat_rows(indices, n):
-  """Rows of a ``(batch * n, ...)`` tensor for the per-sentence ``indices``
-  ``(batch, k)`` into its ``n`` rows each → ``(batch * k,)``."""
+  """Rows ``(batch * k,)`` of a ``(batch * n, ...)`` tensor for ``indices``
+  ``(batch, k)`` into each sentence's ``n`` rows."""
   return ops.reshape(indices + ops.arange(ops.shape(indices)[0])[:, None] * n, (-1,))
 
 
@@ -130,8 +132,7 @@ def greedy_steps(model, source_ids, max_lengths, length, end_id: int = END_ID):
     source_ids: ``(batch, src_len)`` int32, padded with 0, at most ``max_position`` long.
     max_lengths: ``(batch,)`` int32, the most tokens each row may produce
       (from :func:`output_length_limits`).
-    length: at least the largest of ``max_lengths`` (:func:`longest`); a
-      Python int under ``jax.jit``.
+    length: at least the largest of ``max_lengths``; a Python int under ``jax.jit``.
   Returns:
     ``(buffer, steps)``: ``(batch, length + 1)`` int32 ([START], the chosen
     tokens, [END], then padding) and the number of tokens decoded.
@@ -154,24 +155,21 @@ def greedy_decode(model, source_ids, max_lengths, end_id: int = END_ID):
     ``out_len`` is the longest output. Each row is what decoding it alone gives.
   """
   source_ids, max_lengths = _as_int32(source_ids, max_lengths)
-  ids, steps = greedy_steps(model, source_ids, max_lengths, longest(max_lengths), end_id)
+  ids, steps = greedy_steps(model, source_ids, max_lengths, _longest(max_lengths), end_id)
   return ids[:, 1:steps + 1]
 
 
 def greedy_decode_uncached(model, source_ids, max_lengths, end_id: int = END_ID):
   """Greedy decoding as the tutorial does it: every step runs the full model
   (encoder included) on the whole output so far and keeps the last position.
-
-  The reference the cached decoder is tested and benchmarked against; same
-  arguments and result as :func:`greedy_decode`.
-  """
+  The cached decoder's reference in tests and benchmarks; as :func:`greedy_decode`."""
   source_ids, max_lengths = _as_int32(source_ids, max_lengths)
 
   def next_logits(i, ids, state):
     logits = model((source_ids, ids[:, :i + 1]), training=False)
     return logits[:, -1], state
 
-  ids, steps = _greedy_loop(next_logits, max_lengths, longest(max_lengths), end_id,
+  ids, steps = _greedy_loop(next_logits, max_lengths, _longest(max_lengths), end_id,
                             ops.convert_to_tensor(0, "int32"))
   return ids[:, 1:steps + 1]
 
@@ -274,24 +272,18 @@ def beam_search(model, source_ids, max_lengths, beam_size: int = 4, alpha: float
     int32 ([END] then padding, no [START]) and its score ``(batch,)`` float32.
   """
   source_ids, max_lengths = _as_int32(source_ids, max_lengths)
-  ids, scores, steps = beam_steps(model, source_ids, max_lengths, longest(max_lengths),
+  ids, scores, steps = beam_steps(model, source_ids, max_lengths, _longest(max_lengths),
                                   beam_size, alpha, end_id)
   return ids[:, 1:steps + 1], scores
 
 
-def _as_int32(source_ids, max_lengths):
-  return (ops.cast(ops.convert_to_tensor(source_ids), "int32"),
-          ops.cast(ops.convert_to_tensor(max_lengths), "int32"))
-
-
 def decode(model, source_ids, method: str, *, beam_size: int = 4, length_penalty: float = 0.6,
            extra_length: int = 50):
-  """Translates token ids with the settings of ``config.decoding``
-  (``decode(model, ids, method, **config.decoding.to_dict())``).
-
-  Trims the source to the model's ``max_position``, limits each output to its
-  input length + ``extra_length``, and runs ``method``: "greedy", or "beam"
-  with ``beam_size`` and α = ``length_penalty``.
+  """Translates token ids with ``config.decoding``'s settings
+  (``decode(model, ids, method, **config.decoding.to_dict())``): trims the
+  source to the model's ``max_position``, limits each output to its input
+  length + ``extra_length``, and runs ``method``: "greedy", or "beam" with
+  ``beam_size`` and α = ``length_penalty``.
 
   Args:
     source_ids: ``(batch, src_len)`` int, padded with 0; any length.
@@ -300,9 +292,8 @@ def decode(model, source_ids, method: str, *, beam_size: int = 4, length_penalty
   """
   if method not in METHODS:
     raise ValueError(f"unknown decoding method {method!r}; choose one of {METHODS}")
-  max_position = model.max_position
-  source_ids = ops.cast(trim_source(source_ids, max_position), "int32")
-  max_lengths = output_length_limits(source_ids, extra_length, max_position)
+  source_ids = ops.cast(trim_source(source_ids, model.max_position), "int32")
+  max_lengths = output_length_limits(source_ids, extra_length, model.max_position)
   if method == "greedy":
     return greedy_decode(model, source_ids, max_lengths)
   tokens, _ = beam_search(model, source_ids, max_lengths, beam_size, length_penalty)
