@@ -1,5 +1,6 @@
 """lab/bench/accelerator/run.py, the one command for an accelerator, in its --small
-setting on the CPU: both runs train under JAX and the summary says what they did."""
+setting on the CPU: both runs train under JAX and the summary says what they did;
+step_speed.py; and converge.py --small, trained, stopped, averaged and scored."""
 
 import json
 import os
@@ -59,9 +60,9 @@ def test_step_speed_times_both_arms(tmp_path):
 
 def test_converge_small_trains_stops_on_validation_loss_and_scores(
     tmp_path, ted_data_dir, tutorial_tokenizer_path):
-  """converge.py --small on real shards: the base run and at least one arm,
-  each stopped at its lowest validation loss, averaged, and scored by the
-  JAX evaluation in both scorings, with 20 samples."""
+  """converge.py --small on real shards: the base run and one arm, each
+  stopped at its lowest validation loss, averaged, and scored by the JAX
+  evaluation in both scorings, with 20 samples."""
   prepared = tmp_path / "prepared"
   prepare = subprocess.run(
       [sys.executable, "prepare.py", "--config=configs/tiny.py", f"--data={ted_data_dir}",
@@ -73,13 +74,14 @@ def test_converge_small_trains_stops_on_validation_loss_and_scores(
   output = tmp_path / "converged"
   result = subprocess.run(
       [sys.executable, "lab/bench/accelerator/converge.py", f"--data={prepared}",
-       f"--output={output}", "--small", "--minutes=3", "--base_share=0.15",
-       "--arm_minutes=0.2", "--average=2"],
+       f"--output={output}", "--small", "--arms=base,A_h1", "--minutes=30",
+       "--base_share=0.02", "--arm_minutes=0.5", "--average=2"],
       cwd=REPO_DIR, capture_output=True, text=True, timeout=900,
       env={**os.environ, "PYTHONPATH": ""})
   assert result.returncode == 0, result.stderr[-3000:]
   summary = json.loads((output / "summary.json").read_text())
-  assert [run["run"] for run in summary][:2] == ["base", "A_h1"], summary
+  assert [run["run"] for run in summary] == ["base", "A_h1"], summary
+  assert all(run["epochs"] >= 2 for run in summary), summary  # a loss to stop on
   for run in summary:
     record = json.loads((output / run["run"] / "result.json").read_text())
     losses = [epoch["val_loss"] for epoch in record["epochs"]]

@@ -130,8 +130,15 @@ def main():
                       help="the base run's share of the training time; the arms share the rest")
   parser.add_argument("--arm_minutes", type=float, default=1.5, help="training time per arm")
   parser.add_argument("--average", type=int, default=5, help="checkpoints averaged (§6.1)")
+  parser.add_argument("--arms", default=",".join(name for name, _ in ARMS),
+                      help="the runs to make, in this order (default: base, then every arm)")
   parser.add_argument("--small", action="store_true", help="a few hundred pairs, small models")
   args = parser.parse_args()
+  arms = dict(ARMS)
+  unknown = sorted(set(args.arms.split(",")) - set(arms))
+  if unknown:
+    sys.exit(f"converge.py: error: unknown --arms {', '.join(unknown)}; choose from "
+             f"{', '.join(arms)}")
   if not shards.is_prepared(args.data):
     sys.exit(f"converge.py: error: --data={args.data} is not a folder written by prepare.py")
   output = Path(args.output)
@@ -145,7 +152,8 @@ def main():
   device = f"{len(jax.devices())} x {jax.devices()[0].device_kind}"
   references = raw_references(manifest, split)
   summary = []
-  for name, overrides in ARMS:
+  for name in args.arms.split(","):
+    overrides = arms[name]
     left = (deadline - time.monotonic()) / 60
     minutes = args.minutes * args.base_share if name == "base" else args.arm_minutes
     # Compiling, the epochs' validation and the scoring take about as long
