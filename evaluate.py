@@ -12,6 +12,10 @@ SavedModel instead of a ``train.py`` folder:
 
   python evaluate.py --translator runs/cpu_2h/export/translator --method greedy
 
+Under ``KERAS_BACKEND=jax``, ``--data`` may be a folder written by
+``prepare.py``: a run trained under JAX is then scored without TensorFlow
+(:mod:`transformer.inference.evaluation_jax`), the same record.
+
 ``--max_sentences=N`` scores only the split's first N sentences: a partial
 score, written to ``<split>.<method>.partial<N>.json`` with ``"partial": true``,
 never over the whole split's ``<split>.<method>.json``. ``--data`` is a folder
@@ -45,6 +49,7 @@ from transformer import config as config_lib
 from transformer.run import progress
 from transformer.run import run_folder
 from transformer.run import runtime
+from transformer.data import shards
 from transformer.data import sources
 from transformer.run import stop_signals
 from transformer.run.errors import TrainingError
@@ -183,7 +188,7 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
              max_sentences: int = 0) -> dict:
   """Restores the model of ``model_dir`` and scores it; returns the BLEU record."""
   from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
-  from transformer.inference import restore  # pylint: disable=g-import-not-at-top
+  from transformer.inference import restore  # pylint: disable=g-import-not-at-top  (TensorFlow)
   from transformer.inference.export import Translator  # pylint: disable=g-import-not-at-top
   from transformer.run.checkpoint_files import checkpoint_name  # pylint: disable=g-import-not-at-top
   from transformer.run.files import write_text_atomically  # pylint: disable=g-import-not-at-top
@@ -269,6 +274,9 @@ def main(argv):
   if len(argv) > 1:
     raise UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   data_dir = data_flag()
+  if shards.is_prepared(data_dir):
+    print(json.dumps(evaluate_prepared(data_dir), indent=2))
+    return
   check_flags(data_dir)
   if not _VERBOSE.value:
     logging.set_verbosity(logging.ERROR)
@@ -282,6 +290,31 @@ def main(argv):
                       data_dir, _OUTPUT_DIR.value, _BATCH_SIZE.value, _EXPORT_DIR.value,
                       _MAX_SENTENCES.value)
   print(json.dumps(result, indent=2))
+
+
+def evaluate_prepared(data_dir) -> dict:
+  """--data is a prepare.py folder: decoded and scored under JAX, with no
+  TensorFlow (:mod:`transformer.inference.evaluation_jax`)."""
+  if runtime.keras_backend() != "jax":
+    raise UsageError(f"--data={data_dir} is a prepare.py folder, scored under KERAS_BACKEND=jax "
+                     f"(now {runtime.keras_backend()}); set it, or pass the folder of the TED "
+                     "HRLR files")
+  if not _MODEL_DIR.value or _TRANSLATOR.value or _EXPORT_DIR.value:
+    raise UsageError("a prepare.py folder is scored with --model_dir (a run trained under "
+                     "JAX), without --translator or --export_dir")
+  if _AVERAGE_LAST.value < 0 or _BATCH_SIZE.value < 1 or _MAX_SENTENCES.value < 0:
+    raise UsageError("--average_last and --max_sentences must be >= 0 and --batch_size >= 1")
+  if not _VERBOSE.value:
+    logging.set_verbosity(logging.ERROR)
+  runtime.hide_jax_logs(_VERBOSE.value)
+  from transformer.inference import evaluation_jax  # pylint: disable=g-import-not-at-top
+  try:
+    return evaluation_jax.evaluate_prepared(
+        _MODEL_DIR.value, data_dir, _SPLIT.value, _METHOD.value,
+        average_last=_AVERAGE_LAST.value, output_dir=_OUTPUT_DIR.value,
+        batch_size=_BATCH_SIZE.value, max_sentences=_MAX_SENTENCES.value, say=say)
+  except (shards.ShardError, evaluation_jax.PreparedEvaluationError, TrainingError) as e:
+    raise UsageError(str(e)) from e
 
 
 def say_stopped(interrupted) -> None:

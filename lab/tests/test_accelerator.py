@@ -1,5 +1,6 @@
 """lab/bench/accelerator/run.py, the one command for an accelerator, in its --small
-setting on the CPU: both runs train under JAX and the summary says what they did."""
+setting on the CPU: both runs train under JAX and the summary says what they did;
+step_speed.py; and converge.py --small, trained, stopped, averaged and scored."""
 
 import json
 import os
@@ -55,3 +56,39 @@ def test_step_speed_times_both_arms(tmp_path):
         record["steps"] * rows * length / record["seconds"])
     assert record["ratio_to_issue_47"] == pytest.approx(
         record["target_tokens_per_second"] / record["issue_47_tokens_per_second"])
+
+
+def test_converge_small_trains_stops_on_validation_loss_and_scores(
+    tmp_path, ted_data_dir, tutorial_tokenizer_path):
+  """converge.py --small on real shards: the base run and one arm, each
+  stopped at its lowest validation loss, averaged, and scored by the JAX
+  evaluation in both scorings, with 20 samples."""
+  prepared = tmp_path / "prepared"
+  prepare = subprocess.run(
+      [sys.executable, "prepare.py", "--config=configs/tiny.py", f"--data={ted_data_dir}",
+       f"--tokenizer={tutorial_tokenizer_path}", f"--output={prepared}",
+       "--train_examples=256", "--validation_examples=64"],
+      cwd=REPO_DIR, capture_output=True, text=True, timeout=600,
+      env={**os.environ, "PYTHONPATH": str(REPO_DIR)})
+  assert prepare.returncode == 0, prepare.stderr[-3000:]
+  output = tmp_path / "converged"
+  result = subprocess.run(
+      [sys.executable, "lab/bench/accelerator/converge.py", f"--data={prepared}",
+       f"--output={output}", "--small", "--arms=base,A_h1", "--minutes=30",
+       "--base_share=0.02", "--arm_minutes=0.5", "--average=2"],
+      cwd=REPO_DIR, capture_output=True, text=True, timeout=900,
+      env={**os.environ, "PYTHONPATH": ""})
+  assert result.returncode == 0, result.stderr[-3000:]
+  summary = json.loads((output / "summary.json").read_text())
+  assert [run["run"] for run in summary] == ["base", "A_h1"], summary
+  assert all(run["epochs"] == 3 for run in summary), summary  # losses to stop on
+  for run in summary:
+    record = json.loads((output / run["run"] / "result.json").read_text())
+    losses = [epoch["val_loss"] for epoch in record["epochs"]]
+    assert run["val_loss"] == min(losses) and record["stopped_at"]["val_loss"] == min(losses)
+    steps = [int(name.split("-")[1]) for name in record["checkpoints_averaged"]]
+    assert 1 <= len(steps) <= 2 and max(steps) == record["stopped_at"]["step"]
+    assert record["record"]["checkpoints"] and len(record["record"]["checkpoints"]) == len(steps)
+    assert record["split"] == "validation" and record["record"]["num_sentences"] == 24
+    assert 0 <= run["bleu"] <= 100 and 0 <= run["whole_word_bleu"] <= 100
+    assert (output / run["run"] / "samples.txt").read_text().count("  reference: ") == 20

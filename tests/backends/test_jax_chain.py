@@ -2,7 +2,8 @@
 configuration: prepare.py -> train.py under KERAS_BACKEND=jax with TensorFlow
 unimportable -> SIGKILL at a checkpoint -> the same command resumes ->
 evaluate.py (BLEU) exporting the translator -> translate.py. Each step reads
-the previous one's real output."""
+the previous one's real output. Then scoring under JAX: evaluate.py on the
+prepared folder without TensorFlow gives what evaluate.py on TensorFlow gives."""
 
 import json
 import os
@@ -112,3 +113,61 @@ def test_prepare_train_on_jax_kill_resume_then_evaluate_and_translate_on_tensorf
   translated = run("translate.py", f"--export_dir={translator}", "--method=greedy",
                    "este é um problema que temos que resolver .")
   assert translated.stdout.strip(), translated.stderr[-2000:]
+
+
+
+def move_weights_off(model_dir: Path, vocab_sizes: dict) -> None:
+  """Adds noise to the run's last weights: a few training steps give the same
+  few tokens for every sentence, noisy weights translations that differ."""
+  import ml_collections  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from transformer.model import Transformer  # pylint: disable=g-import-not-at-top
+  config = ml_collections.ConfigDict(json.loads((model_dir / "config.json").read_text()))
+  model = Transformer.from_model_config(config.model, vocab_sizes["pt"], vocab_sizes["en"])
+  model.build(((None, None), (None, None)))
+  weights = sorted((model_dir / "checkpoints").glob("step-*/model.weights.h5"))[-1]
+  model.load_weights(weights)
+  rng = np.random.default_rng(3)
+  for variable in model.weights:
+    variable.assign(np.asarray(variable) + rng.normal(0.0, 0.3, variable.shape))
+  model.save_weights(weights)
+
+
+def test_evaluation_under_jax_from_the_prepared_folder_matches_tensorflows(
+    tmp_path, ted_data_dir, tutorial_tokenizer_path):
+  """evaluate.py --data=<prepared folder> under JAX, TensorFlow unimportable:
+  the same translations, BLEU (both scorings) and record as evaluate.py on
+  TensorFlow from the TED files, for the same weights and sentences, greedy and beam."""
+  prepared, model_dir = tmp_path / "prepared", tmp_path / "run"
+  run("prepare.py", "--config=configs/tiny.py", f"--data={ted_data_dir}",
+      f"--tokenizer={tutorial_tokenizer_path}", f"--output={prepared}",
+      f"--train_examples={BATCH}")
+  runner = tmp_path / "blocking_runner.py"
+  runner.write_text(BLOCKING_RUNNER)
+  tried = tmp_path / "tried_imports.json"
+  env = environment(KERAS_BACKEND="jax", TRIED_IMPORTS_FILE=str(tried))
+  run(str(runner), "train.py", "--config=configs/tiny.py", f"--data={prepared}",
+      f"--model_dir={model_dir}", "--config.training.epochs=1", "--config.data.max_tokens=16",
+      f"--config.data.batch_size={BATCH}", "--train_examples=16", "--validation_examples=16",
+      env=env)
+  move_weights_off(model_dir, json.loads((prepared / "manifest.json").read_text())["vocab_sizes"])
+
+  for method in ("greedy", "beam"):
+    flags = ["--split=validation", "--max_sentences=40", f"--method={method}"]
+    on_jax = json.loads(run(str(runner), "evaluate.py", f"--model_dir={model_dir}",
+                            f"--data={prepared}", f"--output_dir={tmp_path / 'jax'}", *flags,
+                            env=env).stdout)
+    assert json.loads(tried.read_text()) == []
+    on_tensorflow = json.loads(run("evaluate.py", f"--model_dir={model_dir}",
+                                   f"--data={ted_data_dir}", f"--output_dir={tmp_path / 'tf'}",
+                                   *flags).stdout)
+    translations = Path(on_jax["hypotheses_file"]).read_text().splitlines()
+    assert translations == Path(on_tensorflow["hypotheses_file"]).read_text().splitlines()
+    assert len(set(translations)) > 30, translations  # sentences of their own
+    for record in (on_jax, on_tensorflow):
+      record.pop("hypotheses_file")
+    # float32 sums in another order, other padding.
+    assert on_jax.pop("teacher_forced") == pytest.approx(on_tensorflow.pop("teacher_forced"),
+                                                         rel=1e-4)
+    assert on_jax == on_tensorflow, method
+    assert on_jax["partial"] and on_jax["references"] == "tokenizer round trip"

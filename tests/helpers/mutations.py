@@ -123,12 +123,12 @@ MUTATIONS = (
              (f"{DECODING}::test_cached_greedy_equals_uncached",)),
     Mutation("beam_cache_reorder", "hypotheses keep the cache rows of their old place, not "
              "of their parent", "transformer/inference/decoding.py",
-             "tf.gather(by_beam(x), new_parents, batch_dims=1)", "by_beam(x)",
+             "ops.take(x, _flat_rows(new_parents, beam_size), axis=0)", "x",
              (f"{DECODING}::test_cached_beam_search_equals_uncached_reference",)),
     Mutation("length_penalty", "beam scores not divided by the length penalty",
              "transformer/inference/decoding.py",
-             "return ((5.0 + tf.cast(length, tf.float32)) / 6.0) ** alpha",
-             "return tf.ones_like(tf.cast(length, tf.float32))",
+             "return ((5.0 + ops.cast(length, \"float32\")) / 6.0) ** alpha",
+             "return ops.ones_like(ops.cast(length, \"float32\"))",
              (f"{DECODING}::test_beam_search_finds_a_better_sequence_than_greedy",)),
     # Output weights.
     Mutation("tied_output_weights", "the tied output projection uses the source embedding",

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from helpers import tf_decoding
 from transformer.inference import decoding
 from transformer.model.attention import padding_mask
 from transformer.model.losses import masked_loss
@@ -107,7 +108,7 @@ SPEC = (tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32))
 def compiled(model):
   """The decoders as graph functions with dynamic batch and lengths (one trace each).
 
-  autograph is off: the decoders use tf.while_loop directly.
+  autograph is off: the decoders use keras.ops.while_loop (tf.while_loop here) directly.
   """
   def graph(fn):
     return tf.function(fn, input_signature=SPEC, autograph=False)
@@ -301,6 +302,22 @@ def test_cached_beam_search_equals_uncached_reference(varied_model):
         full_model, source[:np.count_nonzero(source)], int(limits[row]), 4, 0.6)
     assert strip_padding(tokens.numpy()[row]) == want_tokens, row
     assert float(scores[row]) == pytest.approx(want_score, rel=1e-4, abs=1e-4), row
+
+
+def test_same_tokens_and_scores_as_the_tensorflow_oracle(varied_model):
+  """The keras.ops decoders against the TensorFlow decoding they replaced
+  (``helpers/tf_decoding.py``), eagerly, on a batch of mixed lengths whose
+  beams differ from greedy (the configurations' shapes and JAX:
+  ``tests/backends/test_same_decoding.py``)."""
+  sources = random_sources(np.random.default_rng(7), 6, min_words=1, max_words=9)
+  limits = decoding.output_length_limits(sources, 4, MAX_POSITION)
+  greedy = decoding.greedy_decode(varied_model, sources, limits)
+  np.testing.assert_array_equal(greedy, tf_decoding.greedy_decode(varied_model, sources, limits))
+  tokens, scores = decoding.beam_search(varied_model, sources, limits, beam_size=4, alpha=0.6)
+  want_tokens, want_scores = tf_decoding.beam_search(varied_model, sources, limits, 4, 0.6)
+  assert not np.array_equal(want_tokens, greedy)
+  np.testing.assert_array_equal(tokens, want_tokens)
+  np.testing.assert_allclose(scores, want_scores, rtol=1e-6)
 
 
 A, B, C, D = 4, 5, 6, 7

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import List, Tuple, Union
 
 from absl import logging
-import tensorflow as tf
 
 from transformer.config import SPLIT_FILE_SUFFIX
 
@@ -132,20 +131,22 @@ def local_split_pairs(data_dir: PathLike, split: str) -> List[Pair]:
   return read_local_split(data_dir, split)[0]
 
 
-def pairs_to_dataset(pairs: List[Pair]) -> tf.data.Dataset:
+def pairs_to_dataset(pairs: List[Pair]) -> "tf.data.Dataset":
   """A dataset of (source, target) scalar tf.string pairs."""
+  # Imported here: reading the files needs no TensorFlow (the evaluation under JAX).
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   sources = [s for s, _ in pairs]
   targets = [t for _, t in pairs]
   return tf.data.Dataset.from_tensor_slices(
       (tf.constant(sources, dtype=tf.string), tf.constant(targets, dtype=tf.string)))
 
 
-def load_local_split(data_dir: PathLike, split: str) -> tf.data.Dataset:
+def load_local_split(data_dir: PathLike, split: str) -> "tf.data.Dataset":
   """The `split` read from `data_dir` as a dataset of (pt, en) string pairs."""
   return pairs_to_dataset(local_split_pairs(data_dir, split))
 
 
-def load_tfds_split(split: str) -> tf.data.Dataset:
+def load_tfds_split(split: str) -> "tf.data.Dataset":
   """The `split` from TensorFlow Datasets (downloads on first use)."""
   _check_split(split)
   try:
@@ -166,7 +167,7 @@ def split_pairs(source: PathLike, split: str) -> List[Pair]:
   return local_split_pairs(source, split)
 
 
-def load_split(source: PathLike, split: str) -> tf.data.Dataset:
+def load_split(source: PathLike, split: str) -> "tf.data.Dataset":
   """Loads `split` from "tfds" or from a folder of the original files."""
   if str(source) == "tfds":
     return load_tfds_split(split)

@@ -42,14 +42,11 @@ import tensorflow as tf
 import tensorflow_text as text
 
 from transformer.data import ted
+from transformer.data.reserved_tokens import END_ID, PAD_ID, RESERVED_TOKENS, START_ID
 from transformer.run import run_folder
 from transformer.data import wordpiece
 from transformer.run.errors import describe_error
 
-RESERVED_TOKENS = ("[PAD]", "[UNK]", "[START]", "[END]")
-PAD_ID = RESERVED_TOKENS.index("[PAD]")
-START_ID = RESERVED_TOKENS.index("[START]")
-END_ID = RESERVED_TOKENS.index("[END]")
 VOCABULARIES = ("separate", "joint")
 # Bump when the exported module changes so that old caches are rebuilt.
 _FORMAT_VERSION = 1

@@ -8,12 +8,15 @@ batches of sentences of mixed lengths decode together. Beam search also asks
 the model to reorder the cache rows when hypotheses change parents
 (:meth:`Transformer.reorder_cache`).
 
-Every loop is a ``tf.while_loop`` whose variables keep one shape from step to
-step (the cache and the output buffers are allocated for the longest allowed
-output up front), so the functions work eagerly, inside ``tf.function`` and
-with dynamic batch and source lengths. Wrap them with
-``tf.function(..., autograph=False)``: there is no Python control flow to
-convert (``tests/unit/test_decoding.py`` and ``transformer/inference/export.py`` trace them so).
+Written once in backend-neutral ``keras.ops``: every loop is a
+``keras.ops.while_loop`` whose variables keep one shape from step to step (the
+cache and the output buffers are allocated for the longest allowed output up
+front). Under TensorFlow they run eagerly or in ``tf.function(...,
+autograph=False)`` with dynamic batch and source lengths (the exported
+translator); under JAX :mod:`transformer.inference.jax_decoding` compiles
+:func:`greedy_steps` and :func:`beam_steps` with ``jax.jit``, giving the
+buffers' ``length`` as a Python int; they return whole buffers and the steps
+taken, which :func:`greedy_decode` and :func:`beam_search` cut to.
 
 Beam search follows §6.1 (from Wu et al. 2016, GNMT): beam size 4, length
 penalty lp(Y) = ((5 + |Y|) / 6)^α with α = 0.6, outputs of at most input
@@ -21,14 +24,26 @@ length + 50 tokens, and early termination. See ``config.decoding``.
 
 Token ids follow the tutorial's tokenizers: [PAD] = 0, [START] = 2, [END] = 3.
 Outputs never contain [START]; a sentence that ends has its [END] followed by
-padding 0.
+padding 0. The old TensorFlow-only implementation is kept as a test oracle in
+``tests/helpers/tf_decoding.py``.
 """
 
-import tensorflow as tf
+from keras import ops
+import numpy as np
 
-from transformer.data.tokenizers import END_ID, PAD_ID, START_ID
+from transformer.data.reserved_tokens import END_ID, PAD_ID, START_ID
 
 METHODS = ("greedy", "beam")
+# The score of "no hypothesis": below every real log-probability.
+_LOWEST = float(np.finfo(np.float32).min)
+
+
+def _as_int32(*tensors):
+  return tuple(ops.cast(ops.convert_to_tensor(x), "int32") for x in tensors)
+
+
+def _source_lengths(source_ids):
+  return ops.sum(ops.cast(ops.not_equal(source_ids, PAD_ID), "int32"), axis=1)
 
 
 def trim_source(source_ids, max_position: int, end_id: int = END_ID):
@@ -38,112 +53,136 @@ def trim_source(source_ids, max_position: int, end_id: int = END_ID):
   can be encoded. A cut sentence keeps [START] and ends with [END], as the
   model saw sentences in training.
   """
-  source_ids = tf.convert_to_tensor(source_ids)
-  lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1)
+  source_ids = ops.convert_to_tensor(source_ids)
+  was_cut = (_source_lengths(source_ids) > max_position)[:, None]
   trimmed = source_ids[:, :max_position]
-  is_last = tf.equal(tf.range(tf.shape(trimmed)[1]), max_position - 1)[tf.newaxis]
-  was_cut = (lengths > max_position)[:, tf.newaxis]
-  return tf.where(is_last & was_cut, tf.cast(end_id, trimmed.dtype), trimmed)
+  is_last = ops.equal(ops.arange(ops.shape(trimmed)[1]), max_position - 1)[None]
+  return ops.where(ops.logical_and(is_last, was_cut), ops.cast(end_id, trimmed.dtype), trimmed)
 
 
 def output_length_limits(source_ids, extra_length: int, max_position: int):
   """Most tokens each sentence may produce: its input length + ``extra_length``
   (§6.1), but no more than the positional table allows. ``(batch,)`` int32."""
-  lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1)
-  return tf.minimum(lengths + extra_length, max_position)
+  return ops.minimum(_source_lengths(ops.convert_to_tensor(source_ids)) + extra_length,
+                     max_position)
+
+
+def _longest(max_lengths):
+  """The longest of ``max_lengths`` ``(batch,)``: the output buffers' length.
+  0 for an empty batch (whose maximum would be INT_MIN)."""
+  return ops.max(ops.concatenate([ops.cast(max_lengths, "int32"), ops.zeros((1,), "int32")], 0))
 
 
 def _start_buffer(batch_shape, length):
-  """Output buffer ``(*batch_shape, length + 1)``: [START] then padding."""
-  start = tf.fill(tf.concat([batch_shape, [1]], 0), START_ID)
-  return tf.concat([start, tf.zeros(tf.concat([batch_shape, [length]], 0), tf.int32)], -1)
+  """Output buffer ``(*batch_shape, length + 1)`` int32: [START] then padding."""
+  start = ops.full((*batch_shape, 1), START_ID, "int32")
+  return ops.concatenate([start, ops.zeros((*batch_shape, length), "int32")], -1)
 
 
 def _write(buffer, position, tokens):
   """``buffer[..., position] = tokens`` without changing the buffer's shape."""
-  here = tf.equal(tf.range(tf.shape(buffer)[-1]), position)
-  return tf.where(here, tokens[..., tf.newaxis], buffer)
+  here = ops.equal(ops.arange(ops.shape(buffer)[-1]), position)
+  return ops.where(here, tokens[..., None], buffer)
 
 
-def _longest(max_lengths):
-  # Appending 0 keeps an empty batch well-defined (reduce_max of nothing is INT_MIN).
-  return tf.reduce_max(tf.concat([max_lengths, [0]], 0))
+def _flat_rows(indices, n):
+  """Rows ``(batch * k,)`` of a ``(batch * n, ...)`` tensor for ``indices``
+  ``(batch, k)`` into each sentence's ``n`` rows."""
+  return ops.reshape(indices + ops.arange(ops.shape(indices)[0])[:, None] * n, (-1,))
 
 
-def _greedy_loop(next_logits, batch, max_lengths, end_id, state):
+def _gather_beams(x, indices):
+  """``x[b, indices[b, k]]`` for ``x`` ``(batch, n, ...)`` and ``indices``
+  ``(batch, k)`` → ``(batch, k, ...)``: one gather over the flattened rows."""
+  shape = ops.shape(x)
+  flat = ops.reshape(x, (-1, *shape[2:]))
+  picked = ops.take(flat, _flat_rows(indices, shape[1]), axis=0)
+  return ops.reshape(picked, (shape[0], ops.shape(indices)[1], *shape[2:]))
+
+
+def _greedy_loop(next_logits, max_lengths, length, end_id, state):
   """Shared loop of both greedy decoders: ``next_logits(i, ids, state)`` returns
-  the logits ``(batch, vocab)`` of the token after position ``i`` and the new state."""
-  length = _longest(max_lengths)
+  the logits ``(batch, vocab)`` of the token after position ``i`` and the new
+  state. Returns the buffer ``(batch, length + 1)`` ([START] first) and the steps taken."""
 
   def body(i, ids, done, state):
     logits, state = next_logits(i, ids, state)
-    tokens = tf.argmax(logits, axis=-1, output_type=tf.int32)
-    tokens = tf.where(done, PAD_ID, tokens)
+    tokens = ops.where(done, PAD_ID, ops.cast(ops.argmax(logits, axis=-1), "int32"))
     ids = _write(ids, i + 1, tokens)
-    done = done | tf.equal(tokens, end_id) | (i + 1 >= max_lengths)
+    done = done | ops.equal(tokens, end_id) | (i + 1 >= max_lengths)
     return i + 1, ids, done, state
 
   def not_finished(i, ids, done, state):
     del ids, state
-    return (i < length) & tf.logical_not(tf.reduce_all(done))
+    return ops.logical_and(i < length, ops.logical_not(ops.all(done)))
 
-  ids = _start_buffer([batch], length)
-  i, ids, _, _ = tf.while_loop(not_finished, body,
-                               (tf.constant(0), ids, max_lengths <= 0, state))
-  return ids[:, 1:i + 1]
+  ids = _start_buffer((ops.shape(max_lengths)[0],), length)
+  i, ids, _, _ = ops.while_loop(not_finished, body,
+                                (ops.convert_to_tensor(0, "int32"), ids, max_lengths <= 0,
+                                 state))
+  return ids, i
 
 
-def greedy_decode(model, source_ids, max_lengths, end_id: int = END_ID):
-  """Greedy decoding with the key/value cache.
+def greedy_steps(model, source_ids, max_lengths, length, end_id: int = END_ID):
+  """Greedy decoding with the key/value cache, on buffers of ``length`` tokens.
 
   Args:
     model: a :class:`Transformer` (or anything with its ``encode``,
       ``initial_cache`` and ``decode_step``).
-    source_ids: ``(batch, src_len)`` int, padded with 0, at most ``max_position`` long.
+    source_ids: ``(batch, src_len)`` int32, padded with 0, at most ``max_position`` long.
     max_lengths: ``(batch,)`` int32, the most tokens each row may produce
       (from :func:`output_length_limits`).
+    length: at least the largest of ``max_lengths``; a Python int under ``jax.jit``.
   Returns:
-    ``(batch, out_len)`` int32: the chosen tokens, [END] included, then padding.
-    ``out_len`` is the longest output. Each row is what decoding it alone gives.
+    ``(buffer, steps)``: ``(batch, length + 1)`` int32 ([START], the chosen
+    tokens, [END], then padding) and the number of tokens decoded.
   """
-  source_ids = tf.convert_to_tensor(source_ids)
-  max_lengths = tf.cast(max_lengths, tf.int32)
   context, source_mask = model.encode(source_ids, training=False)
-  cache = model.initial_cache(context, _longest(max_lengths))
+  cache = model.initial_cache(context, length)
 
   def next_logits(i, ids, cache):
     logits, cache, _ = model.decode_step(ids[:, i], i, cache, source_mask)
     return logits, cache
 
-  return _greedy_loop(next_logits, tf.shape(source_ids)[0], max_lengths, end_id, cache)
+  return _greedy_loop(next_logits, max_lengths, length, end_id, cache)
+
+
+def greedy_decode(model, source_ids, max_lengths, end_id: int = END_ID):
+  """Greedy decoding with the key/value cache (see :func:`greedy_steps`).
+
+  Returns:
+    ``(batch, out_len)`` int32: the chosen tokens, [END] included, then padding.
+    ``out_len`` is the longest output. Each row is what decoding it alone gives.
+  """
+  source_ids, max_lengths = _as_int32(source_ids, max_lengths)
+  ids, steps = greedy_steps(model, source_ids, max_lengths, _longest(max_lengths), end_id)
+  return ids[:, 1:steps + 1]
 
 
 def greedy_decode_uncached(model, source_ids, max_lengths, end_id: int = END_ID):
   """Greedy decoding as the tutorial does it: every step runs the full model
   (encoder included) on the whole output so far and keeps the last position.
-
-  The reference the cached decoder is tested and benchmarked against; same
-  arguments and result as :func:`greedy_decode`.
-  """
-  source_ids = tf.convert_to_tensor(source_ids)
-  max_lengths = tf.cast(max_lengths, tf.int32)
+  The cached decoder's reference in tests and benchmarks; as :func:`greedy_decode`."""
+  source_ids, max_lengths = _as_int32(source_ids, max_lengths)
 
   def next_logits(i, ids, state):
     logits = model((source_ids, ids[:, :i + 1]), training=False)
     return logits[:, -1], state
 
-  return _greedy_loop(next_logits, tf.shape(source_ids)[0], max_lengths, end_id,
-                      tf.constant(0))
+  ids, steps = _greedy_loop(next_logits, max_lengths, _longest(max_lengths), end_id,
+                            ops.convert_to_tensor(0, "int32"))
+  return ids[:, 1:steps + 1]
 
 
 def length_penalty(length, alpha: float):
   """lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016, used in §6.1). float32."""
-  return ((5.0 + tf.cast(length, tf.float32)) / 6.0) ** alpha
+  return ((5.0 + ops.cast(length, "float32")) / 6.0) ** alpha
 
 
-def beam_search(model, source_ids, max_lengths, beam_size: int = 4, alpha: float = 0.6,
-                end_id: int = END_ID):
-  """Beam search with length penalty and early termination (§6.1).
+def beam_steps(model, source_ids, max_lengths, length, beam_size: int = 4,
+               alpha: float = 0.6, end_id: int = END_ID):
+  """Beam search with length penalty and early termination (§6.1), on buffers
+  of ``length`` tokens.
 
   Each step extends the ``beam_size`` live hypotheses of every sentence by every
   token and keeps the best 2·beam_size candidates. Candidates among the best
@@ -159,90 +198,92 @@ def beam_search(model, source_ids, max_lengths, beam_size: int = 4, alpha: float
   beam of 1 may go on after greedy would stop at [END], since length
   normalisation can favour a longer output.
 
-  Args: as :func:`greedy_decode`, plus ``beam_size`` and ``alpha``.
+  Args: as :func:`greedy_steps`, plus ``beam_size`` and ``alpha``.
   Returns:
-    ``(tokens, scores)``: the best hypothesis per sentence ``(batch, out_len)``
-    int32 ([END] then padding, no [START]) and its score ``(batch,)`` float32.
+    ``(buffer, scores, steps)``: the best hypothesis per sentence
+    ``(batch, length + 1)`` int32 ([START], tokens, [END], padding), its score
+    ``(batch,)`` float32, and the number of steps taken.
   """
-  source_ids = tf.convert_to_tensor(source_ids)
-  max_lengths = tf.cast(max_lengths, tf.int32)
-  batch = tf.shape(source_ids)[0]
-  length = _longest(max_lengths)
+  batch = ops.shape(source_ids)[0]
   context, source_mask = model.encode(source_ids, training=False)
   # Every hypothesis is a row of the model's batch: (batch * beam, ...).
-  context = tf.repeat(context, beam_size, axis=0)
-  source_mask = tf.repeat(source_mask, beam_size, axis=0)
+  context = ops.repeat(context, beam_size, axis=0)
+  source_mask = ops.repeat(source_mask, beam_size, axis=0)
   cache = model.initial_cache(context, length)
   max_penalty = length_penalty(max_lengths, alpha)
-  lowest = tf.float32.min
-
-  def by_beam(x):
-    return tf.reshape(x, tf.concat([[batch, beam_size], tf.shape(x)[1:]], 0))
-
-  def by_row(x):
-    return tf.reshape(x, tf.concat([[batch * beam_size], tf.shape(x)[2:]], 0))
 
   def body(i, alive_ids, alive_log_probs, finished_ids, finished_scores, done, cache):
-    logits, new_cache, _ = model.decode_step(by_row(alive_ids[:, :, i]), i, cache,
-                                             source_mask)
-    log_probs = by_beam(tf.nn.log_softmax(logits))  # (batch, beam, vocab)
-    vocab = tf.shape(log_probs)[2]
-    candidates = tf.reshape(alive_log_probs[:, :, tf.newaxis] + log_probs, [batch, -1])
-    top_log_probs, top_index = tf.math.top_k(candidates, 2 * beam_size)
+    rows = ops.reshape(alive_ids[:, :, i], (-1,))
+    logits, new_cache, _ = model.decode_step(rows, i, cache, source_mask)
+    log_probs = ops.reshape(ops.log_softmax(logits), (batch, beam_size, -1))
+    vocab = ops.shape(log_probs)[2]
+    candidates = ops.reshape(alive_log_probs[:, :, None] + log_probs, (batch, -1))
+    top_log_probs, top_index = ops.top_k(candidates, 2 * beam_size)
     parents, tokens = top_index // vocab, top_index % vocab
-    top_ids = _write(tf.gather(alive_ids, parents, batch_dims=1), i + 1, tokens)
+    top_ids = _write(_gather_beams(alive_ids, parents), i + 1, tokens)
 
-    at_limit = (i + 1 >= max_lengths)[:, tf.newaxis]
-    in_beam = tf.range(2 * beam_size) < beam_size
-    ends = (tf.equal(tokens, end_id) | at_limit) & in_beam
-    keeps_going = tf.logical_not(tf.equal(tokens, end_id) | at_limit)
+    at_limit = (i + 1 >= max_lengths)[:, None]
+    ending = ops.equal(tokens, end_id) | at_limit
+    in_beam = ops.arange(2 * beam_size) < beam_size
+    ends = ending & in_beam
 
-    next_log_probs, keep = tf.math.top_k(tf.where(keeps_going, top_log_probs, lowest),
-                                         beam_size)
-    next_alive = tf.gather(top_ids, keep, batch_dims=1)
+    next_log_probs, keep = ops.top_k(ops.where(ending, _LOWEST, top_log_probs), beam_size)
+    next_alive = _gather_beams(top_ids, keep)
     # Each surviving hypothesis takes over its parent's cache rows.
-    new_parents = tf.gather(parents, keep, batch_dims=1)
+    new_parents = _gather_beams(parents[..., None], keep)[..., 0]
     new_cache = model.reorder_cache(
-        new_cache,
-        lambda x: tf.reshape(tf.gather(by_beam(x), new_parents, batch_dims=1), tf.shape(x)))
+        new_cache, lambda x: ops.take(x, _flat_rows(new_parents, beam_size), axis=0))
 
-    scores = tf.where(ends, top_log_probs / length_penalty(i + 1, alpha), lowest)
-    next_scores, best = tf.math.top_k(tf.concat([finished_scores, scores], 1), beam_size)
-    next_finished = tf.gather(tf.concat([finished_ids, top_ids], 1), best, batch_dims=1)
+    scores = ops.where(ends, top_log_probs / length_penalty(i + 1, alpha), _LOWEST)
+    next_scores, best = ops.top_k(ops.concatenate([finished_scores, scores], 1), beam_size)
+    next_finished = _gather_beams(ops.concatenate([finished_ids, top_ids], 1), best)
 
-    frozen = done[:, tf.newaxis]
-    alive_ids = tf.where(frozen[..., tf.newaxis], alive_ids, next_alive)
-    alive_log_probs = tf.where(frozen, alive_log_probs, next_log_probs)
-    finished_ids = tf.where(frozen[..., tf.newaxis], finished_ids, next_finished)
-    finished_scores = tf.where(frozen, finished_scores, next_scores)
+    frozen = done[:, None]
+    alive_ids = ops.where(frozen[..., None], alive_ids, next_alive)
+    alive_log_probs = ops.where(frozen, alive_log_probs, next_log_probs)
+    finished_ids = ops.where(frozen[..., None], finished_ids, next_finished)
+    finished_scores = ops.where(frozen, finished_scores, next_scores)
     cannot_improve = finished_scores[:, 0] >= alive_log_probs[:, 0] / max_penalty
     done = done | at_limit[:, 0] | cannot_improve
     return (i + 1, alive_ids, alive_log_probs, finished_ids, finished_scores, done,
             new_cache)
 
   def not_finished(i, *state):
-    return (i < length) & tf.logical_not(tf.reduce_all(state[4]))
+    return ops.logical_and(i < length, ops.logical_not(ops.all(state[4])))
 
-  alive_ids = _start_buffer([batch, beam_size], length)
+  alive_ids = _start_buffer((batch, beam_size), length)
   # Only the first of the identical initial hypotheses is live.
-  first_only = tf.where(tf.range(beam_size) == 0, 0.0, lowest)
-  alive_log_probs = tf.tile(first_only[tf.newaxis], [batch, 1])
-  finished_scores = tf.fill([batch, beam_size], lowest)
-  i, _, _, finished_ids, finished_scores, _, _ = tf.while_loop(
+  first_only = ops.where(ops.arange(beam_size) == 0, 0.0, _LOWEST)
+  alive_log_probs = ops.tile(first_only[None], (batch, 1))
+  finished_scores = ops.full((batch, beam_size), _LOWEST, "float32")
+  i, _, _, finished_ids, finished_scores, _, _ = ops.while_loop(
       not_finished, body,
-      (tf.constant(0), alive_ids, alive_log_probs, tf.zeros_like(alive_ids),
-       finished_scores, max_lengths <= 0, cache))
-  return finished_ids[:, 0, 1:i + 1], finished_scores[:, 0]
+      (ops.convert_to_tensor(0, "int32"), alive_ids, alive_log_probs,
+       ops.zeros_like(alive_ids), finished_scores, max_lengths <= 0, cache))
+  return finished_ids[:, 0], finished_scores[:, 0], i
+
+
+def beam_search(model, source_ids, max_lengths, beam_size: int = 4, alpha: float = 0.6,
+                end_id: int = END_ID):
+  """Beam search (see :func:`beam_steps`) on buffers as long as the longest limit.
+
+  Returns:
+    ``(tokens, scores)``: the best hypothesis per sentence ``(batch, out_len)``
+    int32 ([END] then padding, no [START]) and its score ``(batch,)`` float32.
+  """
+  source_ids, max_lengths = _as_int32(source_ids, max_lengths)
+  ids, scores, steps = beam_steps(model, source_ids, max_lengths, _longest(max_lengths),
+                                  beam_size, alpha, end_id)
+  return ids[:, 1:steps + 1], scores
 
 
 def decode(model, source_ids, method: str, *, beam_size: int = 4, length_penalty: float = 0.6,
            extra_length: int = 50):
-  """Translates token ids with the settings of ``config.decoding``
-  (``decode(model, ids, method, **config.decoding.to_dict())``).
-
-  Trims the source to the model's ``max_position``, limits each output to its
-  input length + ``extra_length``, and runs ``method``: "greedy", or "beam"
-  with ``beam_size`` and α = ``length_penalty``.
+  """Translates token ids with ``config.decoding``'s settings
+  (``decode(model, ids, method, **config.decoding.to_dict())``): trims the
+  source to the model's ``max_position``, limits each output to its input
+  length + ``extra_length``, and runs ``method``: "greedy", or "beam" with
+  ``beam_size`` and α = ``length_penalty``.
 
   Args:
     source_ids: ``(batch, src_len)`` int, padded with 0; any length.
@@ -251,9 +292,8 @@ def decode(model, source_ids, method: str, *, beam_size: int = 4, length_penalty
   """
   if method not in METHODS:
     raise ValueError(f"unknown decoding method {method!r}; choose one of {METHODS}")
-  max_position = model.max_position
-  source_ids = tf.cast(trim_source(source_ids, max_position), tf.int32)
-  max_lengths = output_length_limits(source_ids, extra_length, max_position)
+  source_ids = ops.cast(trim_source(source_ids, model.max_position), "int32")
+  max_lengths = output_length_limits(source_ids, extra_length, model.max_position)
   if method == "greedy":
     return greedy_decode(model, source_ids, max_lengths)
   tokens, _ = beam_search(model, source_ids, max_lengths, beam_size, length_penalty)

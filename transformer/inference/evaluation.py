@@ -20,24 +20,19 @@ The model scored is a restored or averaged one (:mod:`transformer.run.run_folder
 :mod:`transformer.inference.averaging`) or the one in training (``train.py``).
 """
 
-import json
 import os
-from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
-import sacrebleu
 import tensorflow as tf
 
-from transformer.inference import bleu as bleu_lib
+from transformer.inference import scoring
+from transformer.inference.scoring import result_stem  # pylint: disable=unused-import  (evaluate.py's)
 from transformer.model import losses
 from transformer.data import pipeline
-from transformer.run.files import write_text_atomically
 
 PathLike = Union[str, os.PathLike]
 Pair = Tuple[str, str]
 TranslateBatch = Callable[[Sequence[str]], List[str]]
-TOKENIZED_BLEU_NOTE = ("BLEU of lower-cased, tokenized text (on purpose, see "
-                       "transformer/inference/evaluation.py): comparable within this project only")
 
 
 def translate_by_length(translate_batch: TranslateBatch, sentences: Sequence[str],
@@ -64,15 +59,6 @@ def round_trip(tokenizer, sentences: Sequence[str]) -> List[str]:
   """``detokenize(tokenize(s))`` for each sentence: what a perfect output would read."""
   detokenized = tokenizer.detokenize(tokenizer.tokenize(tf.constant(list(sentences))))
   return [s.decode("utf-8") for s in detokenized.numpy()]
-
-
-def result_stem(split_name: str, method: str, num_sentences: int,
-                split_size: Optional[int] = None) -> str:
-  """The name of a BLEU pass's files without the suffix: ``test.beam`` for a
-  whole split, ``test.beam.partial200`` for its first 200 sentences only, so
-  that a partial score neither passes for a full one nor overwrites it."""
-  partial = split_size is not None and num_sentences < split_size
-  return f"{split_name}.{method}" + (f".partial{num_sentences}" if partial else "")
 
 
 def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output_dir: PathLike,
@@ -104,28 +90,10 @@ def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output
     raise ValueError(f"no sentence pairs to evaluate on the {split_name} split")
   sources, references = zip(*pairs)
   hypotheses = translate_by_length(translate_batch, sources, batch_size)
-  whole_word = bleu_lib.whole_word_bleu(hypotheses, references)
-  if reference_tokenizer is not None:
-    references = round_trip(reference_tokenizer, references)
-  # force: the text is tokenized on purpose (module docstring), so sacreBLEU's
-  # "forgot to detokenize" warning does not apply; the JSON says so instead.
-  bleu = sacrebleu.BLEU(force=True)
-  score = bleu.corpus_score(hypotheses, [list(references)])
-  output_dir = Path(output_dir)
-  output_dir.mkdir(parents=True, exist_ok=True)
-  stem = result_stem(split_name, method, len(hypotheses), split_size)
-  hypotheses_file = output_dir / f"{stem}.txt"
-  # Hypotheses hold no newlines (the detokenizer joins tokens with spaces).
-  write_text_atomically(hypotheses_file, "".join(h + "\n" for h in hypotheses))
-  result = {"bleu": score.score, "signature": str(bleu.get_signature()), "method": method,
-            "split": split_name, "num_sentences": len(hypotheses),
-            "partial": stem != f"{split_name}.{method}",
-            "references": ("tokenizer round trip" if reference_tokenizer is not None
-                           else "as in the data"),
-            "hypotheses_file": str(hypotheses_file), "details": str(score),
-            "note": TOKENIZED_BLEU_NOTE, "whole_word": whole_word}
-  write_text_atomically(output_dir / f"{stem}.json", json.dumps(result, indent=2) + "\n")
-  return result
+  round_tripped = (round_trip(reference_tokenizer, references)
+                   if reference_tokenizer is not None else None)
+  return scoring.score_hypotheses(hypotheses, references, output_dir, split_name, method,
+                                  round_tripped, split_size)
 
 
 def teacher_forced_metrics(model, tokenizers, pairs: Sequence[Pair], config) -> dict:

@@ -135,7 +135,7 @@ class Translator(tf.Module):
   def _text(self, tokens):
     return self.tokenizers.en.detokenize(tf.cast(tokens, tf.int64))
 
-  # autograph is off: decoding uses tf.while_loop itself.
+  # autograph is off: decoding uses keras.ops.while_loop (tf.while_loop here) itself.
   @tf.function(input_signature=[SENTENCES], autograph=False)
   def translate(self, sentences):
     return self._text(self._decode(self._source_ids(sentences), "beam"))

@@ -1,0 +1,142 @@
+"""BLEU under ``KERAS_BACKEND=jax`` from a prepared folder, with no TensorFlow import.
+
+``KERAS_BACKEND=jax python evaluate.py --model_dir=<run> --data=<prepare.py folder>``
+scores a run as the TensorFlow evaluation does
+(:mod:`transformer.inference.evaluation`), from what ``prepare.py`` wrote:
+the split's token ids (the TensorFlow tokenizer's, made once) are decoded by
+:class:`transformer.inference.jax_decoding.JaxDecoder`, and the outputs, and
+the references' ids for the ``bleu`` scoring's round trip, are turned back
+into text by :class:`transformer.data.detokenize.Detokenizer` from the
+folder's ``vocab.en.txt``. The ``whole_word`` scoring reads the references
+as in the data from the TED files the folder was prepared from (its
+manifest's ``data``). The record (:mod:`transformer.inference.scoring`) is the
+TensorFlow evaluation's.
+
+Two things can differ from it, both only for sentences longer than the
+prepared ``max_tokens`` (none of the TED dev and test sentences at 128): the
+prepared source was cut to ``max_tokens`` ids, where the TensorFlow
+translator cuts at the model's ``max_position``, and the prepared reference
+to ``max_tokens + 1`` ids before its round trip.
+"""
+
+import json
+from pathlib import Path
+from typing import Callable, List
+
+import ml_collections
+import numpy as np
+
+from transformer.data import shards
+from transformer.data import ted
+from transformer.data.detokenize import Detokenizer
+from transformer.inference import scoring
+from transformer.inference.jax_decoding import JaxDecoder
+from transformer.model import losses
+from transformer.model import Transformer
+from transformer.run import keras_checkpoints
+from transformer.run import progress
+from transformer.run import run_folder
+from transformer.run.keras_checkpoints import CHECKPOINT_SUBDIR
+from transformer.run.files import write_text_atomically
+
+
+class PreparedEvaluationError(ValueError):
+  """The run and the prepared folder do not fit together, or a file is missing."""
+
+
+def restore_run(model_dir: Path, manifest: dict, average_last: int = 0):
+  """``(config, model, weights paths)``: the run's model with its last (or the
+  mean of its last ``average_last``) ``model.weights.h5``."""
+  recorded = model_dir / run_folder.VOCABULARY_HASH_FILE
+  if (recorded.is_file() and recorded.read_text(encoding="utf-8").strip()
+      != manifest["tokenizer_vocabulary_sha256"]):
+    raise PreparedEvaluationError(f"the run in {model_dir} was trained on another tokenizer's "
+                                  f"ids than the prepared folder ({recorded.name})")
+  checkpoints = model_dir / CHECKPOINT_SUBDIR
+  if not keras_checkpoints.exist(checkpoints):
+    raise PreparedEvaluationError(f"{checkpoints} holds no model.weights.h5 checkpoint (a run "
+                                  "trained under JAX); score a TensorFlow run on TensorFlow")
+  paths = keras_checkpoints.last_weights(checkpoints, max(average_last, 1))
+  config = ml_collections.ConfigDict(
+      run_folder.read_run_config(model_dir / run_folder.CONFIG_FILE))
+  sizes = manifest["vocab_sizes"]
+  model = Transformer.from_model_config(config.model, sizes["pt"], sizes["en"])
+  model.build(((None, None), (None, None)))
+  keras_checkpoints.load_weights(model, paths)
+  return config, model, [str(path) for path in paths]
+
+
+def decode_sources(decoder: JaxDecoder, sources: List[np.ndarray],
+                   batch_size: int) -> List[np.ndarray]:
+  """Decodes ``sources`` (1-D id arrays) in batches of similar length, in input order.
+
+  Each batch is padded to ``batch_size`` rows (rows of padding decode
+  nothing) and to a multiple of :data:`shards.LENGTH_MULTIPLE` ids, so that
+  ``jax.jit`` compiles a few shapes only.
+  """
+  order = np.argsort([len(ids) for ids in sources], kind="stable")
+  outputs = [None] * len(sources)
+  for start in range(0, len(order), batch_size):
+    rows = order[start:start + batch_size]
+    width = -(-max(len(sources[i]) for i in rows) // shards.LENGTH_MULTIPLE)
+    batch = np.zeros((batch_size, width * shards.LENGTH_MULTIPLE), np.int32)
+    for row, i in enumerate(rows):
+      batch[row, :len(sources[i])] = sources[i]
+    tokens, _ = decoder(batch)
+    for row, i in enumerate(rows):
+      outputs[i] = tokens[row]
+  return outputs
+
+
+def teacher_forced_metrics(model, split: shards.Split, config) -> dict:
+  """The label-smoothed loss and masked accuracy fed the references, as
+  :func:`transformer.inference.evaluation.teacher_forced_metrics` gives them."""
+  metrics = losses.TokenMetrics()
+  for inputs, labels in shards.epoch_batches(split.trimmed(config.data.max_tokens),
+                                             config.data, shuffle=False):
+    logits = model(inputs, training=False)
+    loss_sum, tokens = losses.masked_cross_entropy_sum(labels, logits,
+                                                       config.training.label_smoothing)
+    metrics.add(loss_sum, tokens, losses.masked_correct_sum(labels, logits)[0])
+  return {"loss": metrics.loss, "accuracy": metrics.accuracy, "tokens": int(metrics.tokens)}
+
+
+def raw_references(manifest: dict, split: str, count: int) -> List[str]:
+  """The first ``count`` English sentences of ``split`` as in the TED files
+  the folder was prepared from (the ``whole_word`` scoring's references)."""
+  try:
+    pairs = ted.local_split_pairs(manifest["data"], split)
+  except (ted.DataError, OSError) as e:
+    raise PreparedEvaluationError(
+        f"the whole_word scoring reads the references from the TED files the folder was "
+        f"prepared from, {manifest['data']}: {e}") from e
+  return [en for _, en in pairs[:count]]
+
+
+def evaluate_prepared(model_dir, prepared_dir, split: str, method: str, *, average_last: int = 0,
+                      output_dir=None, batch_size: int = 64, max_sentences: int = 0,
+                      say: Callable[[str], None] = print) -> dict:
+  """Scores the run of ``model_dir`` on ``split`` of ``prepared_dir``; returns
+  the BLEU record, also written to ``<output_dir>/<stem>.json`` (default
+  ``<model_dir>/bleu``) with the hypotheses beside it."""
+  model_dir, prepared_dir = Path(model_dir), Path(prepared_dir)
+  manifest = shards.read_manifest(prepared_dir)
+  whole_split = shards.load_split(prepared_dir, split)
+  pairs = whole_split.take(max_sentences)
+  references = raw_references(manifest, split, len(pairs))
+  config, model, checkpoints = restore_run(model_dir, manifest, average_last)
+  say(f"restored {', '.join(checkpoints)}")
+  decoder = JaxDecoder(model, method, **config.decoding.to_dict())
+  english = Detokenizer.from_file(prepared_dir / "vocab.en.txt")
+  with progress.announced(f"translating {len(pairs)} {split} sentences ({method}, JAX)", say):
+    tokens = decode_sources(decoder, pairs.pt, batch_size)
+  output_dir = Path(output_dir or model_dir / "bleu")
+  result = scoring.score_hypotheses(english(tokens), references, output_dir, split, method,
+                                    english(pairs.en), len(whole_split))
+  with progress.announced(f"teacher-forced loss and accuracy on {len(pairs)} sentences", say):
+    teacher_forced = teacher_forced_metrics(model, pairs, config)
+  result = {**result, "checkpoints": checkpoints, "export_dir": None,
+            "teacher_forced": teacher_forced}
+  stem = scoring.result_stem(split, method, len(pairs), len(whole_split))
+  write_text_atomically(output_dir / f"{stem}.json", json.dumps(result, indent=2) + "\n")
+  return result

@@ -1,0 +1,67 @@
+"""BLEU of translations already made, and the files that record it; no TensorFlow.
+
+The scoring half of :func:`transformer.inference.evaluation.evaluate_bleu`
+(see that module for what the two scorings compare), apart so that the
+evaluation under JAX (:mod:`transformer.inference.evaluation_jax`) writes the
+same record without importing TensorFlow.
+"""
+
+import json
+import os
+from pathlib import Path
+from typing import Optional, Sequence, Union
+
+import sacrebleu
+
+from transformer.inference import bleu as bleu_lib
+from transformer.run.files import write_text_atomically
+
+PathLike = Union[str, os.PathLike]
+TOKENIZED_BLEU_NOTE = ("BLEU of lower-cased, tokenized text (on purpose, see "
+                       "transformer/inference/evaluation.py): comparable within this project only")
+
+
+def result_stem(split_name: str, method: str, num_sentences: int,
+                split_size: Optional[int] = None) -> str:
+  """The name of a BLEU pass's files without the suffix: ``test.beam`` for a
+  whole split, ``test.beam.partial200`` for its first 200 sentences only, so
+  that a partial score neither passes for a full one nor overwrites it."""
+  partial = split_size is not None and num_sentences < split_size
+  return f"{split_name}.{method}" + (f".partial{num_sentences}" if partial else "")
+
+
+def score_hypotheses(hypotheses: Sequence[str], references: Sequence[str],
+                     output_dir: PathLike, split_name: str, method: str,
+                     round_tripped_references: Optional[Sequence[str]] = None,
+                     split_size: Optional[int] = None) -> dict:
+  """Scores ``hypotheses`` and writes ``<output_dir>/<stem>.txt`` and ``.json``.
+
+  Args:
+    hypotheses, references: one string per sentence, references as in the data.
+    round_tripped_references: the references after the tokenizer's round trip,
+      for ``bleu`` (None: ``bleu`` on the references as in the data).
+    split_size: as :func:`result_stem`.
+  Returns:
+    The JSON's content (see :func:`transformer.inference.evaluation.evaluate_bleu`).
+  """
+  whole_word = bleu_lib.whole_word_bleu(hypotheses, references)
+  scored = references if round_tripped_references is None else round_tripped_references
+  # force: the text is tokenized on purpose (module docstring), so sacreBLEU's
+  # "forgot to detokenize" warning does not apply; the JSON says so instead.
+  bleu = sacrebleu.BLEU(force=True)
+  score = bleu.corpus_score(list(hypotheses), [list(scored)])
+  output_dir = Path(output_dir)
+  output_dir.mkdir(parents=True, exist_ok=True)
+  stem = result_stem(split_name, method, len(hypotheses), split_size)
+  hypotheses_file = output_dir / f"{stem}.txt"
+  # Hypotheses hold no newlines (the detokenizer joins tokens with spaces).
+  write_text_atomically(hypotheses_file, "".join(h + "\n" for h in hypotheses))
+  result = {"bleu": score.score, "signature": str(bleu.get_signature()), "method": method,
+            "split": split_name, "num_sentences": len(hypotheses),
+            "partial": stem != f"{split_name}.{method}",
+            "references": ("tokenizer round trip" if round_tripped_references is not None
+                           else "as in the data"),
+            "hypotheses_file": str(hypotheses_file), "details": str(score),
+            "note": TOKENIZED_BLEU_NOTE, "whole_word": whole_word}
+  write_text_atomically(output_dir / f"{stem}.json", json.dumps(result, indent=2) + "\n")
+  return result
