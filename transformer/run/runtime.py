@@ -57,6 +57,25 @@ def import_tensorflow(verbose: bool):
   return tf
 
 
+class PlainLines(python_logging.Formatter):
+  """A log record as a person reads it: the message alone, a warning or an
+  error after its level ("warning: ..."), without absl's time, thread id and
+  source prefix."""
+
+  def format(self, record) -> str:
+    message = record.getMessage()
+    if record.levelno >= python_logging.WARNING:
+      return f"{record.levelname.lower()}: {message}"
+    return message
+
+
+def plain_log_lines(verbose: bool) -> None:
+  """Writes the scripts' log lines as :class:`PlainLines` unless ``verbose``,
+  which keeps absl's prefixed format (time, thread, file:line) for debugging."""
+  if not verbose:
+    logging.get_absl_handler().setFormatter(PlainLines())
+
+
 def hide_jax_logs(verbose: bool) -> None:
   """Drops records below WARNING from JAX's own modules (e.g. its INFO line that
   no TPU library was found) unless ``verbose``; call before JAX looks for devices."""
