@@ -102,3 +102,16 @@ def test_the_jax_extra_alone_runs_the_jax_training_command(tmp_path):
            "NOT_INSTALLED": json.dumps(not_installed)})
   assert result.returncode == 0, result.stderr[-3000:]
   assert (tmp_path / "run" / "export" / "transformer.weights.h5").is_file()
+
+  # A TensorFlow command in the same environment names the install it needs.
+  (tmp_path / "ted").mkdir()
+  for name in ("pt.train", "en.train", "pt.dev", "en.dev"):
+    (tmp_path / "ted" / name).write_text("a .\n")
+  result = subprocess.run(
+      [sys.executable, str(runner), "prepare.py", "--config=configs/tiny.py",
+       f"--data={tmp_path / 'ted'}", "--tokenizer=build", f"--output={tmp_path / 'out'}"],
+      cwd=ROOT, capture_output=True, text=True, timeout=600,
+      env={**os.environ, "PYTHONPATH": str(ROOT), "NOT_INSTALLED": json.dumps(not_installed)})
+  assert (result.returncode, result.stderr) == (1, (
+      "prepare.py: error: TensorFlow is not installed: pip install -e '.[tensorflow]' (or train "
+      "under KERAS_BACKEND=jax from prepare.py's folder, docs/training.md)\n"))

@@ -9,6 +9,7 @@ their flags are checked (so that a bad flag answers at once), through
 :func:`import_tensorflow`. This module must not import TensorFlow itself.
 """
 
+import importlib.util
 import json
 import logging as python_logging
 import os
@@ -34,6 +35,10 @@ def import_tensorflow(verbose: bool):
   stay.
   """
   use_bfc_allocator()
+  if not tensorflow_installed():
+    sys.exit(f"{Path(sys.argv[0]).name}: error: TensorFlow is not installed: pip install -e "
+             "'.[tensorflow]' (or train under KERAS_BACKEND=jax from prepare.py's folder, "
+             "docs/training.md)")
   if verbose:
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
@@ -74,6 +79,16 @@ def plain_log_lines(verbose: bool) -> None:
   which keeps absl's prefixed format (time, thread, file:line) for debugging."""
   if not verbose:
     logging.get_absl_handler().setFormatter(PlainLines())
+
+
+def tensorflow_installed() -> bool:
+  """Whether TensorFlow and tensorflow-text (the ``tensorflow`` extra) are
+  there, found without importing them."""
+  try:
+    return all(importlib.util.find_spec(name) is not None
+               for name in ("tensorflow", "tensorflow_text"))
+  except ImportError:  # a finder that refuses the name outright
+    return False
 
 
 def hide_jax_logs(verbose: bool) -> None:
