@@ -80,10 +80,7 @@ def check_flags(data_dir: str) -> None:
     raise UsageError("give exactly one of --model_dir and --translator")
   if _AVERAGE_LAST.value < 0 or _BATCH_SIZE.value < 1 or _MAX_SENTENCES.value < 0:
     raise UsageError("--average_last and --max_sentences must be >= 0 and --batch_size >= 1")
-  if data_dir == sources.TFDS:
-    if not sources.tfds_installed():
-      raise UsageError("--data=tfds needs tensorflow-datasets (pip install -e ., which "
-                       "brings it)")
+  if data_dir == sources.TFDS:  # without tensorflow-datasets: data_flag() said so
     missing = []
   else:
     data_dir = Path(data_dir)
@@ -126,7 +123,7 @@ def data_flag() -> str:
     say("evaluate.py: warning: --data_dir is deprecated; use --data")
     data_dir = _DATA_DIR.value
   try:
-    data_dir, message = sources.resolve_data(data_dir)
+    data_dir, message = sources.data_source(data_dir)
   except sources.SourceError as e:
     raise UsageError(str(e)) from e
   if message:

@@ -82,7 +82,7 @@ def check_flags(config) -> None:
                      "saved_model.pb); pass one, e.g. ../shared/data/tutorial_tokenizer, "
                      "or --tokenizer=build")
   try:
-    data, message = sources.resolve_data(_DATA.value)
+    data, message = sources.data_source(_DATA.value)
   except sources.SourceError as e:
     raise UsageError(str(e)) from e
   missing = [name for name in ("pt.train", "en.train", "pt.dev", "en.dev")

@@ -150,7 +150,7 @@ def resolve_sources() -> None:
   --data or --tokenizer that does not exist is a UsageError
   (:mod:`transformer.data.sources`)."""
   try:
-    data, message = sources.resolve_data(_DATA.value)
+    data, message = sources.data_source(_DATA.value)
     sources.check_tokenizer(_TOKENIZER.value)
   except sources.SourceError as e:
     raise UsageError(str(e)) from e

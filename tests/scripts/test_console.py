@@ -70,7 +70,7 @@ def test_export_drops_the_signature_renaming_notices(tiny_config, make_model, tu
 # runtime.import_tensorflow; a benchmark by importing bench.machine first and
 # then modules of transformer/ that import TensorFlow (lab/bench/sweep.py's order).
 STARTS = {
-    "script": "from transformer import runtime\ntf = runtime.import_tensorflow(verbose=False)",
+    "script": "from transformer.run import runtime\ntf = runtime.import_tensorflow(verbose=False)",
     "benchmark": "from lab.bench import machine\nfrom transformer.training.trainer import Trainer\nimport tensorflow as tf",
 }
 # Pinned to one core, as `taskset -c 0` does.

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ESCAPE = "\x1b"
 # A tiny run of 3 epochs: 200 pairs are 13 batches of 16, train_steps cuts the third.
 STEPS = 30
-LIVE_LINE = re.compile(r"Epoch (\d+)/(\d+) (\d+)/(\d+) \[")
+LIVE_LINE = re.compile(r"Epoch (\d+)/(\d+) (\d+)/(\d+)(?: |$)")
 
 
 class FakeClock:

@@ -21,19 +21,23 @@ ROOT = Path(__file__).resolve().parents[2]
 # the network was tried (the last stderr line).
 RUN_OFFLINE = BLOCK_NETWORK + """
 import atexit
+import os
 import runpy
 import sys
+from transformer.data import sources
+if os.environ.get("LOCAL_DATA"):  # where --data=auto looks for the local copy
+  sources.LOCAL_DATA = sources.Path(os.environ["LOCAL_DATA"])
 atexit.register(lambda: print(f"network tried {len(NETWORK_TRIED)} times", file=sys.stderr))
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def _offline(tmp_path, *args):
+def _offline(tmp_path, *args, **env):
   """Runs ``args`` (a script and its flags) offline with an empty home and
-  TFDS data folder; returns (result, seconds)."""
+  TFDS data folder, and ``env``; returns (result, seconds)."""
   env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(tmp_path / "home"),
-         "TFDS_DATA_DIR": str(tmp_path / "tfds")}
+         "TFDS_DATA_DIR": str(tmp_path / "tfds"), **env}
   (tmp_path / "home").mkdir()
   start = time.monotonic()
   result = subprocess.run([sys.executable, "-c", RUN_OFFLINE, *args], cwd=ROOT, env=env,
@@ -69,6 +73,24 @@ def test_tfds_without_a_network_is_one_line_within_seconds_and_leaves_nothing(tm
   assert seconds < 60  # the import of TensorFlow is most of it
   assert not (tmp_path / "tfds").exists()
   assert not (tmp_path / "prepared").exists()
+
+
+@pytest.mark.slow
+def test_the_readmes_main_command_without_shared_or_a_network_is_one_line(tmp_path):
+  # A clone without ../shared: --data=auto finds no local copy and would download.
+  absent = tmp_path / "shared" / "data" / "ted_hrlr_pt_to_en"
+  model_dir = tmp_path / "runs" / "cpu_2h"
+  result, seconds = _offline(tmp_path, "train.py", "--config=configs/cpu_2h.py:clock",
+                             f"--model_dir={model_dir}", LOCAL_DATA=str(absent))
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines() == [
+      f"train.py: error: no local copy of the data at {absent}, and cannot download the TED "
+      "HRLR data: www.phontron.com cannot be reached (Name or service not known). Connect to "
+      "the internet, or pass --data=FOLDER with the files pt.train en.train pt.dev en.dev "
+      "pt.test en.test",
+      "network tried 1 times"], result.stderr
+  assert seconds < 30  # asked before TensorFlow is imported
+  assert not (tmp_path / "tfds").exists() and not model_dir.parent.exists()
 
 
 @pytest.mark.slow

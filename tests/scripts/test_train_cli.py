@@ -46,8 +46,8 @@ def test_help_mentions_every_flag():
     (["--strategy=nccl"], "train.py: error: --strategy=nccl: value should be one of"),
     (["--tpu=grpc://10.0.0.2:8470"], "TPU address .* with strategy 'default'"),
     (["--strategy=tpu", "--mixed_precision=mixed_float16"], "mixed_float16 is for GPUs"),
-    # Folders that exist without the files (an absent path gives way to 'build'
-    # or 'tfds': tests/scripts/test_user_path.py).
+    # Folders that exist without the files (a path that does not exist:
+    # tests/scripts/test_data_download.py).
     (["--tokenizer={tmp}"], r"--tokenizer=\S+: no tokenizer SavedModel"),
     (["--config.model.num_heads=3", "--config.model.head_width=split"],
      "d_model=128 is not divisible by num_heads=3"),

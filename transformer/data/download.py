@@ -36,6 +36,13 @@ def import_tfds():
   return tfds
 
 
+def check_available() -> None:
+  """Raises DownloadError, within seconds, where the data is neither prepared
+  nor downloadable; imports tensorflow_datasets, not TensorFlow."""
+  if not import_tfds().builder(TFDS_NAME).is_prepared():
+    _check_reachable(ARCHIVE_URL)
+
+
 def prepared_builder():
   """The TFDS builder of the pt->en data, downloaded and prepared if it was not."""
   tfds = import_tfds()

@@ -60,6 +60,25 @@ def resolve_data(data: str) -> Tuple[str, Optional[str]]:
   return data, message
 
 
+def data_source(data: str) -> Tuple[str, Optional[str]]:
+  """:func:`resolve_data`, and where that gives ``tfds``, whether the data is
+  there or can be downloaded, asked at once (before TensorFlow loads), so that
+  a machine without a network hears it in seconds (:mod:`transformer.data.download`).
+
+  Raises:
+    SourceError: as resolve_data, or the data is neither prepared nor downloadable.
+  """
+  data, message = resolve_data(data)
+  if data == TFDS:
+    from transformer.data import download  # pylint: disable=g-import-not-at-top
+    try:
+      download.check_available()
+    except download.DownloadError as e:
+      raise SourceError(f"no local copy of the data at {LOCAL_DATA}, and {e}" if message
+                        else str(e)) from e
+  return data, message
+
+
 def check_tokenizer(tokenizer: str) -> None:
   """Raises SourceError where --tokenizer names a path that does not exist."""
   if tokenizer != BUILD and not Path(tokenizer).exists():

@@ -75,10 +75,22 @@ class PlainLines(python_logging.Formatter):
 
 
 def plain_log_lines(verbose: bool) -> None:
-  """Writes the scripts' log lines as :class:`PlainLines` unless ``verbose``,
-  which keeps absl's prefixed format (time, thread, file:line) for debugging."""
-  if not verbose:
-    logging.get_absl_handler().setFormatter(PlainLines())
+  """Writes the scripts' log lines as :class:`PlainLines` and drops records
+  below ERROR from TensorFlow Datasets' modules (e.g. that a data folder it is
+  about to write has no dataset_info.json yet), unless ``verbose``, which keeps
+  absl's prefixed format (time, thread, file:line) and every record."""
+  if verbose:
+    return
+  handler = logging.get_absl_handler()
+  handler.setFormatter(PlainLines())
+  try:
+    tfds_spec = importlib.util.find_spec("tensorflow_datasets")
+  except ImportError:
+    tfds_spec = None
+  if tfds_spec is not None and tfds_spec.origin:
+    tfds_dir = os.path.dirname(tfds_spec.origin) + os.sep
+    handler.addFilter(lambda record: record.levelno >= python_logging.ERROR
+                      or not record.pathname.startswith(tfds_dir))
 
 
 def tensorflow_installed() -> bool:
