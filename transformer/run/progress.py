@@ -1,16 +1,14 @@
-"""What a training run shows on the console: a live line and per-epoch summaries.
+"""What a run shows on the console: a live line per epoch on a terminal, one
+summary line per epoch everywhere, and a live count of sentences translated.
 
-A live line per epoch on a terminal and one summary line per epoch everywhere.
-
-On a terminal the live line counts the steps this epoch will really run (a
-``train_steps`` limit shortens it), says "Epoch 3/20" and gives an ETA from the
-steps after the first, whose time is mostly tracing. Its least needed fields
-(tok/s, the rate, the bar, the elapsed time) are left out whole until it fits
-the terminal's width, so that no number is ever cut, and a
-log line written while it is drawn first clears it,
-so that the log line starts on a line of its own (the live line comes back
-at the next step). When stdout is not a terminal (a file, a pipe) nothing is
-drawn: one plain line per epoch, no escape codes, no carriage returns.
+The live line counts the steps this epoch will really run (a ``train_steps``
+limit shortens it), says "Epoch 3/20" and gives an ETA from the steps after
+the first, whose time is mostly tracing. Its least needed fields (tok/s, the
+rate, the bar, the elapsed time) are left out whole until it fits the
+terminal's width, so that no number is ever cut; a log line written while it
+is drawn first clears it, so that the log line starts on a line of its own
+(the live line comes back at the next step). When stdout is not a terminal (a
+file, a pipe) nothing is drawn: one plain line per epoch, no escape codes.
 
 The epoch count is the run's plan: "Epoch 3/20" when it is known (a number
 of epochs or steps, a time budget's fixed plan), "Epoch 3/~20" while a time
