@@ -40,9 +40,9 @@ WHOLE_LIVE_LINE = re.compile(
     r"( tok/s \d+)?)?)?)?")
 
 FAKE_TFDS = '''
-"""A stand-in for tensorflow_datasets: the TED HRLR splits from $FAKE_TFDS_DATA."""
+"""A stand-in for tensorflow_datasets: the TED HRLR splits from $FAKE_TFDS_DATA.
+Like the real one, importing it does not import TensorFlow."""
 import os
-import tensorflow as tf
 
 
 class _Builder:
@@ -50,6 +50,7 @@ class _Builder:
     return True
 
   def as_dataset(self, split, as_supervised):
+    import tensorflow as tf
     assert as_supervised
     suffix = {"train": "train", "validation": "dev", "test": "test"}[split]
     folder = os.environ["FAKE_TFDS_DATA"]
