@@ -19,9 +19,8 @@ Under ``KERAS_BACKEND=jax``, ``--data`` may be a folder written by
 ``--max_sentences=N`` scores only the split's first N sentences: a partial
 score, written to ``<split>.<method>.partial<N>.json`` with ``"partial": true``,
 never over the whole split's ``<split>.<method>.json``. ``--data`` is a folder
-of the TED HRLR files or ``tfds``; a folder that does not exist (a clone
-without ``../shared``) is replaced by ``tfds``, saying so
-(:mod:`transformer.data.sources`). What it is doing and how long each part took goes
+of the TED HRLR files, ``tfds``, or ``auto`` (the default: the local copy in
+``../shared/data`` where it is, else ``tfds``; :mod:`transformer.data.sources`). What it is doing and how long each part took goes
 to stderr (a live count of the sentences translated on a terminal); stdout
 holds only the JSON record.
 
@@ -64,9 +63,7 @@ _METHOD = flags.DEFINE_enum("method", "beam", ["beam", "greedy"],
                             "beam: config.decoding's beam search (§6.1); greedy: faster.")
 _AVERAGE_LAST = flags.DEFINE_integer(
     "average_last", 0, "Average the last N checkpoints (§6.1 uses 5); 0 uses the latest.")
-_DATA = flags.DEFINE_string("data", str(config_lib.SHARED_DATA_DIR / "ted_hrlr_pt_to_en"),
-                            "Folder with pt.dev en.dev pt.test en.test, or 'tfds' (as "
-                            "train.py's --data; a folder that does not exist becomes 'tfds').")
+_DATA = flags.DEFINE_string("data", sources.AUTO, sources.DATA_HELP)
 _DATA_DIR = flags.DEFINE_string("data_dir", None, "Deprecated: the old name of --data.")
 _MAX_SENTENCES = flags.DEFINE_integer(
     "max_sentences", 0, "Score only the split's first N sentences (a quick look); 0: all.")
@@ -87,10 +84,7 @@ def check_flags(data_dir: str) -> None:
     raise UsageError("give exactly one of --model_dir and --translator")
   if _AVERAGE_LAST.value < 0 or _BATCH_SIZE.value < 1 or _MAX_SENTENCES.value < 0:
     raise UsageError("--average_last and --max_sentences must be >= 0 and --batch_size >= 1")
-  if data_dir == sources.TFDS:
-    if not sources.tfds_installed():
-      raise UsageError("--data=tfds needs tensorflow-datasets (pip install -e ., which "
-                       "brings it)")
+  if data_dir == sources.TFDS:  # without tensorflow-datasets: data_flag() said so
     missing = []
   else:
     data_dir = Path(data_dir)
@@ -123,8 +117,8 @@ def check_flags(data_dir: str) -> None:
 
 
 def data_flag() -> str:
-  """--data, or the deprecated --data_dir with a warning that says so; 'tfds'
-  in place of a folder that does not exist, saying so."""
+  """--data, or the deprecated --data_dir with a warning that says so, with
+  'auto' made the local copy or 'tfds', saying which."""
   if _DATA_DIR.value is None:
     data_dir = _DATA.value
   elif _DATA.present:
@@ -133,7 +127,7 @@ def data_flag() -> str:
     say("evaluate.py: warning: --data_dir is deprecated; use --data")
     data_dir = _DATA_DIR.value
   try:
-    data_dir, _, message = sources.stand_ins(data_dir)
+    data_dir, message = sources.data_source(data_dir)
   except sources.SourceError as e:
     raise UsageError(str(e)) from e
   if message:
@@ -154,30 +148,13 @@ def load_pairs(data_dir, split: str, max_sentences: int = 0):
   return (pairs[:max_sentences] if max_sentences else pairs), len(pairs)
 
 
-def counted(translate_batch, total: int):
-  """``translate_batch`` that reports the sentences translated so far: a line
-  redrawn in place on a terminal, nothing between the start and end lines
-  elsewhere."""
-  done = 0
-  live = sys.stderr.isatty()
-
-  def translate_and_count(sentences):
-    nonlocal done
-    outputs = translate_batch(sentences)
-    done += len(sentences)
-    if live:
-      end = "\n" if done >= total else ""
-      print(f"\rtranslated {done}/{total} sentences", end=end, file=sys.stderr, flush=True)
-    return outputs
-  return translate_and_count
-
-
 def score(translate_batch, pairs, split_size, output_dir, split, method, batch_size,
           reference_tokenizer):
   """evaluation.evaluate_bleu, saying what it does, how far it is and how long it took."""
   from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
   with progress.announced(f"translating {len(pairs)} {split} sentences ({method})", say):
-    return evaluation.evaluate_bleu(counted(translate_batch, len(pairs)), pairs, output_dir,
+    return evaluation.evaluate_bleu(progress.counted(translate_batch, len(pairs)), pairs,
+                                    output_dir,
                                     split, method, batch_size,
                                     reference_tokenizer=reference_tokenizer,
                                     split_size=split_size)

@@ -34,6 +34,7 @@ from transformer import config as config_lib
 from transformer.run import progress
 from transformer.run import runtime
 from transformer.data import shards
+from transformer.data import sources
 from transformer.run.errors import describe_error
 
 REPO_DIR = Path(__file__).resolve().parent
@@ -44,9 +45,7 @@ _CONFIG = config_flags.DEFINE_config_file(
     "The configuration train.py will use: its data.max_tokens trims the sentences "
     "(train.py may use the same or a smaller one), data.vocabulary and data.vocab_size "
     "build the tokenizer with --tokenizer=build.", lock_config=True)
-_DATA = flags.DEFINE_string(
-    "data", str(config_lib.SHARED_DATA_DIR / "ted_hrlr_pt_to_en"),
-    "Folder with pt.train en.train pt.dev en.dev (the TED HRLR files, read in TFDS order).")
+_DATA = flags.DEFINE_string("data", sources.AUTO, sources.DATA_HELP)
 _TOKENIZER = flags.DEFINE_string(
     "tokenizer", "build",
     "A tokenizer SavedModel with .pt and .en tokenizers (e.g. ../shared/data/"
@@ -78,15 +77,22 @@ def check_flags(config) -> None:
   if Path(_OUTPUT.value).exists() and not shards.is_prepared(_OUTPUT.value):
     raise UsageError(f"--output={_OUTPUT.value} exists and is not a prepared folder; "
                      "choose another path")
-  missing = [name for name in ("pt.train", "en.train", "pt.dev", "en.dev")
-             if not (Path(_DATA.value) / name).is_file()]
-  if missing:
-    raise UsageError(f"--data={_DATA.value}: not a folder with the TED HRLR files "
-                     f"(missing {', '.join(missing)})")
   if _TOKENIZER.value != "build" and not (Path(_TOKENIZER.value) / "saved_model.pb").is_file():
     raise UsageError(f"--tokenizer={_TOKENIZER.value}: no tokenizer SavedModel there (no "
                      "saved_model.pb); pass one, e.g. ../shared/data/tutorial_tokenizer, "
                      "or --tokenizer=build")
+  try:
+    data, message = sources.data_source(_DATA.value)
+  except sources.SourceError as e:
+    raise UsageError(str(e)) from e
+  missing = [name for name in ("pt.train", "en.train", "pt.dev", "en.dev")
+             if data != sources.TFDS and not (Path(data) / name).is_file()]
+  if missing:
+    raise UsageError(f"--data={data}: not a folder with the TED HRLR files "
+                     f"(missing {', '.join(missing)})")
+  flags.FLAGS.data = data
+  if message:
+    logging.info(message)
   for flag in (_TRAIN_EXAMPLES, _VALIDATION_EXAMPLES):
     if flag.value < 0:
       raise UsageError(f"--{flag.name} must be >= 0, got {flag.value}")
@@ -119,7 +125,7 @@ def prepare(config) -> Path:
   limits = {"train": _TRAIN_EXAMPLES.value, "validation": _VALIDATION_EXAMPLES.value}
   pairs = {}
   for split in SPLITS:
-    pairs[split] = ted.local_split_pairs(_DATA.value, split)
+    pairs[split] = ted.split_pairs(_DATA.value, split)
     if limits[split]:
       pairs[split] = pairs[split][:limits[split]]
     if not pairs[split]:
@@ -141,7 +147,7 @@ def prepare(config) -> Path:
       splits[split] = tokenized(pairs[split], tokenizers, config.data.max_tokens)
   manifest = {
       "tokenizer": str(tokenizer_path),
-      "data": str(Path(_DATA.value).resolve()),
+      "data": _DATA.value if _DATA.value == sources.TFDS else str(Path(_DATA.value).resolve()),
       "examples": limits,  # 0: the whole split
       "max_tokens": config.data.max_tokens,
       "truncation": "source: max_tokens ids, target: max_tokens + 1 ids ([START]/[END] "
@@ -156,6 +162,7 @@ def prepare(config) -> Path:
 
 
 def main(argv):
+  runtime.plain_log_lines(_VERBOSE.value)
   if len(argv) > 1:
     raise UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   config = _CONFIG.value

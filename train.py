@@ -84,12 +84,8 @@ try:  # The default file is loaded, and the overrides applied, right here.
 except Exception as e:  # pylint: disable=broad-except  (whatever the override raised)
   sys.exit(f"train.py: error: {config_error(sys.argv, e)}")
 _DATA = flags.DEFINE_string(
-    "data", str(config_lib.SHARED_DATA_DIR / "ted_hrlr_pt_to_en"),
-    "Where the data comes from: a folder with pt.train en.train pt.dev en.dev (the "
-    "original TED HRLR files, read in TFDS order), or 'tfds' to use "
-    "tensorflow_datasets (needs internet or a TFDS cache). A folder that does not "
-    "exist is replaced by 'tfds', saying so. Under KERAS_BACKEND=jax: a folder written "
-    "by prepare.py.")
+    "data", sources.AUTO,
+    sources.DATA_HELP + " Under KERAS_BACKEND=jax: a folder written by prepare.py.")
 _TOKENIZER = flags.DEFINE_string(
     "tokenizer", "build",
     "'build': learn WordPiece vocabularies from the training pairs with the "
@@ -97,8 +93,7 @@ _TOKENIZER = flags.DEFINE_string(
     "under --tokenizer_cache_dir (reused when the same data and settings come "
     "again). Otherwise the path of a tokenizer SavedModel with .pt and .en "
     "tokenizers, e.g. the tutorial's ted_hrlr_translate_pt_en_converter at "
-    "../shared/data/tutorial_tokenizer; a path that does not exist is replaced by "
-    "'build', saying so.")
+    "../shared/data/tutorial_tokenizer.")
 _TOKENIZER_CACHE_DIR = flags.DEFINE_string(
     "tokenizer_cache_dir", None,
     "Where --tokenizer=build keeps built tokenizers (default: <model_dir>/tokenizers).")
@@ -150,16 +145,17 @@ _VERBOSE = flags.DEFINE_bool("verbose", False,
                              "JAX's under KERAS_BACKEND=jax.")
 
 
-def use_stand_ins() -> None:
-  """A --data or --tokenizer path that does not exist (a clone without
-  ../shared) becomes 'tfds' or 'build' (:mod:`transformer.data.sources`), said in
-  one line."""
+def resolve_sources() -> None:
+  """--data=auto made the local copy or 'tfds', said in one line; a named
+  --data or --tokenizer that does not exist is a UsageError
+  (:mod:`transformer.data.sources`)."""
   try:
-    data, tokenizer, message = sources.stand_ins(_DATA.value, _TOKENIZER.value)
+    data, message = sources.data_source(_DATA.value)
+    sources.check_tokenizer(_TOKENIZER.value)
   except sources.SourceError as e:
     raise UsageError(str(e)) from e
+  flags.FLAGS.data = data
   if message:
-    flags.FLAGS.data, flags.FLAGS.tokenizer = data, tokenizer
     logging.info(message)
 
 
@@ -177,13 +173,14 @@ def load_config():
 
 
 def main(argv):
+  runtime.plain_log_lines(_VERBOSE.value)
   if len(argv) > 1:
     raise UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   if not _MODEL_DIR.value:
     raise UsageError("--model_dir is required")
   config = load_config()
   model_dir = Path(_MODEL_DIR.value).resolve()
-  use_stand_ins()
+  resolve_sources()
   options = RunOptions(
       data=_DATA.value, tokenizer=_TOKENIZER.value, tokenizer_cache_dir=_TOKENIZER_CACHE_DIR.value,
       strategy=_STRATEGY.value, tpu=_TPU.value, mixed_precision=_MIXED_PRECISION.value,

@@ -103,7 +103,7 @@ def test_two_devices_train_as_one(tmp_path):
                    f"--strategy={strategy}", "--config.training.train_steps=3",
                    "--config.model.dropout_rate=0", "--export=false", devices=2)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert f"on {1 if strategy == 'default' else 2} cpu device(s)" in result.stderr
+    assert ("on 1 cpu device\n" if strategy == "default" else "on 2 cpu devices\n") in result.stderr
     records[strategy] = json.loads((tmp_path / strategy / "metrics.jsonl").read_text())
   for key in ("train_loss", "val_loss", "val_accuracy"):
     assert records["mirrored"][key] == pytest.approx(records["default"][key], rel=1e-5), key
@@ -154,7 +154,6 @@ def test_a_resumed_run_repeats_the_uninterrupted_one_bitwise(tmp_path):
         state = json.loads(state_file.read_text())
         state["epoch_sums"]["seconds"] = 1000.0
         state_file.write_text(json.dumps(state))
-  assert "resuming epoch 1 after its first 2 batches" in result.stderr
   assert "(in epoch 1, after its first 2 batches)" in result.stderr
   records = [json.loads(line) for line in
              (tmp_path / "resumed" / "metrics.jsonl").read_text().splitlines()]

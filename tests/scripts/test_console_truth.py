@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ESCAPE = "\x1b"
 # A tiny run of 3 epochs: 200 pairs are 13 batches of 16, train_steps cuts the third.
 STEPS = 30
-LIVE_LINE = re.compile(r"Epoch (\d+)/(\d+) (\d+)/(\d+) \[")
+LIVE_LINE = re.compile(r"Epoch (\d+)/(\d+) (\d+)/(\d+)(?: |$)")
 
 
 class FakeClock:
@@ -247,6 +247,11 @@ def test_train_shows_its_progress_and_no_tensorflow_logs(piped_run):
   assert not TF_PYTHON_LOG_LINE.search(output), output[-3000:]
   for needed in ("200 training pairs", "exported", "validation BLEU (greedy, 4 sentences)"):
     assert needed in output, output[-3000:]
+  # Lines a person reads: no absl prefix (time, thread id, file:line), no
+  # TensorFlow class names, no raw JSON record before each epoch's summary.
+  assert not re.search(r"^[IWEF]\d{4} \d\d:\d\d:\d\d", output, re.MULTILINE), output[-3000:]
+  assert "strategy default: 1 replica\n" in result.stderr, result.stderr[-3000:]
+  assert "Strategy" not in output and "(s)" not in output and "{" not in output, output[-3000:]
 
 
 @pytest.mark.slow
@@ -300,13 +305,3 @@ def test_evaluates_old_data_flag_still_works_and_says_it_is_deprecated(piped_run
   assert result.returncode == 0, result.stderr[-3000:]
   assert "--data_dir is deprecated; use --data" in result.stderr
   assert json.loads(result.stdout)["num_sentences"] == 2
-
-
-def test_evaluates_count_is_redrawn_in_place_on_a_terminal(monkeypatch):
-  import evaluate  # pylint: disable=g-import-not-at-top
-  terminal = Terminal()
-  monkeypatch.setattr(sys, "stderr", terminal)
-  translate = evaluate.counted(lambda sentences: [s.upper() for s in sentences], total=5)
-  assert translate(["a", "b", "c"]) == ["A", "B", "C"]
-  translate(["d", "e"])
-  assert terminal.getvalue() == "\rtranslated 3/5 sentences\rtranslated 5/5 sentences\n"

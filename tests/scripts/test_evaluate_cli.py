@@ -62,7 +62,7 @@ def test_bad_input_fails_in_one_line_before_tensorflow(tmp_path, case, message):
   (tmp_path / "checkpoints" / "checkpoint").write_text('model_checkpoint_path: "ckpt-1"\n')
   args = {
       "no_source": [],
-      # A folder without the files (an absent one gives way to 'tfds').
+      # A folder without the files.
       "missing_data": [f"--model_dir={tmp_path}", f"--data={tmp_path / 'empty'}"],
       "empty_model_dir": [f"--model_dir={tmp_path / 'empty'}"],
       "translator_missing": [f"--translator={tmp_path / 'nowhere'}"],

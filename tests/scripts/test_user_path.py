@@ -1,12 +1,15 @@
 """The user's path, as a user runs the README's commands: on a clone without
-../shared (TFDS and a built tokenizer stand in, said in one line), train.py
+../shared (the default --data becomes TFDS, said in one line), train.py
 stopped with Ctrl-C after its first checkpoint, translate.py --model_dir on
 the stopped run, evaluate.py's partial score filed as partial; and the
 console of a stopped and resumed run on a terminal and in a pipe.
 
 No network: the runs import a fake ``tensorflow_datasets`` (written by the
-``fake_tfds`` fixture, first on PYTHONPATH) that serves a small generated
-corpus and records which splits were asked for.
+``fake_tfds`` fixture, first on PYTHONPATH) whose builder serves a small
+generated corpus and records which splits were asked for; the real builder
+without a network: tests/scripts/test_data_download.py. A clone without
+../shared is this checkout with ``sources.LOCAL_DATA`` pointed at a folder
+that does not exist (:data:`WITHOUT_SHARED`).
 """
 
 import json
@@ -28,36 +31,55 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 # An absl log line's start: "I1127 07:19:23.983850 ...".
 LOG_LINE_START = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d")
-# A live line's start: "Epoch 2/~14 5/13 [", "Epoch 1 5/13 [".
-LIVE_LINE = re.compile(r"Epoch (\d+)(?:/(~?\d+))?(?: \(resumed at step \d+\))? (\d+)/(\d+) \[")
+# A live line's start: "Epoch 2/~14 5/13 [", "Epoch 1 5/13 ETA ?".
+LIVE_LINE = re.compile(r"Epoch (\d+)(?:/(~?\d+))?(?: \(resumed at step \d+\))? (\d+)/(\d+)(?: |$)")
+# A whole live line: fields left out whole, from the least needed.
+WHOLE_LIVE_LINE = re.compile(
+    r"Epoch \d+(/~?\d+)?( \(resumed at step \d+\))? \d+/\d+( \[[=>.]+\])?( \d+:\d\d)? "
+    r"ETA (\?|\d+:\d\d)( \| loss \d+\.\d{4}( acc \d\.\d{4}( lr \d\.\d\de-\d\d"
+    r"( tok/s \d+)?)?)?)?")
 
 FAKE_TFDS = '''
-"""A stand-in for tensorflow_datasets: the TED HRLR splits from $FAKE_TFDS_DATA."""
+"""A stand-in for tensorflow_datasets: the TED HRLR splits from $FAKE_TFDS_DATA.
+Like the real one, importing it does not import TensorFlow."""
 import os
-import tensorflow as tf
 
-def load(name, split, as_supervised):
-  assert name == "ted_hrlr_translate/pt_to_en" and as_supervised, (name, as_supervised)
-  suffix = {"train": "train", "validation": "dev", "test": "test"}[split]
-  folder = os.environ["FAKE_TFDS_DATA"]
-  with open(os.path.join(folder, "asked"), "a", encoding="utf-8") as asked:
-    asked.write(split + "\\n")
-  def lines(language):
-    with open(os.path.join(folder, f"{language}.{suffix}"), encoding="utf-8") as f:
-      return f.read().splitlines()
-  return tf.data.Dataset.from_tensor_slices((lines("pt"), lines("en")))
+
+class _Builder:
+  def is_prepared(self):
+    return True
+
+  def as_dataset(self, split, as_supervised):
+    import tensorflow as tf
+    assert as_supervised
+    suffix = {"train": "train", "validation": "dev", "test": "test"}[split]
+    folder = os.environ["FAKE_TFDS_DATA"]
+    with open(os.path.join(folder, "asked"), "a", encoding="utf-8") as asked:
+      asked.write(split + "\\n")
+    def lines(language):
+      with open(os.path.join(folder, f"{language}.{suffix}"), encoding="utf-8") as f:
+        return f.read().splitlines()
+    return tf.data.Dataset.from_tensor_slices((lines("pt"), lines("en")))
+
+
+def builder(name):
+  assert name == "ted_hrlr_translate/pt_to_en", name
+  return _Builder()
+'''
+# Runs a script as __main__ as on a clone without ../shared: the local copy
+# that --data=auto looks for is a folder that does not exist.
+WITHOUT_SHARED = '''
+import runpy, sys
+from transformer.data import sources
+sources.LOCAL_DATA = sources.LOCAL_DATA.parent / "not_here" / "ted_hrlr_pt_to_en"
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
 '''
 
 PT_WORDS = ("eu gosto de ler livros sobre a história do mundo e das pessoas que vivem nele "
             "hoje nós falamos com amigos na escola grande pequena casa rua cidade").split()
 EN_WORDS = ("i like to read books about the history of world and of people who live in it "
             "today we talk with friends at school big small house street city").split()
-
-
-def _absent(tmp_path):
-  """The README's paths, on a machine that has no ../shared."""
-  shared = tmp_path / "shared" / "data"
-  return shared / "ted_hrlr_pt_to_en", shared / "tutorial_tokenizer"
 
 
 # ----------------------------------------------------------------- fixtures
@@ -88,10 +110,14 @@ def _env(fake_tfds, **extra):
           "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1", **extra}
 
 
-def _train_args(model_dir, data, tokenizer, *extra):
+def _train_args(model_dir, *extra):
   return [sys.executable, "train.py", "--config=configs/tiny.py", f"--model_dir={model_dir}",
-          f"--data={data}", f"--tokenizer={tokenizer}", "--bleu_examples=0",
-          "--config.training.checkpoint_every_steps=5", *extra]
+          "--bleu_examples=0", "--config.training.checkpoint_every_steps=5", *extra]
+
+
+def _without_shared(args):
+  """``[python, script, flags...]`` run as on a clone without ../shared."""
+  return [args[0], "-c", WITHOUT_SHARED, *args[1:]]
 
 
 def _asked(fake_tfds):
@@ -125,20 +151,24 @@ def _run(args, fake_tfds, **env):
 
 
 def test_a_clone_without_shared_trains_is_stopped_translates_and_evaluates(tmp_path, fake_tfds):
-  data, tokenizer = _absent(tmp_path)
   model_dir = tmp_path / "runs" / "cpu_2h"
   read_end, write_end = os.pipe()
-  proc = subprocess.Popen(_train_args(model_dir, data, tokenizer, "--config.training.epochs=50"),
+  # The README's main command names no data or tokenizer: the defaults.
+  proc = subprocess.Popen(_without_shared(_train_args(model_dir, "--config.training.epochs=50")),
                           cwd=ROOT, env=_env(fake_tfds), stdin=subprocess.DEVNULL,
                           stdout=write_end, stderr=write_end)
   os.close(write_end)
   status, output = _stop_after_first_checkpoint(proc, read_end)
   os.close(read_end)
   assert status == 128 + signal.SIGINT, output[-3000:]
-  said = [line for line in output.splitlines() if "absent" in line]
-  assert len(said) == 1 and f"{data} and {tokenizer} are absent" in said[0], output[-3000:]
+  said = [line for line in output.splitlines() if line.startswith("data: ")]
+  assert len(said) == 1 and said[0].startswith(
+      "data: TensorFlow Datasets' ted_hrlr_translate/pt_to_en, downloaded on first use (no "
+      "local copy at "), output[-3000:]
   assert _asked(fake_tfds)[:2] == ["train", "validation"]
   assert not (model_dir / "train.lock").exists()
+  # Ctrl-C: said when it came and once when the run stopped, naming what to do once.
+  assert output.count("rerun the same command to resume") == 1, output[-3000:]
 
   # The README's translate command, on the stopped run's folder.
   translated = _run([sys.executable, "translate.py", f"--model_dir={model_dir}",
@@ -164,11 +194,11 @@ def test_a_clone_without_shared_trains_is_stopped_translates_and_evaluates(tmp_p
   assert f"--model_dir={model_dir} translates with its latest checkpoint" in missing.stderr
 
   # The README's evaluate command: a partial score, labelled so.
-  evaluated = _run([sys.executable, "evaluate.py", f"--model_dir={model_dir}", f"--data={data}",
-                    "--split=test", "--max_sentences=5", "--method=greedy"], fake_tfds)
+  evaluated = _run(_without_shared([sys.executable, "evaluate.py", f"--model_dir={model_dir}",
+                                    "--split=test", "--max_sentences=5", "--method=greedy"]),
+                   fake_tfds)
   assert evaluated.returncode == 0, evaluated.stderr[-3000:]
-  assert f"evaluate.py: {data} is absent: the data comes from TensorFlow Datasets" in (
-      evaluated.stderr)
+  assert "evaluate.py: data: TensorFlow Datasets' ted_hrlr_translate/pt_to_en" in evaluated.stderr
   record = json.loads(evaluated.stdout)
   assert record["partial"] and record["num_sentences"] == 5
   assert (model_dir / "bleu" / "test.greedy.partial5.json").is_file()
@@ -178,23 +208,27 @@ def test_a_clone_without_shared_trains_is_stopped_translates_and_evaluates(tmp_p
 
 def test_the_console_tells_the_truth_on_a_terminal_and_in_a_pipe(tmp_path, fake_tfds):
   model_dir = tmp_path / "run"
-  args = _train_args(model_dir, "tfds", "build", "--noexport", "--config.training.epochs=100",
+  args = _train_args(model_dir, "--data=tfds", "--noexport", "--config.training.epochs=100",
                      "--config.training.time_budget_minutes=0.2")
-  # A terminal 60 columns wide, with stdout and stderr on it, stopped by
+  # A terminal 80 columns wide, with stdout and stderr on it, stopped by
   # Ctrl-C after the first checkpoint.
   controller, terminal = pty.openpty()
-  proc = subprocess.Popen(args, cwd=ROOT, env=_env(fake_tfds, COLUMNS="60"),
+  proc = subprocess.Popen(args, cwd=ROOT, env=_env(fake_tfds, COLUMNS="80"),
                           stdin=subprocess.DEVNULL, stdout=terminal, stderr=terminal)
   os.close(terminal)
   status, shown = _stop_after_first_checkpoint(proc, controller)
   os.close(controller)
   assert status == 128 + signal.SIGINT, shown[-3000:]
-  live = [segment for segment in re.split(r"[\r\n]", shown) if LIVE_LINE.match(segment)]
-  assert live and max(map(len, live)) <= 59, live
+  live = [segment.rstrip() for segment in re.split(r"[\r\n]", shown) if LIVE_LINE.match(segment)]
+  assert live and max(map(len, live)) <= 79, live
+  # Whole fields: a number is never cut (the loss and accuracy have 4 decimals).
+  assert all(WHOLE_LIVE_LINE.fullmatch(line) for line in live), live
   # A time budget's first epoch has no count yet: not the configuration's 100.
   assert LIVE_LINE.match(live[0]).group(1, 2) == ("1", None), live[0]
-  starts = [match.start() for match in LOG_LINE_START.finditer(shown)]
-  assert starts and all(at == 0 or shown[at - 1] in "\r\n" for at in starts), shown[-3000:]
+  # Lines a person reads, each starting at the left margin (the live line cleared first).
+  assert not LOG_LINE_START.search(shown), shown[-3000:]
+  starts = [match.start() for match in re.finditer("saved checkpoint", shown)]
+  assert starts and all(shown[at - 1] in "\r\n" for at in starts), shown[-3000:]
   assert "deprecated" not in shown and not (model_dir / "train.lock").exists()
 
   # The same command in a pipe resumes to the end of its budget.
@@ -202,12 +236,16 @@ def test_the_console_tells_the_truth_on_a_terminal_and_in_a_pipe(tmp_path, fake_
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert "\r" not in resumed.stdout and "stale" not in resumed.stderr
   assert "deprecated" not in resumed.stderr + resumed.stdout, resumed.stderr[-3000:]
-  restored = re.search(r"restored checkpoint \S+ at step \d+ \(in epoch (\d+), after its first "
-                       r"(\d+) batches\)", resumed.stderr)
-  assert restored, resumed.stderr[-3000:]
-  assert f"resuming epoch {restored[1]} after its first {restored[2]} batches" in resumed.stderr
+  restored = re.findall(r"restored checkpoint \S+ at step \d+ \(in epoch (\d+), after its first "
+                        r"(\d+) batch(?:es)?\)", resumed.stderr)
+  assert len(restored) == 1 and "resuming" not in resumed.stderr, resumed.stderr[-3000:]
   labels = re.findall(r"^Epoch (\d+)(/~?\d+)? \(step", resumed.stdout, re.MULTILINE)
-  assert labels and labels[0][0] == restored[1], resumed.stdout
+  assert labels and labels[0][0] == restored[0][0], resumed.stdout
   # After the first epoch the time budget's count is a plan: estimated, or fixed.
   assert all(count for _, count in labels), resumed.stdout
   assert not (model_dir / "train.lock").exists()
+
+  # Once more: the run had ended, and says so.
+  again = _run(args, fake_tfds)
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "nothing more to train" in again.stderr and "0 steps" not in again.stderr

@@ -20,7 +20,7 @@ from transformer.run import progress
 
 ROOT = Path(__file__).resolve().parents[2]
 # A live line's start: "Epoch 2/~14 5/13 [", "Epoch 1 5/13 [".
-LIVE_LINE = re.compile(r"Epoch (\d+)(?:/(~?\d+))?(?: \(resumed at step \d+\))? (\d+)/(\d+) \[")
+LIVE_LINE = re.compile(r"Epoch (\d+)(?:/(~?\d+))?(?: \(resumed at step \d+\))? (\d+)/(\d+)(?: |$)")
 
 
 class Terminal(io.StringIO):
@@ -44,34 +44,38 @@ def _absent(tmp_path):
 
 # ----------------------------------------------------------------- data anywhere
 
-def test_absent_local_copies_give_way_to_tfds_and_a_built_tokenizer(tmp_path, monkeypatch):
+def test_auto_takes_the_local_copy_where_it_is_and_tfds_elsewhere(tmp_path, monkeypatch):
+  monkeypatch.setattr(sources, "tfds_installed", lambda: True)
+  monkeypatch.setattr(sources, "LOCAL_DATA", tmp_path)
+  assert sources.resolve_data("auto") == (str(tmp_path), f"data: {tmp_path}")
+  absent, _ = _absent(tmp_path)
+  monkeypatch.setattr(sources, "LOCAL_DATA", absent)
+  assert sources.resolve_data("auto") == (
+      "tfds", "data: TensorFlow Datasets' ted_hrlr_translate/pt_to_en, downloaded on first use "
+      f"(no local copy at {absent})")
+  # What the user names is used as named, without a line.
+  assert sources.resolve_data("tfds") == ("tfds", None)
+  assert sources.resolve_data(str(tmp_path)) == (str(tmp_path), None)
+
+
+def test_a_named_path_that_does_not_exist_is_an_error_never_a_download(tmp_path, monkeypatch):
   monkeypatch.setattr(sources, "tfds_installed", lambda: True)
   data, tokenizer = _absent(tmp_path)
-  used_data, used_tokenizer, message = sources.stand_ins(str(data), str(tokenizer))
-  assert (used_data, used_tokenizer) == ("tfds", "build")
-  assert message == (f"{data} and {tokenizer} are absent: the data comes from TensorFlow "
-                     "Datasets (ted_hrlr_translate/pt_to_en, downloaded on first use) and the "
-                     "tokenizer is built from the training pairs (--tokenizer=build)")
-  # Present paths (even wrong ones: their own error says what is wrong) stay.
-  assert sources.stand_ins(str(tmp_path), str(tmp_path)) == (str(tmp_path), str(tmp_path), None)
-  assert sources.stand_ins(str(data)) == ("tfds", None, f"{data} is absent: the data comes "
-                                          "from TensorFlow Datasets (ted_hrlr_translate/"
-                                          "pt_to_en, downloaded on first use)")
+  with pytest.raises(sources.SourceError, match=f"^--data={data}: no such folder; pass a folder"):
+    sources.resolve_data(str(data))
+  with pytest.raises(sources.SourceError, match=f"^--tokenizer={tokenizer}: no such folder"):
+    sources.check_tokenizer(str(tokenizer))
+  sources.check_tokenizer("build")
+  sources.check_tokenizer(str(tmp_path))
 
 
-def test_absent_data_without_tensorflow_datasets_is_one_clear_error(tmp_path, monkeypatch):
+def test_tfds_without_tensorflow_datasets_is_one_clear_error(tmp_path, monkeypatch):
   monkeypatch.setattr(sources, "tfds_installed", lambda: False)
-  data, _ = _absent(tmp_path)
-  with pytest.raises(sources.SourceError, match="no such folder, and tensorflow-datasets"):
-    sources.stand_ins(str(data), "build")
-
-
-def test_the_install_brings_tensorflow_datasets():
-  import configparser  # pylint: disable=g-import-not-at-top
-  setup = configparser.ConfigParser()
-  setup.read(ROOT / "setup.cfg")
-  required = setup["options"]["install_requires"].split()
-  assert any(line.startswith("tensorflow-datasets==") for line in required), required
+  monkeypatch.setattr(sources, "LOCAL_DATA", _absent(tmp_path)[0])
+  for data in ("auto", "tfds"):
+    with pytest.raises(sources.SourceError, match="tensorflow-datasets, which downloads it, is "
+                                                  "not installed"):
+      sources.resolve_data(data)
 
 
 # ----------------------------------------------------------------- partial scores
@@ -113,8 +117,70 @@ def test_the_live_line_fits_the_terminal(monkeypatch):
     clock.now += 1.0
     bar.update(done, loss=7.0, acc=0.1, lr=1e-4, **{"tok/s": 2293.0})
   bar.end()
-  drawn = stream.getvalue().replace("\n", "\r").split("\r")
-  assert max(map(len, drawn)) == 49 and LIVE_LINE.match(drawn[1]), drawn[:3]
+  drawn = [line.rstrip() for line in stream.getvalue().replace("\n", "\r").split("\r") if line]
+  assert max(map(len, drawn)) <= 49 and LIVE_LINE.match(drawn[0]), drawn[:3]
+  # Whole fields only, the least needed left out: no number is cut.
+  assert all(re.fullmatch(r"Epoch 1/20 \d+/400 ETA (\?|\d+:\d\d) \| loss 7\.0000( acc 0\.1000)?",
+                          line) for line in drawn), drawn[:3]
+
+
+def test_the_live_line_leaves_out_whole_fields_least_needed_first():
+  clock = FakeClock()
+  line = progress.LiveLine("Epoch 12/~20", 626, 656, clock)
+  values = {"loss": 6.31814, "acc": 0.16942, "lr": 6.9e-4, "tok/s": 3275.3}
+  whole = line.text(630, values)
+  assert whole == ("Epoch 12/~20 (resumed at step 626) 630/656 [=======================>] "
+                   "0:00 ETA ? | loss 6.3181 acc 0.1694 lr 6.90e-04 tok/s 3275")
+  assert line.text(630, values, width=100) == ("Epoch 12/~20 (resumed at step 626) 630/656 "
+                                               "0:00 ETA ? | loss 6.3181 acc 0.1694")
+  assert line.text(630, values, width=79) == ("Epoch 12/~20 (resumed at step 626) 630/656 "
+                                              "0:00 ETA ? | loss 6.3181 acc 0.1694")
+  assert line.text(630, values, width=60) == "Epoch 12/~20 630/656 ETA ? | loss 6.3181 acc 0.1694"
+  assert line.text(630, values, width=40) == "Epoch 12/~20 630/656 ETA ? | loss 6.3181"
+  assert line.text(630, values, width=20) == "Epoch 12/~20 630/656"
+
+
+def test_numbers_keep_one_format_per_field():
+  assert [progress.number_text("acc", value) for value in (0.0022, 0.0105)] == ["0.0022", "0.0105"]
+  assert progress.number_text("lr", 7e-4) == "7.00e-04"
+  assert progress.number_text("tok/s", 2293.4) == "2293"
+  assert progress.plural(1, "epoch") == "1 epoch" and progress.plural(2, "epoch") == "2 epochs"
+  assert progress.position_text(0, 1) == "in epoch 1, after its first 1 batch"
+
+
+def test_a_rerun_of_a_finished_run_says_so():
+  assert progress.run_summary(656, 656, []) == ("the run had already ended at step 656: "
+                                                "nothing more to train")
+  assert progress.run_summary(31, 30, [{"epoch": 1, "complete": False, "steps_in_epoch": 31}]) == (
+      "training done at step 31: 1 step in this run (epoch 1 up to its step 31)")
+
+
+def test_log_lines_are_plain_unless_verbose(monkeypatch):
+  from absl import logging  # pylint: disable=g-import-not-at-top
+  from transformer.run import runtime  # pylint: disable=g-import-not-at-top
+  handler = logging.get_absl_handler()
+  # absl's handler formats with the handler it writes through: restored afterwards.
+  monkeypatch.setattr(handler.python_handler, "formatter", handler.python_handler.formatter)
+  record = python_logging.LogRecord("absl", python_logging.INFO, "/x/loop.py", 115,
+                                    "saved checkpoint %s", ("ckpt-20",), None)
+  warning = python_logging.LogRecord("absl", python_logging.WARNING, "/x/loop.py", 88,
+                                     "stopped", (), None)
+  runtime.plain_log_lines(verbose=True)
+  assert re.match(r"I\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ loop\.py:115\] saved checkpoint ckpt-20",
+                  handler.format(record))
+  runtime.plain_log_lines(verbose=False)
+  assert handler.format(record) == "saved checkpoint ckpt-20"
+  assert handler.format(warning) == "warning: stopped"
+
+
+def test_the_count_of_sentences_translated_is_redrawn_in_place_on_a_terminal():
+  terminal, pipe = Terminal(), io.StringIO()
+  for stream in (terminal, pipe):
+    translate = progress.counted(lambda sentences: [s.upper() for s in sentences], 5, stream)
+    assert translate(["a", "b", "c"]) == ["A", "B", "C"]
+    translate(["d", "e"])
+  assert terminal.getvalue() == "\rtranslated 3/5 sentences\rtranslated 5/5 sentences\n"
+  assert pipe.getvalue() == ""
 
 
 def test_a_log_line_starts_on_its_own_line_not_after_the_live_line():

@@ -1,10 +1,15 @@
-"""Tests for transformer.data.ted: reading the TED HRLR files in TFDS order."""
+"""Tests for transformer.data.ted: reading the TED HRLR files in TFDS order;
+and transformer.data.download's failures (the real builder offline:
+tests/scripts/test_data_download.py)."""
 
 import hashlib
+from pathlib import Path
+import sys
 
 import pytest
 import tensorflow as tf
 
+from transformer.data import download
 from transformer.data import ted
 
 README_FIRST_TRAIN_PAIRS = [
@@ -111,11 +116,49 @@ def test_unknown_split_and_source():
     ted.load_split("/no/such/folder", "train")
 
 
-def test_tfds_source_needs_tensorflow_datasets():
-  try:
-    import tensorflow_datasets  # pylint: disable=g-import-not-at-top,unused-import
-  except ImportError:
-    with pytest.raises(ImportError, match="tensorflow-datasets"):
-      ted.load_split("tfds", "train")
-  else:
-    pytest.skip("tensorflow_datasets is installed; loading would need the internet")
+def test_tfds_source_without_tensorflow_datasets_names_the_install(monkeypatch):
+  monkeypatch.setitem(sys.modules, "tensorflow_datasets", None)  # import fails
+  with pytest.raises(ted.DataError, match=r"tensorflow-datasets cannot be imported .*"
+                                          r"pip install -e '\.\[tensorflow\]'"):
+    ted.load_split("tfds", "train")
+
+
+class _FailingBuilder:
+  """A TFDS builder whose download writes part of its data folder, then fails."""
+
+  def __init__(self, data_dir):
+    self.data_dir = str(data_dir)
+    self.download_dirs = []
+
+  def download_and_prepare(self, download_dir):
+    self.download_dirs.append(download_dir)
+    Path(self.data_dir, "part.tfrecord").parent.mkdir(parents=True)
+    Path(self.data_dir, "part.tfrecord").write_bytes(b"half")
+    raise ConnectionError("Max retries exceeded\nwith a long traceback")
+
+
+def test_a_download_that_fails_part_way_leaves_nothing_it_created(tmp_path):
+  root = tmp_path / "tensorflow_datasets"
+  root.mkdir()  # there before: kept, as everything else in it
+  (root / "other_dataset").mkdir()
+  builder = _FailingBuilder(root / "ted_hrlr_translate" / "pt_to_en" / "1.0.0")
+  with pytest.raises(download.DownloadError, match=r"^downloading the TED HRLR data failed "
+                                                   r"\(ConnectionError: Max retries exceeded\); "
+                                                   "nothing was kept, rerun to try again$"):
+    download._download_and_prepare(builder)  # pylint: disable=protected-access
+  assert sorted(p.name for p in root.iterdir()) == ["other_dataset"]
+  assert builder.download_dirs and not Path(builder.download_dirs[0]).exists()
+
+
+def test_an_unreachable_host_is_one_error_at_once(monkeypatch):
+  tried = []
+
+  def unreachable(address, timeout):
+    tried.append((address, timeout))
+    raise OSError(101, "Network is unreachable")
+  monkeypatch.setattr(download.socket, "create_connection", unreachable)
+  with pytest.raises(download.DownloadError, match=r"^cannot download the TED HRLR data: "
+                                                   r"www\.phontron\.com cannot be reached "
+                                                   r"\(Network is unreachable\)\. Connect"):
+    download._check_reachable(download.ARCHIVE_URL)  # pylint: disable=protected-access
+  assert tried == [(("www.phontron.com", 80), download.CONNECT_TIMEOUT_S)]

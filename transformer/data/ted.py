@@ -19,11 +19,11 @@ from typing import List, Tuple, Union
 from absl import logging
 
 from transformer.config import SPLIT_FILE_SUFFIX
+from transformer.data import download
 
 SPLITS = ("train", "validation", "test")
 SOURCE_LANGUAGE = "pt"
 TARGET_LANGUAGE = "en"
-TFDS_NAME = "ted_hrlr_translate/pt_to_en"
 
 PathLike = Union[str, os.PathLike]
 Pair = Tuple[str, str]
@@ -147,16 +147,14 @@ def load_local_split(data_dir: PathLike, split: str) -> "tf.data.Dataset":
 
 
 def load_tfds_split(split: str) -> "tf.data.Dataset":
-  """The `split` from TensorFlow Datasets (downloads on first use)."""
+  """The `split` from TensorFlow Datasets (downloaded on first use, or a
+  DataError that says in one line why it cannot be)."""
   _check_split(split)
   try:
-    import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
-  except ImportError as e:
-    raise ImportError(
-        "loading from 'tfds' needs tensorflow-datasets (pip install -e ., which "
-        "brings it); or pass a folder with the files "
-        "pt.train en.train pt.dev en.dev pt.test en.test") from e
-  return tfds.load(TFDS_NAME, split=split, as_supervised=True)
+    builder = download.prepared_builder()
+  except download.DownloadError as e:
+    raise DataError(str(e)) from e
+  return builder.as_dataset(split=split, as_supervised=True)
 
 
 def split_pairs(source: PathLike, split: str) -> List[Pair]:

@@ -1,14 +1,14 @@
-"""What a training run shows on the console: a live line and per-epoch summaries.
+"""What a run shows on the console: a live line per epoch on a terminal, one
+summary line per epoch everywhere, and a live count of sentences translated.
 
-A live line per epoch on a terminal and one summary line per epoch everywhere.
-
-On a terminal the live line counts the steps this epoch will really run (a
-``train_steps`` limit shortens it), says "Epoch 3/20" and gives an ETA from the
-steps after the first, whose time is mostly tracing. It is cut to the
-terminal's width, and a log line written while it is drawn first clears it,
-so that the log line starts on a line of its own (the live line comes back
-at the next step). When stdout is not a terminal (a file, a pipe) nothing is
-drawn: one plain line per epoch, no escape codes, no carriage returns.
+The live line counts the steps this epoch will really run (a ``train_steps``
+limit shortens it), says "Epoch 3/20" and gives an ETA from the steps after
+the first, whose time is mostly tracing. Its least needed fields (tok/s, the
+rate, the bar, the elapsed time) are left out whole until it fits the
+terminal's width, so that no number is ever cut; a log line written while it
+is drawn first clears it, so that the log line starts on a line of its own
+(the live line comes back at the next step). When stdout is not a terminal (a
+file, a pipe) nothing is drawn: one plain line per epoch, no escape codes.
 
 The epoch count is the run's plan: "Epoch 3/20" when it is known (a number
 of epochs or steps, a time budget's fixed plan), "Epoch 3/~20" while a time
@@ -23,7 +23,7 @@ import math
 import shutil
 import sys
 import time
-from typing import Callable, Dict, List, Optional, TextIO
+from typing import Callable, Dict, List, Optional, TextIO, Tuple
 
 from absl import logging
 
@@ -44,7 +44,7 @@ def position_text(epochs_done: int, step_in_epoch: int) -> str:
   """Where in the data a checkpoint is, with epochs counted from 1 as the
   console counts them: "in epoch 3, after its first 626 batches"."""
   if step_in_epoch:
-    return f"in epoch {epochs_done + 1}, after its first {step_in_epoch} batches"
+    return f"in epoch {epochs_done + 1}, after its first {plural(step_in_epoch, 'batch', 'batches')}"
   return f"after epoch {epochs_done}" if epochs_done else "before the first epoch"
 
 
@@ -87,8 +87,10 @@ def run_summary(step: int, start_step: int, history: List[Dict]) -> str:
   """The last line of a run: what this run trained, never "0 epochs" for a short one.
 
   E.g. ``training done at step 630: 630 steps in this run (epochs 1-2 whole,
-  epoch 3 up to its step 30)``.
+  epoch 3 up to its step 30)``; a rerun of a finished run says that it was.
   """
+  if step == start_step and not history:
+    return f"the run had already ended at step {step}: nothing more to train"
   whole = [r["epoch"] for r in history if r["complete"]]
   parts = []
   if whole:
@@ -98,7 +100,7 @@ def run_summary(step: int, start_step: int, history: List[Dict]) -> str:
     if not record["complete"]:
       parts.append(f"epoch {record['epoch']} up to its step {record['steps_in_epoch']}")
   what = f" ({', '.join(parts)})" if parts else ""
-  return f"training done at step {step}: {step - start_step} steps in this run{what}"
+  return f"training done at step {step}: {plural(step - start_step, 'step')} in this run{what}"
 
 
 def clock_text(seconds: float) -> str:
@@ -124,17 +126,27 @@ class LiveLine:
     self._first_done = None  # (steps, time) after the first step of this run
 
   def text(self, done: int, values: Dict[str, float], width: Optional[int] = None) -> str:
-    """The line at ``done`` steps: bar, counts, elapsed time, ETA and ``values``,
-    cut to ``width`` characters (None: whole)."""
+    """The line at ``done`` steps: counts, bar, elapsed time, ETA and
+    ``values``, the last fields left out whole until it fits ``width``
+    characters (None: all of them), so that no number is ever cut."""
     now = self.clock()
     if self._first_done is None:
       self._first_done = (done, now)
     filled = BAR_WIDTH * min(done, self.total) // max(self.total, 1)
     bar = "=" * filled + (">" if filled < BAR_WIDTH else "") + "." * (BAR_WIDTH - filled - 1)
-    shown = " ".join(f"{key} {_number(value)}" for key, value in values.items())
-    text = (f"{self.label} {done}/{self.total} [{bar}] "
-            f"{clock_text(now - self.opened)} {self._eta(done, now)} | {shown}")
-    return text if width is None else text[:width]
+    shown = [f"{key} {number_text(key, value)}" for key, value in values.items()]
+    if shown:
+      shown[0] = "| " + shown[0]
+    # (place on the line, field), the most needed first: counts, ETA, loss
+    # and accuracy before where a resume began, the elapsed time, the bar,
+    # the rate and tok/s.
+    places = [(0, self.label), (2, f"{done}/{self.total}"), (5, self._eta(done, now))]
+    places += [(6 + i, text) for i, text in enumerate(shown[:2])]
+    if self.start:
+      places.append((1, f"(resumed at step {self.start})"))
+    places += [(4, clock_text(now - self.opened)), (3, f"[{bar}]")]
+    places += [(6 + i, text) for i, text in enumerate(shown) if i >= 2]
+    return fit_fields(places, width)
 
   def _eta(self, done: int, now: float) -> str:
     # The first step traces the graph: its time says nothing about the others.
@@ -147,10 +159,53 @@ class LiveLine:
     return f"ETA {clock_text(per_step * (self.total - done))}"
 
 
-def _number(value: float) -> str:
-  if value and abs(value) < 1e-2:
-    return f"{value:.1e}"
-  return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4f}"
+def number_text(key: str, value: float) -> str:
+  """A live value in its key's one format: the learning rate in scientific
+  notation (it spans decades), tokens/s whole, loss and accuracy to 4 decimals."""
+  if key == "lr":
+    return f"{value:.2e}"
+  if key == "tok/s":
+    return f"{value:.0f}"
+  return f"{value:.4f}"
+
+
+def fit_fields(places: List[Tuple[int, str]], width: Optional[int]) -> str:
+  """The fields of ``places`` (``(place, text)``, the most needed first) in
+  the order of their places, joined by spaces, the least needed left out
+  whole until the line fits ``width`` (None: all); the first two are kept,
+  cut only where they alone are wider."""
+  kept = list(places)
+  while width is not None and len(kept) > 2 and len(_joined(kept)) > width:
+    kept.pop()
+  text = _joined(kept)
+  return text if width is None else text[:width]
+
+
+def _joined(places: List[Tuple[int, str]]) -> str:
+  return " ".join(text for _, text in sorted(places))
+
+
+def plural(count: int, noun: str, nouns: Optional[str] = None) -> str:
+  """"1 epoch", "2 epochs"; ``nouns`` where adding an "s" is wrong ("batches")."""
+  return f"{count} {noun if count == 1 else nouns or noun + 's'}"
+
+
+def counted(translate_batch, total: int, stream: Optional[TextIO] = None):
+  """``translate_batch`` that reports the sentences translated so far on
+  ``stream`` (stderr by default): "translated 64/1193 sentences", redrawn in
+  place on a terminal, nothing elsewhere (the start and end lines say it)."""
+  done = 0
+
+  def translate_and_count(sentences):
+    nonlocal done
+    outputs = translate_batch(sentences)
+    done += len(sentences)
+    out = stream or sys.stderr
+    if out.isatty():
+      print(f"\rtranslated {done}/{total} sentences", end="\n" if done >= total else "",
+            file=out, flush=True)
+    return outputs
+  return translate_and_count
 
 
 class EpochProgress:
@@ -184,8 +239,7 @@ class EpochProgress:
   def start(self, label: str, skip: int, total: int) -> None:
     """Opens the epoch's live line at ``skip`` of ``total`` steps."""
     if self.live:
-      self._line = LiveLine(label + (f" (resumed at step {skip})" if skip else ""), skip,
-                            total, self._clock)
+      self._line = LiveLine(label, skip, total, self._clock)
       self._width = 0
       self._drawn_at = None
       # absl's handler (and any other) hangs on the root logger.

@@ -9,6 +9,7 @@ their flags are checked (so that a bad flag answers at once), through
 :func:`import_tensorflow`. This module must not import TensorFlow itself.
 """
 
+import importlib.util
 import json
 import logging as python_logging
 import os
@@ -34,6 +35,10 @@ def import_tensorflow(verbose: bool):
   stay.
   """
   use_bfc_allocator()
+  if not tensorflow_installed():
+    sys.exit(f"{Path(sys.argv[0]).name}: error: TensorFlow is not installed: pip install -e "
+             "'.[tensorflow]' (or train under KERAS_BACKEND=jax from prepare.py's folder, "
+             "docs/training.md)")
   if verbose:
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
@@ -55,6 +60,47 @@ def import_tensorflow(verbose: bool):
       lambda record: record.levelno >= python_logging.ERROR
       or not record.pathname.startswith(tensorflow_dir))
   return tf
+
+
+class PlainLines(python_logging.Formatter):
+  """A log record as a person reads it: the message alone, a warning or an
+  error after its level ("warning: ..."), without absl's time, thread id and
+  source prefix."""
+
+  def format(self, record) -> str:
+    message = record.getMessage()
+    if record.levelno >= python_logging.WARNING:
+      return f"{record.levelname.lower()}: {message}"
+    return message
+
+
+def plain_log_lines(verbose: bool) -> None:
+  """Writes the scripts' log lines as :class:`PlainLines` and drops records
+  below ERROR from TensorFlow Datasets' modules (e.g. that a data folder it is
+  about to write has no dataset_info.json yet), unless ``verbose``, which keeps
+  absl's prefixed format (time, thread, file:line) and every record."""
+  if verbose:
+    return
+  handler = logging.get_absl_handler()
+  handler.setFormatter(PlainLines())
+  try:
+    tfds_spec = importlib.util.find_spec("tensorflow_datasets")
+  except ImportError:
+    tfds_spec = None
+  if tfds_spec is not None and tfds_spec.origin:
+    tfds_dir = os.path.dirname(tfds_spec.origin) + os.sep
+    handler.addFilter(lambda record: record.levelno >= python_logging.ERROR
+                      or not record.pathname.startswith(tfds_dir))
+
+
+def tensorflow_installed() -> bool:
+  """Whether TensorFlow and tensorflow-text (the ``tensorflow`` extra) are
+  there, found without importing them."""
+  try:
+    return all(importlib.util.find_spec(name) is not None
+               for name in ("tensorflow", "tensorflow_text"))
+  except ImportError:  # a finder that refuses the name outright
+    return False
 
 
 def hide_jax_logs(verbose: bool) -> None:

@@ -30,6 +30,8 @@ import math
 
 from absl import logging
 
+from transformer.run.progress import plural
+
 
 def planned_epochs(budget_seconds: float, used_seconds: float, epochs_done: int,
                    seconds_per_epoch: float, max_epochs: int) -> int:
@@ -124,8 +126,8 @@ class TimeBudget:
                            epoch_seconds, self.max_epochs)
     cooling = cooldown_epochs(total, self.cooldown_fraction)
     if epochs_done < total - cooling:
-      logging.info("time budget: about %d epochs fit (%.1f of %.1f minutes used, %.1f per "
-                   "epoch)", total, float(self.used_seconds.numpy()) / 60,
+      logging.info("time budget: about %s fit (%.1f of %.1f minutes used, %.1f per "
+                   "epoch)", plural(total, "epoch"), float(self.used_seconds.numpy()) / 60,
                    self.budget_seconds / 60, epoch_seconds / 60)
       self.estimate = total
       return total
@@ -135,11 +137,12 @@ class TimeBudget:
     self.cooldown_steps.assign(steps)
     self.cooldown_end_step.assign(step + steps)
     if steps:
-      logging.info("time budget: %d epochs in all; the learning rate falls to zero over the "
-                   "last %d (steps %d to %d)", total, total - epochs_done, step, step + steps)
+      logging.info("time budget: %s in all; the learning rate falls to zero over the "
+                   "last %d (steps %d to %d)", plural(total, "epoch"), total - epochs_done, step,
+                   step + steps)
     elif self.cooldown_fraction > 0:
-      logging.warning("time budget: used up after %d epochs, before a cooldown could begin",
-                      total)
+      logging.warning("time budget: used up after %s, before a cooldown could begin",
+                      plural(total, "epoch"))
     return total
 
   def epochs(self, epochs_done: int, current_epoch_seconds: float = 0.0):

@@ -98,8 +98,8 @@ def get_strategy(name: str, tpu_address: Optional[str] = None):
       tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
     strategy = tf.distribute.TPUStrategy(resolver)
-  logging.info("strategy %s (%s) with %d replica(s)", resolved, type(strategy).__name__,
-               strategy.num_replicas_in_sync)
+  replicas = strategy.num_replicas_in_sync
+  logging.info("strategy %s: %d replica%s", resolved, replicas, "" if replicas == 1 else "s")
   return strategy
 
 

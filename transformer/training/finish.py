@@ -85,9 +85,12 @@ class Bleu:
     method = self.method
     with progress.announced(f"translating {len(self.pairs)} validation sentences "
                             f"({method}) for BLEU"):
-      result = evaluation.evaluate_bleu(evaluation.translator_batch_fn(translator, method),
-                                        self.pairs, self.model_dir / "bleu", split_name,
-                                        method, reference_tokenizer=self.tokenizers.en)
+      # A live count on a terminal, as evaluate.py shows: the pass takes minutes.
+      translate_batch = progress.counted(evaluation.translator_batch_fn(translator, method),
+                                         len(self.pairs), sys.stdout)
+      result = evaluation.evaluate_bleu(translate_batch, self.pairs, self.model_dir / "bleu",
+                                        split_name, method,
+                                        reference_tokenizer=self.tokenizers.en)
     logging.info("%s BLEU (%s, %d sentences): %.2f", split_name, method,
                  result["num_sentences"], result["bleu"])
     self.summaries.write_scalars("validation", step, {"bleu": result["bleu"]})

@@ -193,8 +193,8 @@ class Trainer:
     (:func:`transformer.training.loop.run_epochs`). Call :meth:`restore` first."""
     if self._pending_record:  # the checkpoint's: a kill may have come before its append
       self._summaries.append_if_missing(self._pending_record)
-    logging.info("training from step %d on %d %s device(s)", self.step, len(self.devices),
-                 self.devices[0].platform)
+    logging.info("training from step %d on %s", self.step,
+                 progress_lib.plural(len(self.devices), f"{self.devices[0].platform} device"))
 
     def run_epoch(max_steps, interval, stop):
       return self._run_epoch(train_split, max_steps, interval, stop)
@@ -249,8 +249,6 @@ class Trainer:
                                                            self.epoch), shuffle=True)
     if not batches:
       raise TrainingError(f"the training split of epoch {self.epoch + 1} is empty")
-    if skip:
-      logging.info("resuming epoch %d after its first %d batches", self.epoch + 1, skip)
     if self.budget is None:
       epochs, self._planned_estimated = int(self.config.training.epochs), False
     else:  # the part of this epoch trained before a resume is not a whole epoch's

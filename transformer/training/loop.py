@@ -14,7 +14,7 @@ actions around them:
   set (the epoch stops after its current step);
 * an epoch's end: the position moves to the next epoch and the time budget
   plans (the trainer's ``end_epoch``), the validation loss, the caller's extra
-  fields (BLEU), the log line, the console's summary, the ``metrics.jsonl``
+  fields (BLEU), the console's summary, the ``metrics.jsonl``
   record and the checkpoint that closes the epoch, in the trainer's order
   (``close_epoch``: each trainer keeps a kill between the record and the
   checkpoint from losing or doubling the record).
@@ -26,8 +26,6 @@ steps. A NaN/Inf loss stops the run there (:func:`non_finite_loss`), before
 anything is saved: the last checkpoint on disk is the last good state.
 """
 
-import json
-import signal
 from typing import Callable, Dict, List, Optional, Tuple
 
 from absl import logging
@@ -84,9 +82,7 @@ def run_epochs(trainer, run_epoch: Callable, *, budget, summaries, validation=No
         if budget is not None:
           budget.add_seconds(trainer.budget_seconds(run_seconds))
         if stop.received is not None:
-          trainer.save_checkpoint()
-          logging.warning("stopped by %s at step %d; rerun the same command to resume",
-                          signal.Signals(stop.received).name, trainer.step)
+          trainer.save_checkpoint()  # train.py's last line says so (finish.exit_if_stopped)
           break
         if record["complete"]:
           if not history:  # the first epoch counted in this run
@@ -102,18 +98,13 @@ def run_epochs(trainer, run_epoch: Callable, *, budget, summaries, validation=No
         if epoch_end_callback is not None:
           record.update(epoch_end_callback(record["epoch"], dict(record)) or {})
 
-        def report(record=record):
-          logging.info("epoch %d (step %d): %s", record["epoch"], record["step"],
-                       json.dumps({k: v for k, v in record.items()
-                                   if k not in ("epoch", "step")}, sort_keys=True))
+        def report(record=record):  # the record itself goes to metrics.jsonl
           trainer.summarize(record)
           summaries.append_metrics(record)
           history.append(record)
         trainer.close_epoch(record, report)
   finally:
     summaries.flush()
-  logging.info("ran %d steps in this run (from step %d to step %d)",
-               trainer.step - start_step, start_step, trainer.step)
   return TrainResult(step=trainer.step, start_step=start_step, epoch=trainer.epochs_done,
                      interrupted_by=stop.received, history=history)
 

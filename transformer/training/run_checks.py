@@ -64,13 +64,7 @@ def check_run(config, options: RunOptions, model_dir: Path) -> None:
     raise UsageError(f"under KERAS_BACKEND={runtime.keras_backend()} train.py trains from "
                      f"prepared shards, and --data={options.data} is not a prepare.py folder; "
                      "run prepare.py first (docs/training.md), or use KERAS_BACKEND=tensorflow")
-  elif options.data == "tfds":
-    import importlib.util  # pylint: disable=g-import-not-at-top
-    if importlib.util.find_spec("tensorflow_datasets") is None:
-      raise UsageError("--data=tfds needs tensorflow-datasets (pip install -e ., which "
-                       "brings it); or pass the folder of the TED HRLR "
-                       "files, e.g. ../shared/data/ted_hrlr_pt_to_en")
-  else:
+  elif options.data != "tfds":  # tfds without tensorflow-datasets: train.py's sources check
     data_dir = Path(options.data)
     missing = [name for name in ("pt.train", "en.train", "pt.dev", "en.dev")
                if not (data_dir / name).is_file()]

@@ -246,8 +246,7 @@ class Trainer:
     metrics record and the seconds this run spent on it."""
     skip = int(self.step_in_epoch.numpy())
     dataset = make_train_dataset(epoch)
-    if skip:
-      logging.info("resuming epoch %d after its first %d batches", epoch + 1, skip)
+    if skip:  # the restore's line said where (checkpointing.py)
       dataset = dataset.skip(skip)
     dist = distribute.distribute_dataset(self.strategy, dataset)
     train_fn = self._steps.train_fn(dist.element_spec)
