@@ -1,28 +1,45 @@
-"""Runs one mutation of :data:`helpers.mutations.MUTATIONS` in a scratch copy of
-the repository and judges it (tests/mutations/test_mutations.py).
+"""Runs mutations of :data:`helpers.mutations.MUTATIONS` in a scratch copy of the
+repository and judges each (tests/mutations/test_mutations.py).
 
 A mutation is killed only when a targeted test fails an assertion: the mutated
 module must still import (else the tests would fail on the import, whatever
-they check), and the child pytest must report a test that failed on an
-``assert`` (or ``pytest.raises``/``pytest.fail``), not a collection error, a
-fixture error or a test that crashed on another exception. Any of those says
-nothing about whether the tests check what they are named for.
+they check), and pytest must report a test that failed on an ``assert`` (or
+``pytest.raises``/``pytest.fail``), not a collection error, a fixture error or
+a test that crashed on another exception. Any of those says nothing about
+whether the tests check what they are named for.
+
+:func:`judge_all` runs one child Python in the copy that imports the heavy
+libraries (TensorFlow, Keras) once, then for each mutation writes it, forks,
+and in the fork imports the mutated module and runs ``pytest.main`` on its
+tests: a mutation then costs its tests, not two imports of TensorFlow (about
+9 CPU seconds each). The copy's own code is imported only in the forks, after
+the mutation is written.
 """
 
 import contextlib
 import dataclasses
+import importlib
+import json
 import os
 from pathlib import Path
+import signal
 import subprocess
 import sys
 import tempfile
-from typing import Iterator, Optional, Sequence
+import time
+import types
+from typing import Dict, Iterator, Sequence
 import xml.etree.ElementTree as ElementTree
 
 # How pytest's report begins the message of a failure that is a test's verdict:
 # a rewritten ``assert``, an AssertionError (numpy.testing, pytest.raises' match)
 # or pytest.fail / pytest.raises' "DID NOT RAISE".
 _VERDICT_PREFIXES = ("assert", "AssertionError", "Failed:")
+# Imported once by the child Python, before it forks (each only if installed).
+PRELOADED = ("numpy", "tensorflow", "tensorflow_text", "keras", "ml_collections", "pytest")
+# A fork's exit status when the mutated module does not import.
+_NO_IMPORT = 99
+TIMEOUT_SECONDS = 600
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +61,19 @@ def child_environment() -> dict:
           "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
+def pytest_arguments(tests: Sequence[str], report: Path) -> list:
+  """One process, stop at the first failure, a JUnit report at ``report``."""
+  return ["-n", "0", "-x", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", *tests]
+
+
+def run_tests(copy: Path, tests: Sequence[str], report: Path) -> subprocess.CompletedProcess:
+  """pytest on ``tests`` in ``copy``, in a child Python. The copy is the
+  rootdir, so its setup.cfg puts it first on ``sys.path``."""
+  return subprocess.run([sys.executable, "-m", "pytest", *pytest_arguments(tests, report)],
+                        cwd=copy, env=child_environment(), capture_output=True, text=True,
+                        timeout=TIMEOUT_SECONDS, check=False)
+
+
 @contextlib.contextmanager
 def applied(copy: Path, mutation) -> Iterator[None]:
   """``mutation`` written into ``copy`` for the block, the file restored after."""
@@ -58,30 +88,8 @@ def applied(copy: Path, mutation) -> Iterator[None]:
     path.write_text(original, encoding="utf-8")
 
 
-def import_error(copy: Path, module: str) -> Optional[str]:
-  """The last line of the error importing ``module`` in ``copy``, or None."""
-  result = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=copy,
-                          env=child_environment(), capture_output=True, text=True,
-                          timeout=300, check=False)
-  if result.returncode == 0:
-    return None
-  lines = result.stderr.strip().splitlines()
-  return lines[-1] if lines else f"exit status {result.returncode}"
-
-
-def run_tests(copy: Path, tests: Sequence[str], report: Path) -> subprocess.CompletedProcess:
-  """pytest on ``tests`` in ``copy``: one process, stop at the first failure,
-  a JUnit report at ``report``. The copy is the rootdir, so its setup.cfg puts
-  it first on ``sys.path``."""
-  return subprocess.run(
-      [sys.executable, "-m", "pytest", "-n", "0", "-x", "-q", "-p", "no:cacheprovider",
-       f"--junitxml={report}", *tests],
-      cwd=copy, env=child_environment(), capture_output=True, text=True, timeout=600,
-      check=False)
-
-
 def judge_report(returncode: int, report: Path) -> Verdict:
-  """The verdict of a child pytest's exit status and JUnit report."""
+  """The verdict of a pytest run's exit status and JUnit report."""
   if returncode not in (0, 1) or not report.is_file():
     return Verdict(False, f"pytest exited with status {returncode} (collection error, "
                           "no such test, or an interrupted run)")
@@ -99,14 +107,71 @@ def judge_report(returncode: int, report: Path) -> Verdict:
   return Verdict(False, "the targeted tests all passed")
 
 
-def judge(copy: Path, mutation) -> Verdict:
-  """Applies ``mutation`` in ``copy``, checks that its module imports, runs its
-  tests and judges them."""
-  with applied(copy, mutation):
-    error = import_error(copy, module_name(mutation.file))
-    if error:
-      return Verdict(False, f"{mutation.file} does not import mutated: {error}")
-    with tempfile.TemporaryDirectory() as folder:
-      report = Path(folder) / "report.xml"
-      result = run_tests(copy, mutation.tests, report)
-      return judge_report(result.returncode, report)
+def judge_all(copy: Path, mutations) -> Dict[str, Verdict]:
+  """Each mutation's verdict, by name, from one child Python in ``copy``."""
+  with tempfile.TemporaryDirectory() as folder:
+    request, answer = Path(folder) / "mutations.json", Path(folder) / "verdicts.json"
+    request.write_text(json.dumps([dataclasses.asdict(m) for m in mutations]), encoding="utf-8")
+    result = subprocess.run([sys.executable, __file__, str(request), str(answer)], cwd=copy,
+                            env=child_environment(), capture_output=True, text=True,
+                            timeout=TIMEOUT_SECONDS * max(1, len(mutations)), check=False)
+    if result.returncode != 0:
+      raise RuntimeError(f"the mutation runner failed: {result.stderr[-3000:]}")
+    return {name: Verdict(**verdict)
+            for name, verdict in json.loads(answer.read_text(encoding="utf-8")).items()}
+
+
+def _in_fork(mutation, report: Path) -> int:
+  """In a fork: imports the mutated module, then runs its tests; the exit status."""
+  log = os.open(report.with_suffix(".log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+  os.dup2(log, 1)
+  os.dup2(log, 2)
+  try:
+    importlib.import_module(module_name(mutation["file"]))
+  except BaseException as e:  # pylint: disable=broad-except  (SyntaxError, ImportError...)
+    report.with_suffix(".import").write_text(f"{type(e).__name__}: {e}", encoding="utf-8")
+    return _NO_IMPORT
+  import pytest  # pylint: disable=g-import-not-at-top
+  return int(pytest.main(pytest_arguments(mutation["tests"], report)))
+
+
+def _wait(pid: int) -> int:
+  """The fork's exit status; it is killed after :data:`TIMEOUT_SECONDS`."""
+  deadline = time.monotonic() + TIMEOUT_SECONDS
+  while True:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+      return os.waitstatus_to_exitcode(status)
+    if time.monotonic() > deadline:
+      os.kill(pid, signal.SIGKILL)
+      os.waitpid(pid, 0)
+      return -signal.SIGKILL
+    time.sleep(0.1)
+
+
+def _serve(request: Path, answer: Path) -> None:
+  """The child Python of :func:`judge_all`, in the copy."""
+  sys.path[0] = os.getcwd()  # the copy, not this script's folder
+  for name in PRELOADED:
+    with contextlib.suppress(ImportError):
+      importlib.import_module(name)
+  verdicts = {}
+  with tempfile.TemporaryDirectory() as folder:
+    for mutation in json.loads(request.read_text(encoding="utf-8")):
+      report = Path(folder) / f"{mutation['name']}.xml"
+      with applied(Path.cwd(), types.SimpleNamespace(**mutation)):
+        pid = os.fork()
+        if pid == 0:
+          os._exit(_in_fork(mutation, report))  # pylint: disable=protected-access
+        status = _wait(pid)
+      if status == _NO_IMPORT:
+        error = report.with_suffix(".import").read_text(encoding="utf-8")
+        verdict = Verdict(False, f"{mutation['file']} does not import mutated: {error}")
+      else:
+        verdict = judge_report(status, report)
+      verdicts[mutation["name"]] = dataclasses.asdict(verdict)
+  answer.write_text(json.dumps(verdicts), encoding="utf-8")
+
+
+if __name__ == "__main__":
+  _serve(Path(sys.argv[1]), Path(sys.argv[2]))

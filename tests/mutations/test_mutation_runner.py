@@ -32,36 +32,47 @@ def package(tmp_path_factory):
   return root
 
 
-def judge(package, old, new):
-  mutation = Mutation("case", "a case of the runner's", "pkg/arith.py", old, new,
-                      ("tests/test_arith.py",))
-  verdict = mutation_runner.judge(package, mutation)
+CASES = {
+    "assertion": (OLD, "return 3 * x"),
+    "passes": (OLD, "return x + x"),
+    "syntax": (OLD, "return 2 * (x"),
+    "import": ("def double", "import no_such_module\ndef double"),
+    "collection": ("def double(x):", "def twice(x):"),
+    "crash": (OLD, "return 2 * x.no_such_attribute"),
+}
+
+
+@pytest.fixture(scope="module")
+def verdicts(package):
+  """Every case judged in one run of the runner, as the mutation tests are."""
+  mutations = [Mutation(name, "a case of the runner's", "pkg/arith.py", old, new,
+                        ("tests/test_arith.py",)) for name, (old, new) in CASES.items()]
+  result = mutation_runner.judge_all(package, mutations)
   assert (package / "pkg" / "arith.py").read_text() == f"def double(x):\n  {OLD}\n"
-  return verdict
+  return result
 
 
-def test_a_failed_assertion_is_a_kill(package):
-  verdict = judge(package, OLD, "return 3 * x")
+def test_a_failed_assertion_is_a_kill(verdicts):
+  verdict = verdicts["assertion"]
   assert verdict.killed and "test_double failed" in verdict.why
 
 
-def test_a_mutation_the_tests_pass_survives(package):
-  verdict = judge(package, OLD, "return x + x")
+def test_a_mutation_the_tests_pass_survives(verdicts):
+  verdict = verdicts["passes"]
   assert not verdict.killed and "all passed" in verdict.why
 
 
-@pytest.mark.parametrize("old, new", [(OLD, "return 2 * (x"),
-                                      ("def double", "import no_such_module\ndef double")])
-def test_a_module_that_no_longer_imports_is_no_kill(package, old, new):
-  verdict = judge(package, old, new)
+@pytest.mark.parametrize("case", ["syntax", "import"])
+def test_a_module_that_no_longer_imports_is_no_kill(verdicts, case):
+  verdict = verdicts[case]
   assert not verdict.killed and "does not import" in verdict.why
 
 
-def test_tests_that_cannot_be_collected_are_no_kill(package):
-  verdict = judge(package, "def double(x):", "def twice(x):")
+def test_tests_that_cannot_be_collected_are_no_kill(verdicts):
+  verdict = verdicts["collection"]
   assert not verdict.killed and "status 2" in verdict.why
 
 
-def test_a_test_that_crashes_is_no_kill(package):
-  verdict = judge(package, OLD, "return 2 * x.no_such_attribute")
+def test_a_test_that_crashes_is_no_kill(verdicts):
+  verdict = verdicts["crash"]
   assert not verdict.killed and "crashed" in verdict.why

@@ -74,10 +74,20 @@ def test_the_copy_imports_itself_and_its_targeted_tests_pass(scratch):
   assert not re.search(r"\d+ skipped", last_line), last_line
 
 
-@pytest.mark.parametrize("mutation", MUTATIONS, ids=lambda m: m.name)
-def test_mutation_is_killed(scratch, mutation):
+@pytest.fixture(scope="module")
+def verdicts(scratch, request):
+  """The verdicts of the mutations this session runs, judged in one run of the
+  runner (helpers/mutation_runner.py: TensorFlow imported once for all)."""
+  selected = [item.callspec.params["mutation"] for item in request.session.items
+              if getattr(item, "originalname", None) == "test_mutation_is_killed"]
   start = time.time()
-  verdict = mutation_runner.judge(scratch, mutation)
+  result = mutation_runner.judge_all(scratch, selected)
+  print(f"{len(selected)} mutations judged in {time.time() - start:.0f} s")
+  return result
+
+
+@pytest.mark.parametrize("mutation", MUTATIONS, ids=lambda m: m.name)
+def test_mutation_is_killed(verdicts, mutation):
+  verdict = verdicts[mutation.name]
   assert verdict.killed, (f"{mutation.name} ({mutation.reason}) not killed by "
-                          f"{' '.join(mutation.tests)} in {time.time() - start:.0f} s: "
-                          f"{verdict.why}")
+                          f"{' '.join(mutation.tests)}: {verdict.why}")
