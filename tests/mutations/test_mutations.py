@@ -6,13 +6,14 @@ running: a mask that leaks, a scale that is skipped, a stale cache, an
 off-by-one position. Each mutation is one such error, written as an exact
 snippet of a source file and its replacement. In a scratch copy of the
 repository, one mutation at a time is applied and the tests named for it run in
-a child pytest (``-x``, one process, no cache); the mutation is killed when one
-of them fails an assertion (helpers/mutation_runner.py: the mutated module
-must import, and a collection error or a crash is no kill;
-test_mutation_runner.py tests that). Before that, the targeted tests run
-once unmutated in the copy and must pass, none skipped, so that a failure is the mutation's doing. A
-mutation that survives means those tests no longer check what they are named
-for: strengthen them rather than drop the mutation.
+a fork of one child Python that imported TensorFlow once (``-x``, no cache);
+the mutation is killed when one of them fails an assertion
+(helpers/mutation_runner.py: the mutated module must import, and a collection
+error or a crash is no kill; test_mutation_runner.py tests that). Before that,
+the targeted tests run once unmutated in the copy and must pass, none skipped,
+so that a failure is the mutation's doing. A mutation that survives means
+those tests no longer check what they are named for: strengthen them rather
+than drop the mutation.
 
 :data:`helpers.mutations.MUTATIONS` is the one list. A snippet that is no
 longer in its file (the code changed), or a test no longer there, fails
