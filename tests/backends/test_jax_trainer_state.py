@@ -1,7 +1,7 @@
 """The JAX trainer's state from step to step and across a resume, measured in
 one child Python under KERAS_BACKEND=jax (tests/helpers/jax_trainer_checks.py):
 the loss is the mean over the batch's real tokens, the dropout random state
-moves on every step, and a resumed run restores the optimizer, the step and
+moves on every step, an epoch trains its last, partial batch, and a resumed run restores the optimizer, the step and
 the dropout state. train.py's JAX runs end to end: tests/backends/test_keras_loop.py."""
 
 import json
@@ -48,6 +48,12 @@ def test_each_step_draws_new_dropout_masks(measured):
   the same only if they drop the same units."""
   first, second = measured["dropout"]["losses"]
   assert first != second
+
+
+def test_an_epoch_trains_its_last_partial_batch(measured):
+  epoch = measured["epoch"]
+  assert epoch["pairs"] % epoch["batch_size"], epoch  # the last batch is partial
+  assert epoch["complete"] and epoch["steps"] == -(-epoch["pairs"] // epoch["batch_size"])
 
 
 def test_a_resumed_run_repeats_the_uninterrupted_one(measured):

@@ -9,6 +9,8 @@ asserts on them. Prints one JSON object; measures, judges nothing.
 * ``dropout``: the losses of two steps on one batch at a learning rate of 0
   with dropout on, each step given the values (dropout random state
   included) the one before it returned.
+* ``epoch``: the steps of an epoch of :data:`PARTIAL_PAIRS` pairs, which do
+  not fill its last batch.
 * ``resume``: a run of 4 steps straight, and one stopped after 2 and resumed
   to 4 in a new trainer: the largest difference of their weights, optimizer
   and non-trainable variables, and their step counts.
@@ -29,6 +31,7 @@ from transformer.training import jax_steps
 from transformer.training import keras_loop
 
 VOCAB = 300  # helpers.prepared.random_prepared_folder's
+PARTIAL_PAIRS = 61  # batches of 16: 3 full and one of 13 pairs
 
 
 def config(dropout_rate=0.0, train_steps=0):
@@ -94,15 +97,23 @@ def dropout(batch):
   return {"losses": losses}
 
 
-def trained(prepared, model_dir, train_steps):
-  """A Trainer of ``config`` in ``model_dir``, restored, fitted to ``train_steps``."""
+def trained(prepared, model_dir, train_steps, pairs=0):
+  """A Trainer of ``config`` in ``model_dir``, restored, fitted to ``train_steps``
+  (0: one epoch) on the first ``pairs`` training pairs (0: all); and what its
+  ``fit`` returned."""
   run_config = config(dropout_rate=0.3, train_steps=train_steps)
   trainer = keras_loop.Trainer(run_config, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
                                model_dir=model_dir, progress=False)
   trainer.restore()
-  split = shards.load_split(prepared, "train").trimmed(run_config.data.max_tokens)
-  trainer.fit(split)
-  return trainer
+  split = shards.load_split(prepared, "train").take(pairs).trimmed(run_config.data.max_tokens)
+  return trainer, trainer.fit(split)
+
+
+def epoch(prepared, work):
+  _, result = trained(prepared, work / "epoch", 0, pairs=PARTIAL_PAIRS)
+  (record,) = result.history
+  return {"pairs": PARTIAL_PAIRS, "batch_size": config().data.batch_size,
+          "steps": record["steps_in_epoch"], "complete": record["complete"]}
 
 
 def state_of(trainer):
@@ -112,9 +123,9 @@ def state_of(trainer):
 
 
 def resume(prepared, work):
-  straight = trained(prepared, work / "straight", 4)
+  straight, _ = trained(prepared, work / "straight", 4)
   trained(prepared, work / "resumed", 2)
-  resumed = trained(prepared, work / "resumed", 4)
+  resumed, _ = trained(prepared, work / "resumed", 4)
   differences = {}
   for (name, ours), theirs in zip(state_of(straight).items(), state_of(resumed).values()):
     differences[name] = max(float(np.abs(np.asarray(a.value) - np.asarray(b.value)).max())
@@ -126,7 +137,7 @@ def main(prepared, work):
   split = shards.load_split(prepared, "train").trimmed(config().data.max_tokens)
   batch = shards.epoch_batches(split, config().data, seed=0)[0]
   print(json.dumps({"step_on": step_on(batch), "dropout": dropout(batch),
-                    "resume": resume(prepared, work)}))
+                    "epoch": epoch(prepared, work), "resume": resume(prepared, work)}))
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ _VERDICT_PREFIXES = ("assert", "AssertionError", "Failed:")
 PRELOADED = ("numpy", "tensorflow", "tensorflow_text", "keras", "ml_collections", "pytest")
 # A fork's exit status when the mutated module does not import.
 _NO_IMPORT = 99
+# The most a mutation's tests (or one targeted test of the unmutated run) may take.
 TIMEOUT_SECONDS = 600
 
 
@@ -67,11 +68,12 @@ def pytest_arguments(tests: Sequence[str], report: Path) -> list:
 
 
 def run_tests(copy: Path, tests: Sequence[str], report: Path) -> subprocess.CompletedProcess:
-  """pytest on ``tests`` in ``copy``, in a child Python. The copy is the
-  rootdir, so its setup.cfg puts it first on ``sys.path``."""
+  """pytest on ``tests`` in ``copy``, in a child Python, given
+  :data:`TIMEOUT_SECONDS` a test. The copy is the rootdir, so its setup.cfg
+  puts it first on ``sys.path``."""
   return subprocess.run([sys.executable, "-m", "pytest", *pytest_arguments(tests, report)],
                         cwd=copy, env=child_environment(), capture_output=True, text=True,
-                        timeout=TIMEOUT_SECONDS, check=False)
+                        timeout=TIMEOUT_SECONDS * len(tests), check=False)
 
 
 @contextlib.contextmanager
