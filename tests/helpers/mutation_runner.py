@@ -1,5 +1,6 @@
-"""Runs mutations of :data:`helpers.mutations.MUTATIONS` in a scratch copy of the
-repository and judges each (tests/mutations/test_mutations.py).
+"""What a mutation is (:class:`Mutation`, the entries of
+:data:`helpers.mutations.MUTATIONS`), and how each is run in a scratch copy of
+the repository and judged (tests/mutations/test_mutations.py).
 
 A mutation is killed only when a targeted test fails an assertion: the mutated
 module must still import (else the tests would fail on the import, whatever
@@ -27,7 +28,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import types
 from typing import Dict, Iterator, Sequence
 import xml.etree.ElementTree as ElementTree
 
@@ -41,6 +41,17 @@ PRELOADED = ("numpy", "tensorflow", "tensorflow_text", "keras", "ml_collections"
 _NO_IMPORT = 99
 # The most a mutation's tests (or one targeted test of the unmutated run) may take.
 TIMEOUT_SECONDS = 600
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutation:
+  """A silent bug: ``old``, exactly once in ``file``, replaced by ``new``."""
+  name: str
+  reason: str    # the silent error it stands for
+  file: str      # relative to the repository root
+  old: str       # exactly once in the file
+  new: str
+  tests: tuple   # pytest node ids (or files) that must fail with it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,12 +140,12 @@ def _in_fork(mutation, report: Path) -> int:
   os.dup2(log, 1)
   os.dup2(log, 2)
   try:
-    importlib.import_module(module_name(mutation["file"]))
+    importlib.import_module(module_name(mutation.file))
   except BaseException as e:  # pylint: disable=broad-except  (SyntaxError, ImportError...)
     report.with_suffix(".import").write_text(f"{type(e).__name__}: {e}", encoding="utf-8")
     return _NO_IMPORT
   import pytest  # pylint: disable=g-import-not-at-top
-  return int(pytest.main(pytest_arguments(mutation["tests"], report)))
+  return int(pytest.main(pytest_arguments(mutation.tests, report)))
 
 
 def _wait(pid: int) -> int:
@@ -159,19 +170,24 @@ def _serve(request: Path, answer: Path) -> None:
       importlib.import_module(name)
   verdicts = {}
   with tempfile.TemporaryDirectory() as folder:
-    for mutation in json.loads(request.read_text(encoding="utf-8")):
-      report = Path(folder) / f"{mutation['name']}.xml"
-      with applied(Path.cwd(), types.SimpleNamespace(**mutation)):
+    for fields in json.loads(request.read_text(encoding="utf-8")):
+      mutation = Mutation(**fields)
+      report = Path(folder) / f"{mutation.name}.xml"
+      with applied(Path.cwd(), mutation):
         pid = os.fork()
-        if pid == 0:
-          os._exit(_in_fork(mutation, report))  # pylint: disable=protected-access
+        if pid == 0:  # the fork never returns into this loop, whatever happens
+          status = 1
+          try:
+            status = _in_fork(mutation, report)
+          finally:
+            os._exit(status)  # pylint: disable=protected-access
         status = _wait(pid)
       if status == _NO_IMPORT:
         error = report.with_suffix(".import").read_text(encoding="utf-8")
-        verdict = Verdict(False, f"{mutation['file']} does not import mutated: {error}")
+        verdict = Verdict(False, f"{mutation.file} does not import mutated: {error}")
       else:
         verdict = judge_report(status, report)
-      verdicts[mutation["name"]] = dataclasses.asdict(verdict)
+      verdicts[mutation.name] = dataclasses.asdict(verdict)
   answer.write_text(json.dumps(verdicts), encoding="utf-8")
 
 

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from helpers import mutation_runner
-from helpers.mutations import Mutation
+from helpers.mutation_runner import Mutation
 
 # A child pytest per case.
 pytestmark = pytest.mark.slow
