@@ -144,8 +144,11 @@ MUTATIONS = (
              (f"{JAX_STATE}::test_each_step_draws_new_dropout_masks",)),
     Mutation("jax_resume_optimizer", "a resumed JAX run starts Adam's moments and step "
              "counter afresh", "transformer/training/jax_checkpointing.py",
-             "        (self._optimizer.variables, optimizer_values, \"optimizer\"),\n",
-             "",
+             "        (self._optimizer.variables, optimizer_values, \"optimizer\"),\n"
+             "        (self._model.non_trainable_variables, non_trainable_values, "
+             "\"non-trainable\")):",
+             "        (self._model.non_trainable_variables, non_trainable_values, "
+             "\"non-trainable\"),):",
              (f"{JAX_STATE}::test_a_resumed_run_repeats_the_uninterrupted_one",)),
     Mutation("jax_resume_dropout_state", "a resumed JAX run draws a fresh run's dropout masks",
              "transformer/training/jax_checkpointing.py",
