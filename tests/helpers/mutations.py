@@ -1,9 +1,13 @@
 """The mutations tests/mutations/ applies: each an exact snippet of a source
 file, its replacement, the silent error it stands for, and the tests that must
-fail with it (see tests/mutations/test_mutations.py). The one list; a new
-silent error the suite should catch gets a line here."""
+fail with it (see tests/mutations/test_mutations.py). The one list (the
+model, decoding and training here; the data, the tokenizers, the export and
+the JAX trainer in helpers/data_mutations.py); a new silent error the suite
+should catch gets a line in one of them."""
 
-import dataclasses
+from helpers import data_mutations
+# The type of the list's entries, defined beside the runner that applies them.
+from helpers.mutation_runner import Mutation
 
 BUDGET = "tests/unit/test_budget.py"
 DECODING = "tests/unit/test_decoding.py"
@@ -18,16 +22,7 @@ CHECKPOINTING = "tests/unit/test_checkpointing.py"
 SCALING = "tests/unit/test_scaling.py"
 DISTRIBUTE = "tests/distributed/test_distribute.py"
 FAULTS = "tests/faults/test_faults.py"
-
-
-@dataclasses.dataclass(frozen=True)
-class Mutation:
-  name: str
-  reason: str    # the silent error it stands for
-  file: str      # relative to the repository root
-  old: str       # exactly once in the file
-  new: str
-  tests: tuple   # pytest node ids (or files) that must fail with it
+DROPOUT_DECODING = "tests/unit/test_cached_decoding_dropout.py"
 
 
 MUTATIONS = (
@@ -182,4 +177,31 @@ MUTATIONS = (
              "transformer/training/trainer.py", "dataset = dataset.skip(skip)",
              "dataset = dataset",
              (f"{FAULTS}::test_a_resumed_run_with_dropout_repeats_the_uninterrupted_one",)),
+    # Dropout in cached decoding (inference: every dropout layer off).
+    Mutation("decoding_embedding_dropout", "a cached step drops embedding units",
+             "transformer/model/decoder.py", "x = self.embedding(ids[:, None], offset=index)",
+             "x = self.embedding(ids[:, None], offset=index, training=True)",
+             (f"{DROPOUT_DECODING}::test_each_decode_step_gives_the_full_pass_without_dropout",)),
+    Mutation("decoding_feed_forward_dropout", "a cached step drops feed-forward outputs",
+             "transformer/model/decoder.py", "return self.ffn(x), {**cache, **self_cache}, weights",
+             "return self.ffn(x, training=True), {**cache, **self_cache}, weights",
+             (f"{DROPOUT_DECODING}::test_each_decode_step_gives_the_full_pass_without_dropout",)),
+    Mutation("decoding_self_attention_dropout", "a cached step drops self-attention outputs",
+             "transformer/model/attention.py", "return self.residual(x, attended), cache",
+             "return self.residual(x, attended, training=True), cache",
+             (f"{DROPOUT_DECODING}::test_each_decode_step_gives_the_full_pass_without_dropout",)),
+    Mutation("decoding_cross_attention_dropout", "a cached step drops cross-attention "
+             "weights", "transformer/model/attention.py",
+             "attended, weights = self.mha.attend(x, keys, values, mask)",
+             "attended, weights = self.mha.attend(x, keys, values, mask, training=True)",
+             (f"{DROPOUT_DECODING}::test_each_decode_step_gives_the_full_pass_without_dropout",)),
+    Mutation("decoding_encoder_dropout", "greedy decoding encodes the source with dropout on",
+             "transformer/inference/decoding.py",
+             "  context, source_mask = model.encode(source_ids, training=False)\n"
+             "  cache = model.initial_cache(context, _longest(max_lengths))",
+             "  context, source_mask = model.encode(source_ids, training=True)\n"
+             "  cache = model.initial_cache(context, _longest(max_lengths))",
+             (f"{DROPOUT_DECODING}::test_cached_greedy_decoding_gives_the_tokens_of_decoding_"
+              "without_the_cache",)),
+    *data_mutations.MUTATIONS,
 )

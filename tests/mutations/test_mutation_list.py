@@ -20,6 +20,11 @@ def test_every_snippet_is_in_its_file():
   assert len({m.name for m in MUTATIONS}) == len(MUTATIONS)
 
 
+def test_every_mutation_says_what_it_stands_for_in_a_line():
+  unexplained = [m.name for m in MUTATIONS if not m.reason.strip() or "\n" in m.reason]
+  assert not unexplained, unexplained
+
+
 def test_every_targeted_test_exists():
   """Each node id names a test file, and a test function defined in it."""
   missing = []

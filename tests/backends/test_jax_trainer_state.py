@@ -1,0 +1,64 @@
+"""The JAX trainer's state from step to step and across a resume, measured in
+one child Python under KERAS_BACKEND=jax (tests/helpers/jax_trainer_checks.py):
+the loss is the mean over the batch's real tokens, the dropout random state
+moves on every step, an epoch trains its last, partial batch, and a resumed run restores the optimizer, the step and
+the dropout state. train.py's JAX runs end to end: tests/backends/test_keras_loop.py."""
+
+import json
+import os
+from pathlib import Path
+import subprocess
+import sys
+
+import pytest
+
+from helpers.backends import needs_jax
+from helpers.prepared import random_prepared_folder
+
+# A child Python that builds and trains tiny models: about 30 CPU seconds.
+pytestmark = [pytest.mark.slow, needs_jax]
+
+REPO_DIR = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+  folder = tmp_path_factory.mktemp("jax_trainer")
+  prepared = random_prepared_folder(folder / "prepared")  # 4 steps an epoch
+  env = {**os.environ, "PYTHONPATH": f"{REPO_DIR}{os.pathsep}{REPO_DIR / 'tests'}",
+         "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "2"}
+  result = subprocess.run(
+      [sys.executable, str(REPO_DIR / "tests" / "helpers" / "jax_trainer_checks.py"),
+       str(prepared), str(folder)], cwd=folder, env=env, capture_output=True, text=True,
+      timeout=600, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_the_loss_is_the_mean_over_the_batchs_real_tokens(measured):
+  """The same batch twice over, or with rows of padding, moves the weights as
+  the batch alone does (one SGD step): a mean over the real tokens."""
+  step = measured["step_on"]
+  assert step["largest_change"] > 1e-3, step
+  assert step["twice_differs_by"] < 1e-6 and step["padded_differs_by"] < 1e-6, step
+
+
+def test_each_step_draws_new_dropout_masks(measured):
+  """At a learning rate of 0 the weights stay, so two steps on one batch lose
+  the same only if they drop the same units."""
+  first, second = measured["dropout"]["losses"]
+  assert first != second
+
+
+def test_an_epoch_trains_its_last_partial_batch(measured):
+  epoch = measured["epoch"]
+  assert epoch["pairs"] % epoch["batch_size"], epoch  # the last batch is partial
+  assert epoch["complete"] and epoch["steps"] == -(-epoch["pairs"] // epoch["batch_size"])
+
+
+def test_a_resumed_run_repeats_the_uninterrupted_one(measured):
+  """Weights, Adam's moments and step, and the dropout random state (dropout
+  on) are those of the run never stopped, bit for bit."""
+  resume = measured["resume"]
+  assert resume["steps"] == [4, 4]
+  assert resume["differences"] == {"weights": 0.0, "optimizer": 0.0, "non_trainable": 0.0}
