@@ -89,7 +89,7 @@ MUTATIONS = (
              "self._start_id = self._reserved_tokens.index(\"[END]\")",
              (f"{TOKENS}::test_a_sentence_is_its_word_ids_between_start_and_end",)),
     Mutation("reserved_token_order", "[START] and [END] at each other's ids (the tutorial's "
-             "tokenizer and decoding disagree)", "transformer/data/tokenizers.py",
+             "tokenizer and decoding disagree)", "transformer/data/reserved_tokens.py",
              "RESERVED_TOKENS = (\"[PAD]\", \"[UNK]\", \"[START]\", \"[END]\")",
              "RESERVED_TOKENS = (\"[PAD]\", \"[UNK]\", \"[END]\", \"[START]\")",
              (f"{TOKENS}::test_the_tutorials_tokenizer_has_the_same_reserved_ids",)),

@@ -198,9 +198,9 @@ MUTATIONS = (
     Mutation("decoding_encoder_dropout", "greedy decoding encodes the source with dropout on",
              "transformer/inference/decoding.py",
              "  context, source_mask = model.encode(source_ids, training=False)\n"
-             "  cache = model.initial_cache(context, _longest(max_lengths))",
+             "  cache = model.initial_cache(context, length)",
              "  context, source_mask = model.encode(source_ids, training=True)\n"
-             "  cache = model.initial_cache(context, _longest(max_lengths))",
+             "  cache = model.initial_cache(context, length)",
              (f"{DROPOUT_DECODING}::test_cached_greedy_decoding_gives_the_tokens_of_decoding_"
               "without_the_cache",)),
     *data_mutations.MUTATIONS,
