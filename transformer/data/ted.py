@@ -149,6 +149,7 @@ def load_tfds_split(split: str) -> tf.data.Dataset:
   """The `split` from TensorFlow Datasets (downloads on first use)."""
   _check_split(split)
   try:
+    # Deferred: TensorFlow Datasets takes seconds to import; only this source needs it, at start.
     import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   except ImportError as e:
     raise ImportError(

@@ -66,6 +66,7 @@ class Number:
 
 def tensorflow_variable(value, dtype: str, name: str):
   """A non-trainable ``tf.Variable``: the budget's state in the TensorFlow trainer."""
+  # Deferred: TensorFlow is kept out of the JAX process.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.Variable(value, dtype=dtype, trainable=False, name=name)
 

@@ -9,6 +9,7 @@ folder, checked against its manifest.
 """
 
 import dataclasses
+import importlib.util
 import json
 from pathlib import Path
 from typing import Optional
@@ -65,7 +66,6 @@ def check_run(config, options: RunOptions, model_dir: Path) -> None:
                      f"prepared shards, and --data={options.data} is not a prepare.py folder; "
                      "run prepare.py first (docs/training.md), or use KERAS_BACKEND=tensorflow")
   elif options.data == "tfds":
-    import importlib.util  # pylint: disable=g-import-not-at-top
     if importlib.util.find_spec("tensorflow_datasets") is None:
       raise UsageError("--data=tfds needs tensorflow-datasets (pip install -e ., which "
                        "brings it); or pass the folder of the TED HRLR "

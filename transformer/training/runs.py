@@ -23,6 +23,7 @@ from transformer.run import stop_signals
 from transformer.run.errors import TrainingError, describe_error
 from transformer.training import distribute
 from transformer.training import finish
+from transformer.training import summaries as summaries_lib
 from transformer.training.run_checks import RunError, RunOptions, UsageError
 
 
@@ -32,6 +33,7 @@ def _take(pairs, n):
 
 def load_pairs(options: RunOptions, split: str, limit: int):
   """(pt, en) string pairs of `split` as a Python list, the first `limit` (0: all)."""
+  # Deferred: ted imports TensorFlow, kept out of the JAX process.
   from transformer.data import ted  # pylint: disable=g-import-not-at-top
   if options.data == "tfds":
     dataset = ted.load_split("tfds", split)
@@ -44,10 +46,10 @@ def load_pairs(options: RunOptions, split: str, limit: int):
 
 def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> None:
   """Everything after the flag checks: data, tokenizers, training, export, BLEU."""
+  # Deferred: these import TensorFlow, which runtime.import_tensorflow set up; not in the JAX process.
   from transformer.run.checkpoint_files import CHECKPOINT_SUBDIR  # pylint: disable=g-import-not-at-top
   from transformer.data import ted  # pylint: disable=g-import-not-at-top
   from transformer.data import pipeline  # pylint: disable=g-import-not-at-top
-  from transformer.training import summaries as summaries_lib  # pylint: disable=g-import-not-at-top
   from transformer.data import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
   from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
 
@@ -162,7 +164,8 @@ def train_on_shards(config, options: RunOptions, model_dir: Path) -> None:
   """Training from prepared shards on Keras and JAX, with no TensorFlow
   imported (transformer/training/keras_loop.py)."""
   runtime.hide_jax_logs(options.verbose)
-  from transformer.training import keras_loop  # pylint: disable=g-import-not-at-top  (JAX, Keras)
+  # Deferred: JAX is kept out of the TensorFlow process, whose start it would slow.
+  from transformer.training import keras_loop  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
   manifest = shards.read_manifest(options.data)
   model_dir.mkdir(parents=True, exist_ok=True)
