@@ -28,7 +28,7 @@ same folder) leave behind. Exit status: 0 when training finished;
 
 Under ``KERAS_BACKEND=jax``, ``--data`` is a folder written by ``prepare.py``
 (token ids and the tokenizer's identity) and training runs on Keras and JAX
-without TensorFlow (transformer/training/keras_loop.py), on every local
+without TensorFlow (transformer/training/jax_trainer.py), on every local
 device with --strategy=mirrored or auto. Its checkpoints' ``model.weights.h5``
 is what ``evaluate.py`` (BLEU, ``--export_dir`` for the translator) loads on
 the TensorFlow side; train.py itself then exports only

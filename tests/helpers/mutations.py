@@ -179,7 +179,7 @@ MUTATIONS = (
              (f"{EVALUATION}::test_averaging_trainer_checkpoints_gives_the_mean_of_each_"
               "variable",)),
     Mutation("resume_position", "a resumed epoch trains its first batches again",
-             "transformer/training/trainer.py", "dataset = dataset.skip(skip)",
+             "transformer/training/tf_trainer.py", "dataset = dataset.skip(skip)",
              "dataset = dataset",
              (f"{FAULTS}::test_a_resumed_run_with_dropout_repeats_the_uninterrupted_one",)),
 )

@@ -46,7 +46,7 @@ class PositionalEmbedding(settings.StoredArguments, keras.layers.Layer):
 
   ``PositionalEmbedding(vocab_size, d_model)`` is the tutorial's layer; the
   other keyword arguments are ``config.model``'s fields of the same names
-  (:mod:`transformer.config`), their defaults the tutorial's.
+  (:mod:`transformer.model.settings`), their defaults the tutorial's.
 
   The √d_model factor brings the embeddings to the scale of the positional
   encoding, whose entries are in [-1, 1] (root mean square 1/√2 at every

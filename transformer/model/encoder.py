@@ -3,8 +3,8 @@
 The layers take the tutorial's arguments (``EncoderLayer(d_model=512,
 num_heads=8, dff=2048)``, ``Encoder(num_layers=4, ..., vocab_size=8500)``) and
 build the tutorial's layers with them. Every other choice is a keyword argument
-named as its ``config.model`` field (:mod:`transformer.config`), stored once as
-an attribute of that name, from which ``get_config`` is derived. The defaults
+named as its ``config.model`` field (:mod:`transformer.model.settings`), stored
+once as an attribute of that name, from which ``get_config`` is derived. The defaults
 are the tutorial's; the paper's values are ``configs/base.py``'s (README:
 "Where the tutorial and the paper differ").
 """
@@ -50,7 +50,7 @@ class BaseLayer(settings.StoredArguments, keras.layers.Layer):
     # Resolved here, so that get_config records the values the sub-layers use.
     self.store_arguments(
         d_model=d_model, num_heads=num_heads, dff=dff, dropout_rate=dropout_rate,
-        key_dim=d_model if key_dim is None else key_dim,
+        key_dim=settings.head_size(d_model, num_heads, key_dim=key_dim),
         attention_dropout_rate=settings.attention_dropout(dropout_rate, attention_dropout_rate),
         residual_dropout_on_attention=residual_dropout_on_attention,
         scale_attention_logits=scale_attention_logits, layer_norm_epsilon=layer_norm_epsilon)
@@ -131,7 +131,7 @@ class Stack(settings.StoredArguments, keras.layers.Layer):
         num_layers=num_layers, vocab_size=int(vocab_size), d_model=d_model, num_heads=num_heads,
         dff=dff, dropout_rate=dropout_rate,
         # Resolved here, so that get_config records the values the sub-layers use.
-        key_dim=d_model if key_dim is None else key_dim,
+        key_dim=settings.head_size(d_model, num_heads, key_dim=key_dim),
         attention_dropout_rate=settings.attention_dropout(dropout_rate, attention_dropout_rate),
         residual_dropout_on_attention=residual_dropout_on_attention,
         scale_attention_logits=scale_attention_logits, layer_norm_epsilon=layer_norm_epsilon,

@@ -83,10 +83,11 @@ def paper_settings() -> dict:
       max_position=2048)
 
 
-def head_size(d_model: int, num_heads: int, head_width: str = "full", key_dim: int = 0) -> int:
-  """Every head's width d_k = d_v: ``key_dim`` if > 0, else ``d_model / num_heads``
-  for ``head_width="split"`` (paper §3.2.2) or ``d_model`` for ``"full"`` (the
-  tutorial's ``key_dim=d_model``)."""
+def head_size(d_model: int, num_heads: int, head_width: str = "full",
+              key_dim: Optional[int] = None) -> int:
+  """Every head's width d_k = d_v: ``key_dim`` if > 0 (0 or None: unset), else
+  ``d_model / num_heads`` for ``head_width="split"`` (paper §3.2.2) or
+  ``d_model`` for ``"full"`` (the tutorial's ``key_dim=d_model``)."""
   if key_dim:
     return key_dim
   return d_model // num_heads if head_width == "split" else d_model

@@ -21,7 +21,7 @@ Under several workers each measures its own seconds; they agree on the mean
 same plan.
 
 The plan's state is four ``tf.Variable`` s, checkpointed with the run; the
-trainer without TensorFlow (:mod:`transformer.training.keras_loop`) keeps it in
+trainer without TensorFlow (:mod:`transformer.training.jax_trainer`) keeps it in
 :class:`Number` s instead (``make_variable``), so this module imports
 TensorFlow only for the former.
 """

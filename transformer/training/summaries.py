@@ -1,7 +1,7 @@
 """What a training run records for later: TensorBoard scalars and ``metrics.jsonl``.
 
 Under ``model_dir``, written by the chief only under multi-worker: TensorBoard
-scalars in ``logs/<name>`` (the loop in :mod:`transformer.training.trainer` writes
+scalars in ``logs/<name>`` (the loop in :mod:`transformer.training.tf_trainer` writes
 ``logs/train`` every ``log_every_steps`` steps and ``logs/validation`` every
 epoch; train.py adds the validation BLEU there, a ``bleu`` scalar beside the
 loss and accuracy), and one JSON line per epoch in :data:`METRICS_FILE`.
