@@ -137,7 +137,7 @@ MUTATIONS = (
              "embeddings = ops.cast(self.encoder.embedding.embeddings, x.dtype)",
              (f"{MODEL}::test_tied_embedding_gets_gradients_from_input_and_output_uses",)),
     Mutation("shared_embedding", "'shared' gives the encoder and decoder embeddings of their own",
-             "transformer/model/transformer.py", "if output_weights == \"shared\":\n      shared_embedding",
+             "transformer/model/transformer.py", "if self.output_weights == \"shared\":\n      shared_embedding",
              "if False:\n      shared_embedding",
              (f"{MODEL}::test_tied_output_projection_is_the_embedding_variable",)),
     # The loss.

@@ -88,15 +88,15 @@ def test_a_resumed_run_keeps_its_plan_and_its_seconds(tmp_path, budget_run, ten_
 
 @pytest.mark.slow
 def test_an_epochs_seconds_are_its_wall_time_across_a_resume(tmp_path, monkeypatch):
-  # The trainer's clock jumps 1000 s inside the first run's part of epoch 1;
+  # The loop's clock jumps 1000 s inside the first run's part of epoch 1;
   # the resumed run's record of that epoch must hold them.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from configs import tiny  # pylint: disable=g-import-not-at-top
   from transformer.training.tf_trainer import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
-  from transformer.training import tf_trainer as trainer_module  # pylint: disable=g-import-not-at-top
+  from transformer.training import loop  # pylint: disable=g-import-not-at-top
   offset = [0.0]
-  monkeypatch.setattr(trainer_module, "time",
-                      types.SimpleNamespace(time=lambda: time.time() + offset[0]))
+  monkeypatch.setattr(loop, "time",
+                      types.SimpleNamespace(monotonic=lambda: time.monotonic() + offset[0]))
   config = tiny.get_config()
   config.model.output_weights = "untied"
   config.training.update(epochs=1, warmup_steps=4, checkpoint_every_steps=100)

@@ -195,3 +195,12 @@ def test_every_deferred_import_says_it_keeps_tensorflow_or_jax_out():
                  for path in LIBRARY for line, reason in deferred_imports(path)
                  if not (reason and re.search(r"TensorFlow|JAX|start", reason))]
   assert unexplained == []
+
+
+def test_no_module_of_the_model_or_training_is_over_300_lines():
+  """Small units with one job (the developers' guide)."""
+  modules = [*(ROOT / "transformer" / "model").glob("*.py"),
+             *(ROOT / "transformer" / "training").glob("*.py"), ROOT / "transformer" / "config.py"]
+  long = {str(path.relative_to(ROOT)): length for path in modules
+          if (length := len(path.read_text(encoding="utf-8").splitlines())) > 300}
+  assert long == {}
