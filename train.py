@@ -199,6 +199,7 @@ def main(argv):
 
   # TensorFlow is imported only now, so that flag errors come back at once.
   tf = runtime.import_tensorflow(options.verbose)
+  # Deferred: ted imports TensorFlow, which the flag checks and the JAX run start without.
   from transformer.data import ted  # pylint: disable=g-import-not-at-top
   try:
     runs.train_with_tensorflow(config, options, model_dir, tf)
