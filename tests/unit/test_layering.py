@@ -18,8 +18,11 @@ start, and says so in a ``# Deferred:`` line.
 """
 
 import ast
+import os
 from pathlib import Path
 import re
+import subprocess
+import sys
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAINING = ROOT / "transformer" / "training"
@@ -205,3 +208,13 @@ def test_no_module_of_the_model_or_training_is_over_300_lines():
   long = {str(path.relative_to(ROOT)): length for path in modules
           if (length := len(path.read_text(encoding="utf-8").splitlines())) > 300}
   assert long == {}
+
+
+def test_the_configuration_imports_no_keras():
+  """train.py reads its configuration before TensorFlow is set up (quiet, or
+  not at all under JAX): ``transformer.config`` and the model's settings it
+  reads import no Keras, which would import TensorFlow."""
+  probe = "import sys, transformer.config; print(sorted({'keras', 'tensorflow'} & set(sys.modules)))"
+  result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+  assert result.stdout.strip() == "[]"
