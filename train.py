@@ -28,7 +28,7 @@ same folder) leave behind. Exit status: 0 when training finished;
 
 Under ``KERAS_BACKEND=jax``, ``--data`` is a folder written by ``prepare.py``
 (token ids and the tokenizer's identity) and training runs on Keras and JAX
-without TensorFlow (transformer/training/keras_loop.py), on every local
+without TensorFlow (transformer/training/jax_trainer.py), on every local
 device with --strategy=mirrored or auto. Its checkpoints' ``model.weights.h5``
 is what ``evaluate.py`` (BLEU, ``--export_dir`` for the translator) loads on
 the TensorFlow side; train.py itself then exports only
@@ -196,6 +196,7 @@ def main(argv):
 
   # TensorFlow is imported only now, so that flag errors come back at once.
   tf = runtime.import_tensorflow(options.verbose)
+  # Deferred: ted imports TensorFlow, which the flag checks and the JAX run start without.
   from transformer.data import ted  # pylint: disable=g-import-not-at-top
   try:
     runs.train_with_tensorflow(config, options, model_dir, tf)

@@ -1,20 +1,24 @@
 """A reference Keras/TensorFlow Transformer (Vaswani et al. 2017, "Attention Is All You Need").
 
 The package is laid out so that the model stands apart from what feeds, runs and
-trains it; each folder imports only the folders above it in this list:
+trains it; each folder imports only the folders above it in this list, and
+``config`` (``tests/unit/test_layering.py``):
 
 ===============  ===============================================================
 folder           what it holds
 ===============  ===============================================================
 ``model/``       the Transformer in ``keras.ops`` (TensorFlow or JAX), one module
-                 per tutorial section, with its losses and learning-rate schedule
-``data/``        the TED HRLR files, WordPiece tokenizers, the ``tf.data``
-                 pipeline and the NumPy shards of the JAX path
+                 per tutorial section, with its settings (``model.settings``:
+                 ``config.model``'s fields, defaults and check), its losses and
+                 learning-rate schedule; it imports nothing else of the package
 ``run/``         a ``train.py`` output folder: its files, checkpoint files,
                  atomic writes and the lock, signals, progress, process set-up
+``data/``        the TED HRLR files, WordPiece tokenizers, the ``tf.data``
+                 pipeline and the NumPy shards of the JAX path
 ``inference/``   decoding (greedy and beam), the exported translator, BLEU,
                  checkpoint averaging, attention plots
-``training/``    the two trainers (TensorFlow, and Keras on JAX) and their loop
+``training/``    the two trainers (``TensorFlowTrainer``, ``JaxTrainer``), the
+                 interface both implement and the loop that runs them
 ===============  ===============================================================
 
 The modules follow the reading order of the TensorFlow tutorial
@@ -30,9 +34,10 @@ Attention layers            ``model.attention``
 Feed-forward network        ``model.feed_forward``
 Encoder / decoder           ``model.encoder``, ``model.decoder``
 The Transformer             ``model.transformer`` (``from transformer.model
-                            import Transformer``)
+                            import Transformer``), ``model.settings``
 Training set-up             ``model.optimization`` (the schedule), ``model.losses``
-Train the model             ``training/`` (the loop and its machinery)
+Train the model             ``training/`` (``training.loop``,
+                            ``training.tf_trainer``, ``training.jax_trainer``)
 Run inference               ``inference.decoding``
 Attention plots             ``inference.plotting``
 Export the model            ``inference.export``
@@ -40,5 +45,7 @@ Export the model            ``inference.export``
                             ``inference.averaging``, ``run.run_folder``
 ==========================  ============================================
 
-Configuration lives in ``config`` (defaults and validation) and ``configs/``.
+Configuration lives in ``config`` (defaults and validation; the model's
+fields in ``model.settings``) and ``configs/``; ``config`` imports only the
+model's settings.
 """

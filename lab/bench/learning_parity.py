@@ -1,4 +1,4 @@
-"""Learning parity: the tutorial's model and ``fit`` step against ``Trainer`` (issue #8).
+"""Learning parity: the tutorial's model and ``fit`` step against ``TensorFlowTrainer`` (issue #8).
 
   python lab/bench/learning_parity.py --steps=600 --eval_steps=200,400,600 --threads=1
   python lab/bench/learning_parity.py --steps=4 --eval_steps=2,4 --log_every=2 \\
@@ -14,11 +14,11 @@ from the real training split with the tutorial's tokenizer:
 * ``tutorial_random``: the tutorial's model and ``fit`` step
   (``tests/helpers/tutorial_baseline.py``, ``train_on_batch``: the step ``fit`` runs) on
   random batches of 64 sentences (the tutorial's ``padded_batch(64)``);
-* ``ours_random``: ``Trainer`` with ``configs/tutorial.py`` on the same batches;
-* ``ours_bucketed``: ``Trainer`` on length-bucketed batches of 64 (§5.1); a
+* ``ours_random``: ``TensorFlowTrainer`` with ``configs/tutorial.py`` on the same batches;
+* ``ours_bucketed``: ``TensorFlowTrainer`` on length-bucketed batches of 64 (§5.1); a
   bucket's last batch can hold a single sentence, so a step consumes fewer
   tokens on average;
-* ``ours_token_budget``: ``Trainer`` on token-budget batches whose budget is
+* ``ours_token_budget``: ``TensorFlowTrainer`` on token-budget batches whose budget is
   set so that they hold about as many real tokens as the random batches.
 
 Every ``--log_every`` steps each arm records its mean training loss over those
@@ -142,8 +142,8 @@ def make_arm(name, config, vocabularies):
   """(model, ``train(batches) -> [loss of each step]``) for one arm."""
   import keras  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
-  trainer = Trainer(config, input_vocab_size=vocabularies[0],
+  from transformer.training.tf_trainer import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
+  trainer = TensorFlowTrainer(config, input_vocab_size=vocabularies[0],
                     target_vocab_size=vocabularies[1], progress=False)
   if name != "tutorial_random":
     spec = tf.TensorSpec([None, None], tf.int64)
@@ -212,7 +212,7 @@ def plot(records, path):
     axis.set_ylabel(y)
     axis.grid(alpha=0.3)
   axes[0].legend()
-  figure.suptitle("tutorial model + fit vs Trainer (configs/tutorial.py), same initial weights")
+  figure.suptitle("tutorial model + fit vs TensorFlowTrainer (configs/tutorial.py), same initial weights")
   figure.tight_layout()
   figure.savefig(path, dpi=100)
 

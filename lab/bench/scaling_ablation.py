@@ -42,7 +42,7 @@ from transformer.inference import evaluation
 from transformer.config import SHARED_DATA_DIR, default_config, validate_config
 from transformer.inference.export import Translator
 from transformer.data.tokenizers import load_tokenizers, vocab_sizes
-from transformer.training.trainer import Trainer
+from transformer.training.tf_trainer import TensorFlowTrainer
 
 ARMS = {
     "baseline": {},
@@ -101,7 +101,7 @@ def run_arm(arm, seed, tokenizers, train, validation, validation_pairs, out_dir:
   """Trains one arm from one seed; writes its JSON lines (atomically at the end)."""
   config = ablation_config(arm, seed)
   input_vocab, target_vocab = vocab_sizes(tokenizers)
-  trainer = Trainer(config, input_vocab_size=input_vocab, target_vocab_size=target_vocab,
+  trainer = TensorFlowTrainer(config, input_vocab_size=input_vocab, target_vocab_size=target_vocab,
                     progress=False)
   common = {"arm": arm, "seed": seed, "batches_sha256": fingerprint(train)}
   lines, diverged_at, seconds, cpu_seconds = [], None, 0.0, 0.0

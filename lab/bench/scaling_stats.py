@@ -32,7 +32,7 @@ import tensorflow as tf
 from configs import base
 from configs import tutorial
 from transformer.model.attention import attention_logits, masked_softmax, padding_mask
-from transformer.config import EMBEDDING_INITIALIZERS
+from transformer.model.settings import EMBEDDING_INITIALIZERS
 from transformer.model.embedding import PositionalEmbedding
 from transformer.model import Transformer
 

@@ -7,7 +7,7 @@
 Training (the ``tutorial`` model, the tutorial's tokenizer, the real training
 split): the tutorial's model and ``fit`` step (``tests/helpers/tutorial_baseline.py``)
 on the tutorial's random ``padded_batch(64)`` batches, against
-``transformer.training.trainer.Trainer`` with ``configs/tutorial.py`` on the *same*
+``transformer.training.tf_trainer.TensorFlowTrainer`` with ``configs/tutorial.py`` on the *same*
 random batches (model and step alone): once computing each batch as it comes,
 and once as ``--length_groups`` sub-batches of similar length
 (``transformer/training/step.py``: the same gradient on fewer padded positions); then on
@@ -186,7 +186,7 @@ def arm_config(kind, config):
 
 
 def build(kind, config, input_vocab, target_vocab):
-  """The tutorial's compiled model or our Trainer, and ``batches -> None`` that
+  """The tutorial's compiled model or our TensorFlowTrainer, and ``batches -> None`` that
   trains it on a dataset (its ``fit`` or our ``train_on_batches``)."""
   if kind == "tutorial":
     model = tutorial_baseline.TutorialTransformer.from_model_config(
@@ -194,8 +194,8 @@ def build(kind, config, input_vocab, target_vocab):
     tutorial_baseline.compile_as_tutorial(model, config.model.d_model,
                                           config.training.warmup_steps)
     return model, lambda batches: model.fit(batches, epochs=1, verbose=0)
-  from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
-  trainer = Trainer(config, input_vocab_size=input_vocab, target_vocab_size=target_vocab,
+  from transformer.training.tf_trainer import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
+  trainer = TensorFlowTrainer(config, input_vocab_size=input_vocab, target_vocab_size=target_vocab,
                     progress=False)
   return trainer, trainer.train_on_batches
 

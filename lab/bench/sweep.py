@@ -33,7 +33,7 @@ from transformer import config as config_lib
 from transformer.data import ted
 from transformer.data import pipeline
 from transformer.data.tokenizers import load_tokenizers, vocab_sizes
-from transformer.training.trainer import Trainer
+from transformer.training.tf_trainer import TensorFlowTrainer
 
 SHARED_DATA = machine.SHARED_DATA
 
@@ -77,7 +77,7 @@ def machine_load():
 
 def run_arm(name, overrides, tokenizers, tokenized_train, validation_pairs, write):
   config = arm_config(overrides)
-  trainer = Trainer(config, input_vocab_size=vocab_sizes(tokenizers)[0],
+  trainer = TensorFlowTrainer(config, input_vocab_size=vocab_sizes(tokenizers)[0],
                     target_vocab_size=vocab_sizes(tokenizers)[1], progress=False)
   validation = pipeline.evaluation_batches(validation_pairs, tokenizers, config.data)
 

@@ -294,12 +294,12 @@ def final_metrics(trainer, config, tokenizers, pairs, bleu_dir: Path):
 def run_arm(name, base, tokenizers, batches, out_dir: Path, work_dir: Path):
   """Trains and scores one arm; writes its JSON."""
   from transformer.data.tokenizers import vocab_sizes  # pylint: disable=g-import-not-at-top
-  from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
+  from transformer.training.tf_trainer import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
   train, validation, pairs, sha256 = batches
   config = arm_config(name, base)
   arm_dir = work_dir / name  # made by claim_arm
   input_vocab, target_vocab = vocab_sizes(tokenizers)
-  trainer = Trainer(config, input_vocab_size=input_vocab, target_vocab_size=target_vocab,
+  trainer = TensorFlowTrainer(config, input_vocab_size=input_vocab, target_vocab_size=target_vocab,
                     model_dir=arm_dir, progress=False)
   activity_before = machine.other_activity()
   curve, seconds, cpu_seconds, diverged_at = train_arm(

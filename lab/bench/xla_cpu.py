@@ -14,7 +14,7 @@ Two questions decide whether XLA pays for ``configs/cpu_2h.py`` on a CPU:
    second that the first did not have (each a compilation in a long run).
 2. **Is a compiled step faster?** The ``--batches`` most frequent shapes of the
    first epoch with ``static_shapes=True``, one real batch each, are trained by
-   two ``Trainer``\ s built alike, one with ``jit_compile=True``. Each runs every batch twice untimed
+   two ``TensorFlowTrainer``\ s built alike, one with ``jit_compile=True``. Each runs every batch twice untimed
    (the compilation is timed and recorded), then the two alternate, A/B/A/B,
    ``--steps`` steps per batch and round; each figure is the fastest round.
 
@@ -72,7 +72,7 @@ def main(argv):
   from transformer.data import ted  # pylint: disable=g-import-not-at-top
   from transformer.data import pipeline  # pylint: disable=g-import-not-at-top
   from transformer.data.tokenizers import load_tokenizers, vocab_sizes  # pylint: disable=g-import-not-at-top
-  from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
+  from transformer.training.tf_trainer import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
 
   started = machine.other_activity()
   print(machine.summary_line(started), flush=True)
@@ -103,7 +103,7 @@ def main(argv):
     if shape in chosen:
       batches.setdefault(shape, batch)
   vocab = vocab_sizes(tokenizers)
-  trainers = {jit: Trainer(config, input_vocab_size=vocab[0], target_vocab_size=vocab[1],
+  trainers = {jit: TensorFlowTrainer(config, input_vocab_size=vocab[0], target_vocab_size=vocab[1],
                            jit_compile=jit, progress=False)
               for jit in (False, True)}
   first_call_seconds = {str(jit): {str(shape): seconds_per_step(trainer, batch, 2) * 2

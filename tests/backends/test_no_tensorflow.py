@@ -19,8 +19,8 @@ from helpers.backends import needs_jax
 from helpers.no_tensorflow import BLOCK_TENSORFLOW
 
 REPO_DIR = Path(__file__).resolve().parents[2]
-MODEL_MODULES = ("attention", "embedding", "feed_forward", "encoder", "decoder", "model",
-                 "losses", "optimization")
+MODEL_MODULES = ("settings", "attention", "embedding", "feed_forward", "encoder", "decoder",
+                 "transformer", "losses", "optimization")
 
 CHILD = BLOCK_TENSORFLOW + f"""
 import importlib
@@ -31,7 +31,7 @@ import keras
 import numpy as np
 
 for name in {MODEL_MODULES!r}:
-  importlib.import_module("transformer." + name)
+  importlib.import_module("transformer.model." + name)
 from transformer.model import losses
 from transformer.model import optimization
 from transformer.model import Transformer

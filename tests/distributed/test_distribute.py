@@ -141,12 +141,12 @@ def _two_replica_run(body: str, cwd: Path) -> str:
 @pytest.mark.slow
 def test_two_replicas_match_one_device(tmp_path):
   body = """
-  single = Trainer(config(), input_vocab_size=VOCAB, target_vocab_size=VOCAB,
+  single = TensorFlowTrainer(config(), input_vocab_size=VOCAB, target_vocab_size=VOCAB,
                    progress=False)
   initial = single.model.get_weights()
   mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
   assert mirrored.num_replicas_in_sync == 2
-  double = Trainer(config(), input_vocab_size=VOCAB, target_vocab_size=VOCAB,
+  double = TensorFlowTrainer(config(), input_vocab_size=VOCAB, target_vocab_size=VOCAB,
                    strategy=mirrored, progress=False)
   double.model.set_weights(initial)
   one = single.train_on_batches(batches())
@@ -189,17 +189,17 @@ def test_time_budget_plans_alike_under_two_replicas(tmp_path):
   # (tests/integration/test_trainer_runs.py).
   body = """
   from transformer.training import distribute
-  run_epoch = Trainer._run_epoch
+  run_epoch = TensorFlowTrainer.run_epoch
   def timed(self, *args, **kwargs):
     record, _ = run_epoch(self, *args, **kwargs)
     record["seconds"] = 10.0
     return record, 10.0
-  Trainer._run_epoch = timed
+  TensorFlowTrainer.run_epoch = timed
   mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
   assert distribute.mean_over_replicas(mirrored, 2.5) == 2.5
   c = config()
   c.training.update(epochs=100, time_budget_minutes=1.0, cooldown_fraction=1 / 3)
-  trainer = Trainer(c, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
+  trainer = TensorFlowTrainer(c, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
                     strategy=mirrored, progress=False)
   result = trainer.fit(lambda epoch: batches())
   print("epochs", result.epoch, "steps", result.step, "last rate", trainer.learning_rate,
@@ -237,7 +237,7 @@ assert strategy.num_replicas_in_sync == 2, strategy.num_replicas_in_sync
 c = config()
 c.training.train_steps = 3
 c.training.checkpoint_every_steps = 2
-trainer = Trainer(c, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
+trainer = TensorFlowTrainer(c, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
                   model_dir={str(model_dir)!r}, strategy=strategy, progress=False)
 task = distribute.tf_config_task()[1]
 np.savez(f"initial_{{task}}.npz", *trainer.model.get_weights())
@@ -275,7 +275,7 @@ print("done", task, result.step, distribute.is_chief(strategy))
   single = _COMMON + f"""
 c = config()
 c.training.train_steps = 3
-trainer = Trainer(c, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
+trainer = TensorFlowTrainer(c, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
                   progress=False)
 initial = np.load({str(tmp_path / "w0" / "initial_0.npz")!r})
 trainer.model.set_weights([initial[k] for k in initial.files])

@@ -8,7 +8,7 @@ replica overflows, the step must still be skipped everywhere.
 One subprocess per policy (two logical CPU devices must be set up before
 TensorFlow initializes its devices, and a second ``MirroredStrategy`` in one
 process collides on collective keys) trains, for each output layer (tied,
-shared, untied), a one-device and a two-replica ``Trainer`` from the same
+shared, untied), a one-device and a two-replica ``TensorFlowTrainer`` from the same
 weights on the same three global batches:
 
 1. a normal step;
@@ -99,7 +99,7 @@ out = {}
 for output_weights in ("tied", "shared", "untied"):
   initial = None
   for name, strategy in (("one", None), ("two", mirrored)):
-    trainer = Trainer(config(output_weights), input_vocab_size=VOCAB,
+    trainer = TensorFlowTrainer(config(output_weights), input_vocab_size=VOCAB,
                       target_vocab_size=VOCAB, strategy=strategy,
                       mixed_precision=POLICY, progress=False)
     if initial is None:

@@ -157,12 +157,12 @@ MUTATIONS = (
              "):",
              (f"{JAX_STATE}::test_a_resumed_run_repeats_the_uninterrupted_one",)),
     Mutation("jax_resume_step", "a resumed JAX run counts its steps from 0 (it trains past "
-             "train_steps)", "transformer/training/keras_loop.py",
+             "train_steps)", "transformer/training/jax_trainer.py",
              "self._step = int(self.optimizer.iterations.numpy())\n    self._pending_record",
              "self._step = 0\n    self._pending_record",
              (f"{JAX_STATE}::test_a_resumed_run_repeats_the_uninterrupted_one",)),
     Mutation("jax_budget_cooldown", "the JAX trainer never gives its schedule the time "
-             "budget's cooldown", "transformer/training/keras_loop.py",
+             "budget's cooldown", "transformer/training/jax_trainer.py",
              "    if int(self.budget.planned.numpy()) != planned_before:\n"
              "      self._set_cooldown()",
              "    if int(self.budget.planned.numpy()) != planned_before:\n"

@@ -25,7 +25,7 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1",
 #     with EFBIG, as it would with ENOSPC.
 #   full_disk_in_export: as full_disk_after_step (4 KiB), as the export starts;
 #   memory_limit_at_model: the address space may grow by 2 GiB only (RLIMIT_AS)
-#     from the moment the Trainer builds the model: TensorFlow's allocation then
+#     from the moment the TensorFlowTrainer builds the model: TensorFlow's allocation then
 #     fails as it does when memory runs out (a kernel OOM kill is SIGKILL, which
 #     the kill tests cover);
 #   sigint_after_lock: SIGINT (Ctrl-C) to itself once the run folder is locked,
@@ -45,7 +45,7 @@ from tensorflow.python.ops import gen_io_ops
 from transformer.inference import export
 from transformer.run import files
 from transformer.training import checkpointing, summaries
-from transformer.training.trainer import Trainer
+from transformer.training.tf_trainer import TensorFlowTrainer
 
 fault, fault_step = os.environ["FAULT"], int(os.environ.get("FAULT_STEP", "0"))
 model_dir = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--model_dir="))
@@ -70,14 +70,14 @@ def signalled_save(*args, **kwargs):
   return save_keras_model(*args, **kwargs)
 export.save_keras_model = signalled_save
 
-trainer_init = Trainer.__init__
+trainer_init = TensorFlowTrainer.__init__
 def limited_init(self, *args, **kwargs):
   if fault == "memory_limit_at_model":
     status = open("/proc/self/status").read()
     size = int(status.split("VmSize:")[1].split()[0]) * 1024
     resource.setrlimit(resource.RLIMIT_AS, (size + (2 << 30), resource.RLIM_INFINITY))
   trainer_init(self, *args, **kwargs)
-Trainer.__init__ = limited_init
+TensorFlowTrainer.__init__ = limited_init
 
 acquire = files.RunLock.acquire
 def acquire_then_interrupt(self):
@@ -128,8 +128,8 @@ def export_then_die(*args, **kwargs):
   return translator
 export.export_translator = export_then_die
 
-fit = Trainer.fit
-Trainer.fit = lambda self, *a, **k: fit(self, *a, step_callback=after_step, **k)
+fit = TensorFlowTrainer.fit
+TensorFlowTrainer.fit = lambda self, *a, **k: fit(self, *a, step_callback=after_step, **k)
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """

@@ -205,12 +205,12 @@ def uneven_batch():
 @pytest.fixture(scope="session")
 def make_trainer():
   """``make_trainer(config, vocab_sizes, model_dir=None, **options)``: the
-  Trainer train.py would make of ``config``, without a progress bar (``options``:
-  the Trainer's other keywords, e.g. ``jit_compile``)."""
-  from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
+  TensorFlowTrainer train.py would make of ``config``, without a progress bar (``options``:
+  the TensorFlowTrainer's other keywords, e.g. ``jit_compile``)."""
+  from transformer.training.tf_trainer import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
 
   def make(config, vocab_sizes, model_dir=None, **options):
-    return Trainer(config, input_vocab_size=vocab_sizes[0],
+    return TensorFlowTrainer(config, input_vocab_size=vocab_sizes[0],
                             target_vocab_size=vocab_sizes[1], model_dir=model_dir,
                             progress=False, **options)
   return make

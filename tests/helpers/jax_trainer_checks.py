@@ -1,4 +1,4 @@
-"""Measurements of the JAX trainer (transformer/training/jax_steps.py, keras_loop.py,
+"""Measurements of the JAX trainer (transformer/training/jax_steps.py, jax_trainer.py,
 jax_checkpointing.py), run as ``KERAS_BACKEND=jax python jax_trainer_checks.py
 <prepared folder> <work folder>`` by tests/backends/test_jax_trainer_state.py, which
 asserts on them. Prints one JSON object; measures, judges nothing.
@@ -28,7 +28,7 @@ from configs import tiny
 from transformer.data import shards
 from transformer.model import Transformer
 from transformer.training import jax_steps
-from transformer.training import keras_loop
+from transformer.training import jax_trainer
 
 VOCAB = 300  # helpers.prepared.random_prepared_folder's
 PARTIAL_PAIRS = 61  # batches of 16: 3 full and one of 13 pairs
@@ -102,7 +102,7 @@ def trained(prepared, model_dir, train_steps, pairs=0):
   (0: one epoch) on the first ``pairs`` training pairs (0: all); and what its
   ``fit`` returned."""
   run_config = config(dropout_rate=0.3, train_steps=train_steps)
-  trainer = keras_loop.Trainer(run_config, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
+  trainer = jax_trainer.JaxTrainer(run_config, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
                                model_dir=model_dir, progress=False)
   trainer.restore()
   split = shards.load_split(prepared, "train").take(pairs).trimmed(run_config.data.max_tokens)

@@ -132,7 +132,7 @@ MUTATIONS = (
              "embeddings = ops.cast(self.encoder.embedding.embeddings, x.dtype)",
              (f"{MODEL}::test_tied_embedding_gets_gradients_from_input_and_output_uses",)),
     Mutation("shared_embedding", "'shared' gives the encoder and decoder embeddings of their own",
-             "transformer/model/transformer.py", "if output_weights == \"shared\":\n      shared_embedding",
+             "transformer/model/transformer.py", "if self.output_weights == \"shared\":\n      shared_embedding",
              "if False:\n      shared_embedding",
              (f"{MODEL}::test_tied_output_projection_is_the_embedding_variable",)),
     # The loss.
@@ -174,7 +174,7 @@ MUTATIONS = (
              (f"{EVALUATION}::test_averaging_trainer_checkpoints_gives_the_mean_of_each_"
               "variable",)),
     Mutation("resume_position", "a resumed epoch trains its first batches again",
-             "transformer/training/trainer.py", "dataset = dataset.skip(skip)",
+             "transformer/training/tf_trainer.py", "dataset = dataset.skip(skip)",
              "dataset = dataset",
              (f"{FAULTS}::test_a_resumed_run_with_dropout_repeats_the_uninterrupted_one",)),
     # Dropout in cached decoding (inference: every dropout layer off).

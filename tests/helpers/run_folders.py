@@ -4,7 +4,7 @@ evaluate.py (tests/unit, tests/integration, tests/scripts)."""
 
 import numpy as np
 
-from transformer.training.trainer import Trainer
+from transformer.training.tf_trainer import TensorFlowTrainer
 
 # Five short pairs (pt, en), as a validation split holds them.
 PAIRS = [("um dois três .", "one two three ."), ("olá .", "hello ."),
@@ -14,7 +14,7 @@ VOCAB = (50, 40)  # (pt, en) vocabulary sizes of the models without a tokenizer
 
 
 def write_trainer_checkpoints(model_dir, config, count, vocab=VOCAB, seed=0):
-  """``count`` checkpoints written as train.py writes them (the Trainer's model,
+  """``count`` checkpoints written as train.py writes them (the TensorFlowTrainer's model,
   optimizer and data position), each with distinct random values in every
   model variable.
 
@@ -22,7 +22,7 @@ def write_trainer_checkpoints(model_dir, config, count, vocab=VOCAB, seed=0):
     (checkpoint paths, values): ``values[c][i]`` is the array written for
     ``model.weights[i]`` in checkpoint ``c``.
   """
-  trainer = Trainer(config, input_vocab_size=vocab[0], target_vocab_size=vocab[1],
+  trainer = TensorFlowTrainer(config, input_vocab_size=vocab[0], target_vocab_size=vocab[1],
                              model_dir=model_dir, progress=False)
   rng = np.random.default_rng(seed)
   paths, values = [], []
@@ -45,7 +45,7 @@ def assert_weights(model, expected):
 
 def write_model_dir(model_dir, config, tokenizer_path, tokenizers, count):
   """A train.py output folder of ``config``: config.json, tokenizer_path.txt and
-  ``count`` Trainer checkpoints with random weights. Returns write_trainer_checkpoints'."""
+  ``count`` TensorFlowTrainer checkpoints with random weights. Returns write_trainer_checkpoints'."""
   from transformer.data.tokenizers import vocab_sizes  # pylint: disable=g-import-not-at-top
   model_dir.mkdir(parents=True)
   (model_dir / "config.json").write_text(config.to_json())

@@ -1,4 +1,4 @@
-"""The Trainer fitting whole epochs of random batches, in this process
+"""The TensorFlowTrainer fitting whole epochs of random batches, in this process
 (transformer/training/): a time budget run to its plan and kept across a
 resume, an epoch's seconds across a resume, length-grouped and XLA-compiled
 steps against plain ones. The parts: tests/unit/test_budget.py,
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer.training.trainer import Trainer
+from transformer.training.tf_trainer import TensorFlowTrainer
 from transformer.model.optimization import WarmupInverseSquareRoot
 from transformer.training import step
 
@@ -22,7 +22,7 @@ VOCAB = 50  # uneven_batch's ids are 1..49
 sub_batch = step.sub_batch
 
 
-# The Trainer with the budget, on synthetic batches: 3 steps per epoch, each
+# The TensorFlowTrainer with the budget, on synthetic batches: 3 steps per epoch, each
 # epoch reported as 10 training seconds, 1 minute of budget, the last third
 # cooling down: 6 epochs, the cooldown over steps 12-18.
 
@@ -39,13 +39,13 @@ def budget_run(tiny_config, make_trainer, random_dataset):
 
 @pytest.fixture
 def ten_second_epochs(monkeypatch):
-  run_epoch = Trainer._run_epoch  # pylint: disable=protected-access
+  run_epoch = TensorFlowTrainer.run_epoch
 
   def timed(self, *args, **kwargs):
     record, _ = run_epoch(self, *args, **kwargs)
     record["seconds"] = 10.0
     return record, 10.0
-  monkeypatch.setattr(Trainer, "_run_epoch", timed)
+  monkeypatch.setattr(TensorFlowTrainer, "run_epoch", timed)
 
 
 @pytest.mark.slow
@@ -83,20 +83,20 @@ def test_a_resumed_run_keeps_its_plan_and_its_seconds(tmp_path, budget_run, ten_
   assert (result.epoch, result.step) == (6, 18)
   assert result.history[-1]["learning_rate"] == 0.0
   # 4 whole epochs, the cut one, and the two finished here: 70 s.
-  assert float(second._budget.used_seconds.numpy()) == 70.0  # pylint: disable=protected-access
+  assert float(second.budget.used_seconds.numpy()) == 70.0
 
 
 @pytest.mark.slow
 def test_an_epochs_seconds_are_its_wall_time_across_a_resume(tmp_path, monkeypatch):
-  # The trainer's clock jumps 1000 s inside the first run's part of epoch 1;
+  # The loop's clock jumps 1000 s inside the first run's part of epoch 1;
   # the resumed run's record of that epoch must hold them.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from configs import tiny  # pylint: disable=g-import-not-at-top
-  from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
-  from transformer.training import trainer as trainer_module  # pylint: disable=g-import-not-at-top
+  from transformer.training.tf_trainer import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
+  from transformer.training import loop  # pylint: disable=g-import-not-at-top
   offset = [0.0]
-  monkeypatch.setattr(trainer_module, "time",
-                      types.SimpleNamespace(time=lambda: time.time() + offset[0]))
+  monkeypatch.setattr(loop, "time",
+                      types.SimpleNamespace(monotonic=lambda: time.monotonic() + offset[0]))
   config = tiny.get_config()
   config.model.output_weights = "untied"
   config.training.update(epochs=1, warmup_steps=4, checkpoint_every_steps=100)
@@ -106,7 +106,7 @@ def test_an_epochs_seconds_are_its_wall_time_across_a_resume(tmp_path, monkeypat
       ((source, target[:, :-1]), target[:, 1:])).batch(2)
 
   def make():
-    return Trainer(config, input_vocab_size=60, target_vocab_size=60,
+    return TensorFlowTrainer(config, input_vocab_size=60, target_vocab_size=60,
                             model_dir=tmp_path, progress=False)
 
   def stop_at_step_2(step, loss):  # pylint: disable=unused-argument
@@ -142,7 +142,7 @@ def test_trainer_steps_with_groups_match_whole_batches(tiny_config, make_trainer
     config.training.length_groups = groups
     trainer = make_trainer(config, (VOCAB, VOCAB))
     losses[groups] = [r["loss"] for r in trainer.train_on_batches(dataset)]
-  # The grouped Trainer did split its batches, in a loop traced once.
+  # The grouped TensorFlowTrainer did split its batches, in a loop traced once.
   assert len(traced_sub_batches) == 1
   np.testing.assert_allclose(losses[2], losses[1], rtol=1e-4)
   assert losses[1][2] < losses[1][0]  # Three real updates, not the same step thrice.

@@ -144,7 +144,7 @@ def test_mismatched_checkpoint_fails_clearly(run_config, make_trainer, trained_d
 
 @pytest.fixture
 def float32_after():
-  """The Trainer sets Keras' global dtype policy; give later tests float32 back."""
+  """The TensorFlowTrainer sets Keras' global dtype policy; give later tests float32 back."""
   yield
   import keras  # pylint: disable=g-import-not-at-top
   keras.mixed_precision.set_global_policy("float32")
@@ -211,9 +211,9 @@ def test_a_cooldown_that_ends_before_the_run_is_warned(run_config, make_trainer,
 
 def test_first_epochs_progress_bar_knows_its_length(run_config, batches, vocab_sizes, capsys,
                                                     monkeypatch):
-  from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
+  from transformer.training.tf_trainer import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
   monkeypatch.setattr(sys.stdout, "isatty", lambda: True)  # the bar is drawn on terminals
-  trainer = Trainer(run_config(epochs=1), input_vocab_size=vocab_sizes[0],
+  trainer = TensorFlowTrainer(run_config(epochs=1), input_vocab_size=vocab_sizes[0],
                     target_vocab_size=vocab_sizes[1], progress=True)
   trainer.fit(batches)
   out = capsys.readouterr().out

@@ -113,19 +113,19 @@ def test_a_time_budgets_epoch_count_follows_its_plan(tiny_config, random_dataset
                                                      capsys):
   # 1 minute of budget, a first epoch of 10 s (6 fit), then 20 s ones: the
   # plan fixes 3 epochs after the second.
-  from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
-  run_epoch = Trainer._run_epoch  # pylint: disable=protected-access
+  from transformer.training.tf_trainer import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
+  run_epoch = TensorFlowTrainer.run_epoch
 
   def timed(self, *args, **kwargs):
     record, _ = run_epoch(self, *args, **kwargs)
     record["seconds"] = 10.0 if record["epoch"] == 1 else 20.0
     return record, record["seconds"]
-  monkeypatch.setattr(Trainer, "_run_epoch", timed)
+  monkeypatch.setattr(TensorFlowTrainer, "run_epoch", timed)
   config = tiny_config(output_weights="untied")
   config.training.update(epochs=100, time_budget_minutes=1.0, cooldown_fraction=1 / 3,
                          warmup_steps=4)
   dataset = random_dataset(2, rows=6, source_length=9, target_length=10, vocab=50)
-  trainer = Trainer(config, input_vocab_size=60, target_vocab_size=60)
+  trainer = TensorFlowTrainer(config, input_vocab_size=60, target_vocab_size=60)
   trainer.fit(lambda epoch: dataset)
   labels = re.findall(r"^(Epoch \d+/~?\d+) ", capsys.readouterr().out, re.MULTILINE)
   # The first epoch's count is an estimate when its line is printed; the plan

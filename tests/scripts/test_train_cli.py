@@ -186,9 +186,9 @@ def test_kill_and_resume_continues_from_checkpoint(tmp_path, tutorial_tokenizer_
 # has run, puts the previous one back).
 _DRIVER = """
 import os, runpy, signal, sys, time
-from transformer.training.trainer import Trainer
+from transformer.training.tf_trainer import TensorFlowTrainer
 
-fit = Trainer.fit
+fit = TensorFlowTrainer.fit
 pause_at = int(os.environ["PAUSE_AT_STEP"])
 
 def recording_fit(self, *args, **kwargs):
@@ -202,7 +202,7 @@ def recording_fit(self, *args, **kwargs):
         time.sleep(0.1)
   return fit(self, *args, step_callback=after_step, **kwargs)
 
-Trainer.fit = recording_fit
+TensorFlowTrainer.fit = recording_fit
 sys.argv = sys.argv[1:]
 runpy.run_path("train.py", run_name="__main__")
 """
@@ -310,13 +310,13 @@ def test_resumed_runs_repeat_the_uninterrupted_run_exactly(straight_and_resumed)
     np.testing.assert_array_equal(resumed[name], value, err_msg=name)
 
 
-# train.py run in-process with Trainer.fit wrapped to record the padded lengths
+# train.py run in-process with TensorFlowTrainer.fit wrapped to record the padded lengths
 # (source, decoder input, labels) of every batch it is handed, then to train.
 _BATCH_SHAPES_DRIVER = """
 import json, os, runpy, sys
-from transformer.training.trainer import Trainer
+from transformer.training.tf_trainer import TensorFlowTrainer
 
-fit = Trainer.fit
+fit = TensorFlowTrainer.fit
 
 def recording_fit(self, make_train_dataset, validation_dataset, **kwargs):
   def lengths(dataset):
@@ -327,7 +327,7 @@ def recording_fit(self, make_train_dataset, validation_dataset, **kwargs):
     json.dump(shapes, f)
   return fit(self, make_train_dataset, validation_dataset, **kwargs)
 
-Trainer.fit = recording_fit
+TensorFlowTrainer.fit = recording_fit
 sys.argv = sys.argv[1:]
 runpy.run_path("train.py", run_name="__main__")
 """

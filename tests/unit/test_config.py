@@ -122,7 +122,7 @@ def test_a_bad_model_field_is_one_error_on_every_route(field, value, message):
 
 
 def test_an_unknown_head_width_is_named_before_the_divisibility_it_would_decide():
-  from transformer.config import validate_model  # pylint: disable=g-import-not-at-top
+  from transformer.model.settings import validate_model  # pylint: disable=g-import-not-at-top
   with pytest.raises(ConfigError, match=r"config\.model\.head_width: unknown value 'wide'"):
     validate_model({"d_model": 32, "num_heads": 7, "head_width": "wide"})
 

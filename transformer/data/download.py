@@ -29,6 +29,7 @@ class DownloadError(Exception):
 def import_tfds():
   """tensorflow_datasets, or a DownloadError naming the install that brings it."""
   try:
+    # Deferred: tensorflow-datasets imports TensorFlow; only --data=tfds needs it, at its start.
     import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   except ImportError as e:
     raise DownloadError(f"--data=tfds: tensorflow-datasets cannot be imported ({e}); "

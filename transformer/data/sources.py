@@ -70,6 +70,7 @@ def data_source(data: str) -> Tuple[str, Optional[str]]:
   """
   data, message = resolve_data(data)
   if data == TFDS:
+    # Deferred: it imports TensorFlow at its start (through tensorflow-datasets); only tfds needs it.
     from transformer.data import download  # pylint: disable=g-import-not-at-top
     try:
       download.check_available()

@@ -133,7 +133,7 @@ def local_split_pairs(data_dir: PathLike, split: str) -> List[Pair]:
 
 def pairs_to_dataset(pairs: List[Pair]) -> "tf.data.Dataset":
   """A dataset of (source, target) scalar tf.string pairs."""
-  # Imported here: reading the files needs no TensorFlow (the evaluation under JAX).
+  # Deferred: reading the files needs no TensorFlow (the evaluation under JAX does not load it).
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   sources = [s for s, _ in pairs]
   targets = [t for _, t in pairs]

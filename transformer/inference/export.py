@@ -220,8 +220,8 @@ def _drop_signature_renaming(record) -> bool:
 def save_keras_model(model, path: PathLike) -> Path:
   """Saves the model in Keras' native format (architecture + weights), for fine-tuning.
 
-  Load it with ``keras.models.load_model(path)`` after ``import transformer.model``
-  (which registers the custom layers). ``path`` must end in ``.keras``.
+  Load it with ``keras.models.load_model(path)`` after ``from transformer.model import
+  Transformer`` (which registers the custom layers). ``path`` must end in ``.keras``.
   """
   path = Path(path)
   if path.suffix != ".keras":

@@ -1,10 +1,21 @@
 """The Transformer (paper §3; tutorial: "Define the components" to "The Transformer").
 
 Written in ``keras.ops``, so that it runs on TensorFlow and on JAX; nothing here
-imports TensorFlow or any other folder of the package but the configuration.
-Read in this order: ``embedding``, ``attention``, ``feed_forward``, ``encoder``,
-``decoder``, ``transformer``; then ``optimization`` (the learning-rate schedule)
-and ``losses``.
+imports TensorFlow or anything of the package outside ``model/``
+(``tests/unit/test_layering.py``). Read in this order: ``settings`` (the
+``config.model`` fields), ``embedding``, ``attention``, ``feed_forward``,
+``encoder``, ``decoder``, ``transformer``; then ``optimization`` (the
+learning-rate schedule) and ``losses``.
+
+``from transformer.model import Transformer`` imports the model (and registers
+its layers with Keras' saving); importing ``transformer.model.settings`` alone,
+as ``transformer.config`` does, imports no Keras.
 """
 
-from transformer.model.transformer import Transformer
+
+def __getattr__(name: str):
+  if name == "Transformer":
+    # Deferred: Keras imports TensorFlow, which train.py's start (config, flags) runs without.
+    from transformer.model.transformer import Transformer  # pylint: disable=g-import-not-at-top
+    return Transformer
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,7 +7,7 @@ import keras
 from keras import ops
 import numpy as np
 
-from transformer.config import validate_model
+from transformer.model import settings
 
 
 def positional_encoding(length: int, depth: int, positional_layout: str = "concatenated"):
@@ -27,7 +27,7 @@ def positional_encoding(length: int, depth: int, positional_layout: str = "conca
       one layout does not work with the other.
   """
   # depth is the model's d_model, and checked as such.
-  validate_model({"d_model": depth, "positional_layout": positional_layout})
+  settings.validate_model({"d_model": depth, "positional_layout": positional_layout})
   positions = np.arange(length, dtype=np.float64)[:, np.newaxis]
   frequencies = 1.0 / 10000.0 ** (np.arange(0, depth, 2, dtype=np.float64) / depth)
   angles = positions * frequencies  # (length, depth / 2)
@@ -39,14 +39,14 @@ def positional_encoding(length: int, depth: int, positional_layout: str = "conca
 
 
 @keras.saving.register_keras_serializable(package="transformer")
-class PositionalEmbedding(keras.layers.Layer):
+class PositionalEmbedding(settings.StoredArguments, keras.layers.Layer):
   """Token embedding × √d_model + positional encoding, then dropout (§3.4, §3.5, §5.4).
 
   Input: token ids ``(batch, length)``. Output: ``(batch, length, d_model)``.
 
   ``PositionalEmbedding(vocab_size, d_model)`` is the tutorial's layer; the
   other keyword arguments are ``config.model``'s fields of the same names
-  (:mod:`transformer.config`), their defaults the tutorial's.
+  (:mod:`transformer.model.settings`), their defaults the tutorial's.
 
   The √d_model factor brings the embeddings to the scale of the positional
   encoding, whose entries are in [-1, 1] (root mean square 1/√2 at every
@@ -71,27 +71,24 @@ class PositionalEmbedding(keras.layers.Layer):
   tutorial's ``tokenizers.pt.get_vocab_size().numpy()`` is.
   """
 
+  # The keyword arguments a Stack or a Transformer hands to its embedding.
+  SETTINGS = ("dropout_rate", "max_position", "positional_layout", "positional_encoding",
+              "positional_scale", "scale_embeddings", "embedding_initializer")
+
   def __init__(self, vocab_size: int, d_model: int, *, dropout_rate: float = 0.1,
                max_position: int = 2048, positional_layout: str = "concatenated",
                positional_encoding: str = "sinusoid", positional_scale: float = 1.0,
                scale_embeddings: bool = True, embedding_initializer: str = "uniform",
                **kwargs):
     super().__init__(**kwargs)
-    validate_model(dict(d_model=d_model, dropout_rate=dropout_rate, max_position=max_position,
-                        positional_layout=positional_layout,
-                        positional_encoding=positional_encoding,
-                        positional_scale=positional_scale,
-                        embedding_initializer=embedding_initializer))
     # Keras' Embedding accepts only Python ints.
-    self.vocab_size = vocab_size = int(vocab_size)
-    self.d_model = d_model
-    self.dropout_rate = dropout_rate
-    self.max_position = max_position
-    self.positional_layout = positional_layout
-    self.positional_encoding = positional_encoding
-    self.positional_scale = positional_scale
-    self.scale_embeddings = scale_embeddings
-    self.embedding_initializer = embedding_initializer
+    self.store_arguments(
+        vocab_size=int(vocab_size), d_model=d_model, dropout_rate=dropout_rate,
+        max_position=max_position, positional_layout=positional_layout,
+        positional_encoding=positional_encoding, positional_scale=positional_scale,
+        scale_embeddings=scale_embeddings, embedding_initializer=embedding_initializer)
+    settings.validate_model(self.arguments_of(self.argument_names))
+    vocab_size = self.vocab_size
     self.token_embedding = self._table(vocab_size, "token_embedding")
     self.dropout = keras.layers.Dropout(dropout_rate)
     self.position_table = None
@@ -158,12 +155,3 @@ class PositionalEmbedding(keras.layers.Layer):
 
   def compute_output_shape(self, ids_shape):
     return (*ids_shape, self.d_model)
-
-  def get_config(self):
-    return {**super().get_config(), "vocab_size": self.vocab_size, "d_model": self.d_model,
-            "dropout_rate": self.dropout_rate, "max_position": self.max_position,
-            "positional_layout": self.positional_layout,
-            "positional_encoding": self.positional_encoding,
-            "positional_scale": self.positional_scale,
-            "scale_embeddings": self.scale_embeddings,
-            "embedding_initializer": self.embedding_initializer}

@@ -3,30 +3,23 @@
 The layers take the tutorial's arguments (``EncoderLayer(d_model=512,
 num_heads=8, dff=2048)``, ``Encoder(num_layers=4, ..., vocab_size=8500)``) and
 build the tutorial's layers with them. Every other choice is a keyword argument
-named as its ``config.model`` field (:mod:`transformer.config`), stored once as
-an attribute of that name, from which ``get_config`` is derived. The defaults
+named as its ``config.model`` field (:mod:`transformer.model.settings`), stored
+once as an attribute of that name, from which ``get_config`` is derived. The defaults
 are the tutorial's; the paper's values are ``configs/base.py``'s (README:
 "Where the tutorial and the paper differ").
 """
 
-from typing import Optional, Tuple
+from typing import Optional
 
 import keras
 
+from transformer.model import settings
 from transformer.model.attention import GlobalSelfAttention, padding_mask
 from transformer.model.embedding import PositionalEmbedding
 from transformer.model.feed_forward import FeedForward
 
 
-def attention_defaults(d_model: int, dropout_rate: float, key_dim: Optional[int],
-                       attention_dropout_rate: Optional[float]) -> Tuple[int, float]:
-  """``(key_dim, attention_dropout_rate)`` with None resolved as the tutorial
-  has them: ``key_dim=d_model`` and ``dropout=dropout_rate``."""
-  return (d_model if key_dim is None else key_dim,
-          dropout_rate if attention_dropout_rate is None else attention_dropout_rate)
-
-
-class BaseLayer(keras.layers.Layer):
+class BaseLayer(settings.StoredArguments, keras.layers.Layer):
   """What an encoder and a decoder layer share: their keyword arguments and
   how they build their sub-layers.
 
@@ -44,22 +37,23 @@ class BaseLayer(keras.layers.Layer):
       tutorial's; 1e-6 the paper's lineage (tensor2tensor).
   """
 
+  # The keyword arguments a Stack hands to each of its layers.
+  SETTINGS = ("d_model", "num_heads", "dff", "dropout_rate", "key_dim", "attention_dropout_rate",
+              "residual_dropout_on_attention", "scale_attention_logits", "layer_norm_epsilon")
+
   def __init__(self, *, d_model: int, num_heads: int, dff: int, dropout_rate: float = 0.1,
                key_dim: Optional[int] = None, attention_dropout_rate: Optional[float] = None,
                residual_dropout_on_attention: bool = False,
                scale_attention_logits: bool = True, layer_norm_epsilon: float = 1e-3,
                **kwargs):
     super().__init__(**kwargs)
-    self.d_model = d_model
-    self.num_heads = num_heads
-    self.dff = dff
-    self.dropout_rate = dropout_rate
     # Resolved here, so that get_config records the values the sub-layers use.
-    self.key_dim, self.attention_dropout_rate = attention_defaults(
-        d_model, dropout_rate, key_dim, attention_dropout_rate)
-    self.residual_dropout_on_attention = residual_dropout_on_attention
-    self.scale_attention_logits = scale_attention_logits
-    self.layer_norm_epsilon = layer_norm_epsilon
+    self.store_arguments(
+        d_model=d_model, num_heads=num_heads, dff=dff, dropout_rate=dropout_rate,
+        key_dim=settings.head_size(d_model, num_heads, key_dim=key_dim),
+        attention_dropout_rate=settings.attention_dropout(dropout_rate, attention_dropout_rate),
+        residual_dropout_on_attention=residual_dropout_on_attention,
+        scale_attention_logits=scale_attention_logits, layer_norm_epsilon=layer_norm_epsilon)
 
   def attention(self, attention_class, name: str):
     """An attention sub-layer of this layer's settings."""
@@ -76,14 +70,6 @@ class BaseLayer(keras.layers.Layer):
 
   def compute_output_shape(self, x_shape, *args, **kwargs):
     return x_shape
-
-  def get_config(self):
-    return {**super().get_config(), "d_model": self.d_model, "num_heads": self.num_heads,
-            "dff": self.dff, "dropout_rate": self.dropout_rate, "key_dim": self.key_dim,
-            "attention_dropout_rate": self.attention_dropout_rate,
-            "residual_dropout_on_attention": self.residual_dropout_on_attention,
-            "scale_attention_logits": self.scale_attention_logits,
-            "layer_norm_epsilon": self.layer_norm_epsilon}
 
 
 @keras.saving.register_keras_serializable(package="transformer")
@@ -113,7 +99,7 @@ class EncoderLayer(BaseLayer):
     return self.ffn(x, training=training)
 
 
-class Stack(keras.layers.Layer):
+class Stack(settings.StoredArguments, keras.layers.Layer):
   """A positional embedding and ``num_layers`` layers of one kind: what the
   encoder and the decoder share. Subclasses set ``layer_class``, and
   ``tutorial_layers_name``, the tutorial's name for :attr:`layers`.
@@ -127,6 +113,9 @@ class Stack(keras.layers.Layer):
 
   layer_class = None
   tutorial_layers_name = None
+  # The keyword arguments a Transformer hands to its encoder and decoder
+  # (dropout_rate is in both).
+  SETTINGS = ("num_layers", *BaseLayer.SETTINGS, *PositionalEmbedding.SETTINGS)
 
   def __init__(self, *, num_layers: int, d_model: int, num_heads: int, dff: int,
                vocab_size: int, dropout_rate: float = 0.1, key_dim: Optional[int] = None,
@@ -138,37 +127,25 @@ class Stack(keras.layers.Layer):
                scale_embeddings: bool = True, embedding_initializer: str = "uniform",
                embedding: Optional[PositionalEmbedding] = None, **kwargs):
     super().__init__(**kwargs)
-    self.num_layers = num_layers
-    self.vocab_size = vocab_size = int(vocab_size)
-    self.d_model = d_model
-    self.num_heads = num_heads
-    self.dff = dff
-    self.dropout_rate = dropout_rate
-    # Resolved here, so that get_config records the values the sub-layers use.
-    self.key_dim, self.attention_dropout_rate = attention_defaults(
-        d_model, dropout_rate, key_dim, attention_dropout_rate)
-    self.residual_dropout_on_attention = residual_dropout_on_attention
-    self.scale_attention_logits = scale_attention_logits
-    self.layer_norm_epsilon = layer_norm_epsilon
-    self.max_position = max_position
-    self.positional_layout = positional_layout
-    self.positional_encoding = positional_encoding
-    self.positional_scale = positional_scale
-    self.scale_embeddings = scale_embeddings
-    self.embedding_initializer = embedding_initializer
+    self.store_arguments(
+        num_layers=num_layers, vocab_size=int(vocab_size), d_model=d_model, num_heads=num_heads,
+        dff=dff, dropout_rate=dropout_rate,
+        # Resolved here, so that get_config records the values the sub-layers use.
+        key_dim=settings.head_size(d_model, num_heads, key_dim=key_dim),
+        attention_dropout_rate=settings.attention_dropout(dropout_rate, attention_dropout_rate),
+        residual_dropout_on_attention=residual_dropout_on_attention,
+        scale_attention_logits=scale_attention_logits, layer_norm_epsilon=layer_norm_epsilon,
+        max_position=max_position, positional_layout=positional_layout,
+        positional_encoding=positional_encoding, positional_scale=positional_scale,
+        scale_embeddings=scale_embeddings, embedding_initializer=embedding_initializer)
     self.embedding = embedding or PositionalEmbedding(
-        vocab_size, d_model, dropout_rate=dropout_rate, max_position=max_position,
-        positional_layout=positional_layout, positional_encoding=positional_encoding,
-        positional_scale=positional_scale, scale_embeddings=scale_embeddings,
-        embedding_initializer=embedding_initializer, name="embedding")
+        self.vocab_size, d_model, name="embedding",
+        **self.arguments_of(PositionalEmbedding.SETTINGS))
     # A tuple, not a list: TF checkpoints do not follow the TrackedList that
     # Keras 3 makes of a list attribute, and would silently skip these layers.
-    self.layers = tuple(self.layer_class(
-        d_model=d_model, num_heads=num_heads, dff=dff, dropout_rate=dropout_rate,
-        key_dim=self.key_dim, attention_dropout_rate=self.attention_dropout_rate,
-        residual_dropout_on_attention=residual_dropout_on_attention,
-        scale_attention_logits=scale_attention_logits,
-        layer_norm_epsilon=layer_norm_epsilon, name=f"layer_{i}") for i in range(num_layers))
+    self.layers = tuple(self.layer_class(name=f"layer_{i}",
+                                         **self.arguments_of(BaseLayer.SETTINGS))
+                        for i in range(num_layers))
 
   @property
   def pos_embedding(self):
@@ -183,20 +160,6 @@ class Stack(keras.layers.Layer):
     if name == self.tutorial_layers_name:
       return self.layers
     raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-  def get_config(self):
-    return {**super().get_config(), "num_layers": self.num_layers,
-            "vocab_size": self.vocab_size, "d_model": self.d_model,
-            "num_heads": self.num_heads, "dff": self.dff, "dropout_rate": self.dropout_rate,
-            "key_dim": self.key_dim, "attention_dropout_rate": self.attention_dropout_rate,
-            "residual_dropout_on_attention": self.residual_dropout_on_attention,
-            "scale_attention_logits": self.scale_attention_logits,
-            "layer_norm_epsilon": self.layer_norm_epsilon, "max_position": self.max_position,
-            "positional_layout": self.positional_layout,
-            "positional_encoding": self.positional_encoding,
-            "positional_scale": self.positional_scale,
-            "scale_embeddings": self.scale_embeddings,
-            "embedding_initializer": self.embedding_initializer}
 
 
 @keras.saving.register_keras_serializable(package="transformer")
@@ -216,7 +179,7 @@ class Encoder(Stack):
 
   def __init__(self, *, pad_id: int = 0, **kwargs):
     super().__init__(**kwargs)
-    self.pad_id = pad_id
+    self.store_arguments(pad_id=pad_id)
 
   def build(self, source_ids_shape):
     self.embedding.build(source_ids_shape)
@@ -235,6 +198,3 @@ class Encoder(Stack):
 
   def compute_output_shape(self, source_ids_shape):
     return (*source_ids_shape, self.d_model)
-
-  def get_config(self):
-    return {**super().get_config(), "pad_id": self.pad_id}

@@ -5,22 +5,22 @@ from typing import Optional
 import keras
 from keras import ops
 
+from transformer.model import settings
 from transformer.model.attention import padding_mask
-from transformer.config import default_config, validate_model
 from transformer.model.decoder import Decoder
 from transformer.model.embedding import PositionalEmbedding
-from transformer.model.encoder import Encoder
+from transformer.model.encoder import Encoder, Stack
 
 
 @keras.saving.register_keras_serializable(package="transformer")
-class Transformer(keras.Model):
+class Transformer(settings.StoredArguments, keras.Model):
   """Encoder-decoder Transformer.
 
   ``model((source_ids, target_input_ids), training=...)`` with int ids
   ``(batch, src_len)`` and ``(batch, tgt_len)`` (0 is padding) returns float32
   logits ``(batch, tgt_len, target_vocab_size)``.
 
-  The keyword arguments are ``config.model``'s fields (:mod:`transformer.config`
+  The keyword arguments are ``config.model``'s fields (:mod:`transformer.model.settings`
   describes each), under the same names down to the layers that use them. The
   defaults are the tutorial's: its line ``Transformer(num_layers=4,
   d_model=128, num_heads=8, dff=512, input_vocab_size=7765,
@@ -55,80 +55,53 @@ class Transformer(keras.Model):
                embedding_initializer: str = "uniform", output_weights: str = "untied",
                pad_id: int = 0, **kwargs):
     super().__init__(**kwargs)
-    self.num_layers = num_layers
-    self.d_model = d_model
-    self.num_heads = num_heads
-    self.dff = dff
-    # The tutorial passes its tokenizers' vocabulary sizes as NumPy int32.
-    self.input_vocab_size = input_vocab_size = int(input_vocab_size)
-    self.target_vocab_size = target_vocab_size = int(target_vocab_size)
-    self.dropout_rate = dropout_rate
-    # Resolved here, so that get_config records the value the layers use.
-    self.attention_dropout_rate = attention_dropout_rate = (
-        dropout_rate if attention_dropout_rate is None else attention_dropout_rate)
-    self.residual_dropout_on_attention = residual_dropout_on_attention
-    self.head_width = head_width
-    self.key_dim = key_dim
-    self.scale_attention_logits = scale_attention_logits
-    self.layer_norm_epsilon = layer_norm_epsilon
-    self.max_position = max_position
-    self.positional_layout = positional_layout
-    self.positional_encoding = positional_encoding
-    self.positional_scale = positional_scale
-    self.scale_embeddings = scale_embeddings
-    self.embedding_initializer = embedding_initializer
-    self.output_weights = output_weights
-    self.pad_id = pad_id
-    # Both routes, from_model_config and direct construction, come through here.
-    validate_model(self._settings())
-
-    embedding_settings = dict(
-        dropout_rate=dropout_rate, max_position=max_position,
+    self.store_arguments(
+        num_layers=num_layers, d_model=d_model, num_heads=num_heads, dff=dff,
+        # The tutorial passes its tokenizers' vocabulary sizes as NumPy int32.
+        input_vocab_size=int(input_vocab_size), target_vocab_size=int(target_vocab_size),
+        dropout_rate=dropout_rate,
+        # Resolved here, so that get_config records the value the layers use.
+        attention_dropout_rate=settings.attention_dropout(dropout_rate, attention_dropout_rate),
+        residual_dropout_on_attention=residual_dropout_on_attention, head_width=head_width,
+        key_dim=key_dim, scale_attention_logits=scale_attention_logits,
+        layer_norm_epsilon=layer_norm_epsilon, max_position=max_position,
         positional_layout=positional_layout, positional_encoding=positional_encoding,
         positional_scale=positional_scale, scale_embeddings=scale_embeddings,
-        embedding_initializer=embedding_initializer)
-    shared_embedding = None
-    if output_weights == "shared":
-      shared_embedding = PositionalEmbedding(input_vocab_size, d_model, name="shared_embedding",
-                                             **embedding_settings)
-    stack_settings = dict(
-        num_layers=num_layers, d_model=d_model, num_heads=num_heads, dff=dff,
-        key_dim=key_dim or (d_model // num_heads if head_width == "split" else d_model),
-        attention_dropout_rate=attention_dropout_rate,
-        residual_dropout_on_attention=residual_dropout_on_attention,
-        scale_attention_logits=scale_attention_logits, layer_norm_epsilon=layer_norm_epsilon,
-        embedding=shared_embedding, **embedding_settings)
-    self.encoder = Encoder(vocab_size=input_vocab_size, pad_id=pad_id, name="encoder",
-                           **stack_settings)
-    self.decoder = Decoder(vocab_size=target_vocab_size, name="decoder", **stack_settings)
-    self.final_layer = (keras.layers.Dense(target_vocab_size, name="final_layer")
+        embedding_initializer=embedding_initializer, output_weights=output_weights,
+        pad_id=pad_id)
+    # Both routes, from_model_config and direct construction, come through here.
+    settings.validate_model(self.arguments_of(self.argument_names))
+    self.encoder, self.decoder = self._stacks()
+    self.final_layer = (keras.layers.Dense(self.target_vocab_size, name="final_layer")
                         if output_weights == "untied" else None)
 
-  def _settings(self) -> dict:
-    """The constructor's arguments, as stored."""
-    return dict(
-        num_layers=self.num_layers, d_model=self.d_model, num_heads=self.num_heads,
-        dff=self.dff, input_vocab_size=self.input_vocab_size,
-        target_vocab_size=self.target_vocab_size, dropout_rate=self.dropout_rate,
-        attention_dropout_rate=self.attention_dropout_rate,
-        residual_dropout_on_attention=self.residual_dropout_on_attention,
-        head_width=self.head_width, key_dim=self.key_dim,
-        scale_attention_logits=self.scale_attention_logits,
-        layer_norm_epsilon=self.layer_norm_epsilon, max_position=self.max_position,
-        positional_layout=self.positional_layout, positional_encoding=self.positional_encoding,
-        positional_scale=self.positional_scale, scale_embeddings=self.scale_embeddings,
-        embedding_initializer=self.embedding_initializer,
-        output_weights=self.output_weights, pad_id=self.pad_id)
+  def _stacks(self):
+    """The encoder and the decoder of this model's settings, sharing one
+    embedding when ``output_weights="shared"``."""
+    shared_embedding = None
+    if self.output_weights == "shared":
+      shared_embedding = PositionalEmbedding(
+          self.input_vocab_size, self.d_model, name="shared_embedding",
+          **self.arguments_of(PositionalEmbedding.SETTINGS))
+    stack_settings = {
+        **self.arguments_of(Stack.SETTINGS), "embedding": shared_embedding,
+        "key_dim": settings.head_size(self.d_model, self.num_heads, self.head_width,
+                                      self.key_dim)}
+    return (Encoder(vocab_size=self.input_vocab_size, pad_id=self.pad_id, name="encoder",
+                    **stack_settings),
+            Decoder(vocab_size=self.target_vocab_size, name="decoder", **stack_settings))
 
   @classmethod
   def from_model_config(cls, model_config, input_vocab_size: int, target_vocab_size: int):
-    """Builds the model from ``config.model`` (see :mod:`transformer.config`).
+    """Builds the model from ``config.model`` (see :mod:`transformer.model.settings`):
+    the one factory from a configuration to the layers.
 
     A field missing from ``model_config`` (a ``config.json`` written before the
-    field existed) takes :func:`default_config`'s value, which is what such runs
-    were trained with, not the constructor's (the tutorial's) default.
+    field existed) takes the paper's value (:func:`~transformer.model.settings.paper_settings`,
+    ``config.model``'s default), which is what such runs were trained with, not
+    the constructor's (the tutorial's) default.
     """
-    fields = {**default_config().model.to_dict(), **model_config.to_dict()}
+    fields = {**settings.paper_settings(), **model_config.to_dict()}
     return cls(input_vocab_size=input_vocab_size, target_vocab_size=target_vocab_size,
                **fields)
 
@@ -188,6 +161,3 @@ class Transformer(keras.Model):
     ``(batch, heads, src_len)``. Exactly the last position of a full decoder pass."""
     x, cache, weights = self.decoder.step(ids, index, cache, source_mask)
     return self.logits(x[:, 0]), cache, weights[:, :, 0]
-
-  def get_config(self):
-    return {**super().get_config(), **self._settings()}

@@ -17,6 +17,9 @@ from typing import List, Optional, Tuple
 
 from absl import logging
 import tensorflow as tf
+# An internal function: tf.compat.v1.train.update_checkpoint_state wraps it
+# with a deprecation warning on the console.
+from tensorflow.python.checkpoint import checkpoint_management
 
 from transformer.run.errors import TrainingError, describe_error
 
@@ -130,9 +133,6 @@ def write_index(directory: Path, prefixes: List[str]) -> None:
   next save deletes all but the newest ``keep`` of them, however many earlier
   kills left behind.
   """
-  # An internal function: tf.compat.v1.train.update_checkpoint_state wraps it
-  # with a deprecation warning on the console.
-  from tensorflow.python.checkpoint import checkpoint_management  # pylint: disable=g-import-not-at-top
   times = [os.path.getmtime(f"{prefix}.index") for prefix in prefixes]
   checkpoint_management.update_checkpoint_state_internal(
       str(directory), prefixes[-1], all_model_checkpoint_paths=prefixes,

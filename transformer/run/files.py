@@ -1,7 +1,7 @@
 """Files of a run folder written safely, without TensorFlow: whole text files and the run's lock.
 
 Both trainers use them: :mod:`transformer.training.checkpointing` (TensorFlow)
-and :mod:`transformer.training.keras_loop` (Keras on JAX).
+and :mod:`transformer.training.jax_trainer` (Keras on JAX).
 """
 
 import fcntl

@@ -1,4 +1,4 @@
-"""Checkpoints of the Keras trainer without TensorFlow (:mod:`transformer.training.keras_loop`).
+"""Checkpoints of the Keras trainer without TensorFlow (:mod:`transformer.training.jax_trainer`).
 
 One folder per checkpoint, ``<model_dir>/checkpoints/step-<N>`` (N: the
 optimizer step), holding

@@ -40,6 +40,7 @@ def import_tensorflow(verbose: bool):
              "'.[tensorflow]' (or train under KERAS_BACKEND=jax from prepare.py's folder, "
              "docs/training.md)")
   if verbose:
+    # Deferred: TensorFlow only after the set-up above, and never in the JAX process.
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
     set_cpu_threads(tf)
@@ -49,6 +50,7 @@ def import_tensorflow(verbose: bool):
   try:
     with open(os.devnull, "w", encoding="utf-8") as null:
       os.dup2(null.fileno(), 2)
+      # Deferred: TensorFlow only after the set-up above, and never in the JAX process.
       import tensorflow as tf  # pylint: disable=g-import-not-at-top
       import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import,redefined-outer-name
   finally:
@@ -108,6 +110,7 @@ def hide_jax_logs(verbose: bool) -> None:
   no TPU library was found) unless ``verbose``; call before JAX looks for devices."""
   if verbose:
     return
+  # Deferred: JAX is kept out of the TensorFlow process, whose start it would slow.
   import jax  # pylint: disable=g-import-not-at-top
   jax_dir = os.path.dirname(jax.__file__) + os.sep
   logging.get_absl_handler().addFilter(

@@ -6,19 +6,23 @@ style of the TF Model Garden's Orbit, with each concern in a module of its own:
 =====================  ==========================================================
 module                 what it does
 =====================  ==========================================================
-``trainer``            :class:`~transformer.training.trainer.Trainer`: trains
-                       one epoch at a time under a ``tf.distribute`` strategy
+``loop``               the epoch loop both trainers run (Orbit's controller),
+                       :class:`~transformer.training.loop.Trainer`, the
+                       interface both implement, and the actions it calls
+                       (signals, time budget, validation, records,
+                       checkpoints, the epoch's clock and progress line)
+``tf_trainer``         :class:`~transformer.training.tf_trainer.TensorFlowTrainer`:
+                       trains one epoch at a time under a ``tf.distribute``
+                       strategy
 ``tf_build``           its model and optimizer, and the state checkpointed
                        beside them
 ``tf_steps``           its steps on every replica (the loss over the global
                        batch's real tokens)
 ``step``               the arithmetic of one optimizer step (length groups)
-``keras_loop``         the same without TensorFlow: Keras on JAX, from prepared
+``jax_trainer``        :class:`~transformer.training.jax_trainer.JaxTrainer`:
+                       the same without TensorFlow, Keras on JAX from prepared
                        shards (``train.py`` under ``KERAS_BACKEND=jax``)
 ``jax_steps``          its ``jax.jit`` steps, and seeding without TensorFlow
-``loop``               the epoch loop both trainers run, and the actions it
-                       calls (signals, time budget, validation, records,
-                       checkpoints)
 ``checkpointing``      saving and resuming (TensorFlow checkpoints)
 ``budget``             a training-time budget: the epochs that fit, cooled down
 ``summaries``          TensorBoard scalars and ``metrics.jsonl``
@@ -37,7 +41,7 @@ the progress line (``transformer.run.progress``), stopping on signals
 the run's lock (``transformer.run.files``) and the checkpoint files
 (``transformer.run.checkpoint_files``, ``transformer.run.keras_checkpoints``).
 
-Import the modules themselves (``from transformer.training.trainer import
-Trainer``): the package imports none of them, so that the JAX path
-(``keras_loop``) never imports TensorFlow.
+Import the modules themselves (``from transformer.training.tf_trainer import
+TensorFlowTrainer``): the package imports none of them, so that the JAX path
+(``jax_trainer``) never imports TensorFlow.
 """

@@ -21,7 +21,7 @@ Under several workers each measures its own seconds; they agree on the mean
 same plan.
 
 The plan's state is four ``tf.Variable`` s, checkpointed with the run; the
-trainer without TensorFlow (:mod:`transformer.training.keras_loop`) keeps it in
+trainer without TensorFlow (:mod:`transformer.training.jax_trainer`) keeps it in
 :class:`Number` s instead (``make_variable``), so this module imports
 TensorFlow only for the former.
 """
@@ -68,6 +68,7 @@ class Number:
 
 def tensorflow_variable(value, dtype: str, name: str):
   """A non-trainable ``tf.Variable``: the budget's state in the TensorFlow trainer."""
+  # Deferred: TensorFlow is kept out of the JAX process.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.Variable(value, dtype=dtype, trainable=False, name=name)
 

@@ -2,7 +2,7 @@
 
 ``tf.train.Checkpoint(model, optimizer, position)`` with a
 ``tf.train.CheckpointManager`` under ``<model_dir>/checkpoints``; the loop in
-:mod:`transformer.training.trainer` saves at the end of each epoch and whenever
+:mod:`transformer.training.tf_trainer` saves at the end of each epoch and whenever
 ``config.training.checkpoint_every_steps`` steps have passed since the last
 save, so that the checkpoints averaged for evaluation (§6.1) are evenly spaced
 and no two are a few steps apart. The step counter is ``optimizer.iterations``

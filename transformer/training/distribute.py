@@ -81,6 +81,7 @@ def tf_config_task() -> tuple:
 
 def get_strategy(name: str, tpu_address: Optional[str] = None):
   """Creates the ``tf.distribute.Strategy`` called ``name`` (see the module docstring)."""
+  # Deferred: TensorFlow is kept out of the JAX process, which imports this module.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   num_gpus = len(tf.config.list_physical_devices("GPU")) if name == "auto" else 0
   resolved = resolve_strategy_name(name, tpu_address, num_gpus)
@@ -113,6 +114,7 @@ def distribute_dataset(strategy, dataset):
   (``pipeline.without_autotuner``): the training loop drops an iterator after
   every epoch, validation and ``Trainer.train_on_batches`` call.
   """
+  # Deferred: TensorFlow is kept out of the JAX process, which imports this module.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from transformer.data import pipeline  # pylint: disable=g-import-not-at-top
   dataset = pipeline.without_autotuner(dataset)
@@ -146,6 +148,7 @@ def mean_over_replicas(strategy, value: float) -> float:
   (e.g. a time each worker measured for itself)."""
   if strategy.num_replicas_in_sync == 1:
     return float(value)
+  # Deferred: TensorFlow is kept out of the JAX process, which imports this module.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   local = tf.constant(float(value), tf.float64)
   per_replica = strategy.run(lambda: tf.identity(local))

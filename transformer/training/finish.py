@@ -15,6 +15,7 @@ the first and the last).
 
 import json
 from pathlib import Path
+import signal
 import sys
 
 from absl import logging
@@ -31,7 +32,6 @@ def exit_if_stopped(result, model_dir: Path) -> None:
   saved a checkpoint first (either trainer's ``TrainResult``)."""
   if result.interrupted_by is None:
     return
-  import signal  # pylint: disable=g-import-not-at-top
   name = signal.Signals(result.interrupted_by).name
   print(f"train.py: stopped by {name} at step {result.step}; checkpoint saved in "
         f"{model_dir / 'checkpoints'}; rerun the same command to resume", file=sys.stderr)
@@ -75,6 +75,7 @@ class Bleu:
     """BLEU of `translator` (default: an in-memory one over the current model) on
     the validation pairs; writes <model_dir>/bleu/<split_name>.<method>.{txt,json}
     and the score at `step` to TensorBoard's logs/validation, beside the losses."""
+    # Deferred: evaluation and export import TensorFlow, kept out of the JAX process.
     from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
     from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
     if translator is None:
@@ -99,6 +100,7 @@ class Bleu:
 
 def exported_step(model_dir: Path):
   """The step of the export in ``model_dir/export`` (its export_info.json), or None."""
+  # Deferred: export imports TensorFlow, kept out of the JAX process.
   from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
   try:
     info = json.loads((model_dir / "export" / export_lib.EXPORT_INFO_FILE).read_text())
@@ -111,6 +113,7 @@ def export(trainer, tokenizers, config, model_dir):
   """Exports the translator SavedModel and the .keras model into export/, swapped
   in whole (:func:`transformer.inference.export.begin_swap`); returns the in-memory
   translator and the paths. A failed write (a full disk) keeps the old export."""
+  # Deferred: TensorFlow is kept out of the JAX process.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
   export_dir = model_dir / "export"
@@ -133,7 +136,6 @@ def export(trainer, tokenizers, config, model_dir):
 
 def stopped_during_export(signum: int, step: int, model_dir: Path) -> None:
   """Exits 128 + ``signum`` after a signal that came during a finished export."""
-  import signal  # pylint: disable=g-import-not-at-top
   print(f"train.py: stopped by {signal.Signals(signum).name} during the export, which was "
         f"finished first: {model_dir / 'export'} holds step {step}; BLEU was not computed",
         file=sys.stderr)

@@ -1,4 +1,4 @@
-"""The JAX trainer's checkpoints (:class:`transformer.training.keras_loop.Trainer`),
+"""The JAX trainer's checkpoints (:class:`transformer.training.jax_trainer.JaxTrainer`),
 as :mod:`transformer.training.checkpointing` is the TensorFlow trainer's.
 
 Each is a :mod:`transformer.run.keras_checkpoints` folder (the weights the

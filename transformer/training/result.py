@@ -1,5 +1,5 @@
-"""What a training run returns, from either trainer (:mod:`transformer.training.trainer`
-under ``tf.distribute``, :mod:`transformer.training.keras_loop` under JAX)."""
+"""What a training run returns, from either trainer (:mod:`transformer.training.tf_trainer`
+under ``tf.distribute``, :mod:`transformer.training.jax_trainer` under JAX)."""
 
 import dataclasses
 from typing import Dict, List, Optional

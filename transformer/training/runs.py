@@ -2,10 +2,10 @@
 
 :func:`train_with_tensorflow` reads the TED HRLR pairs, builds or loads the
 tokenizers, takes the run folder's lock, trains a
-:class:`~transformer.training.trainer.Trainer` under the chosen
+:class:`~transformer.training.tf_trainer.TensorFlowTrainer` under the chosen
 ``tf.distribute`` strategy, then exports and scores BLEU
 (:mod:`transformer.training.finish`). :func:`train_on_shards` does the same
-from a ``prepare.py`` folder with :mod:`transformer.training.keras_loop`, never
+from a ``prepare.py`` folder with :mod:`transformer.training.jax_trainer`, never
 importing TensorFlow; BLEU and the translator then come from ``evaluate.py``.
 """
 
@@ -23,6 +23,7 @@ from transformer.run import stop_signals
 from transformer.run.errors import TrainingError, describe_error
 from transformer.training import distribute
 from transformer.training import finish
+from transformer.training import summaries as summaries_lib
 from transformer.training.run_checks import RunError, RunOptions, UsageError
 
 
@@ -32,6 +33,7 @@ def _take(pairs, n):
 
 def load_pairs(options: RunOptions, split: str, limit: int):
   """(pt, en) string pairs of `split` as a Python list, the first `limit` (0: all)."""
+  # Deferred: ted imports TensorFlow, kept out of the JAX process.
   from transformer.data import ted  # pylint: disable=g-import-not-at-top
   if options.data == "tfds":
     dataset = ted.load_split("tfds", split)
@@ -44,12 +46,12 @@ def load_pairs(options: RunOptions, split: str, limit: int):
 
 def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> None:
   """Everything after the flag checks: data, tokenizers, training, export, BLEU."""
+  # Deferred: these import TensorFlow, which runtime.import_tensorflow set up; not in the JAX process.
   from transformer.run.checkpoint_files import CHECKPOINT_SUBDIR  # pylint: disable=g-import-not-at-top
   from transformer.data import ted  # pylint: disable=g-import-not-at-top
   from transformer.data import pipeline  # pylint: disable=g-import-not-at-top
-  from transformer.training import summaries as summaries_lib  # pylint: disable=g-import-not-at-top
   from transformer.data import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
-  from transformer.training.trainer import Trainer  # pylint: disable=g-import-not-at-top
+  from transformer.training.tf_trainer import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
 
   strategy = distribute.get_strategy(options.strategy, options.tpu)
   chief = distribute.is_chief(strategy)
@@ -91,7 +93,7 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
     raise UsageError(f"--tokenizer={options.tokenizer}: {mismatch}, or a new --model_dir")
 
   try:
-    trainer = Trainer(
+    trainer = TensorFlowTrainer(
         config, input_vocab_size=input_vocab_size, target_vocab_size=target_vocab_size,
         model_dir=model_dir, strategy=strategy, mixed_precision=options.mixed_precision,
         jit_compile=options.jit_compile, log_every_steps=options.log_every_steps)
@@ -160,9 +162,10 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
 
 def train_on_shards(config, options: RunOptions, model_dir: Path) -> None:
   """Training from prepared shards on Keras and JAX, with no TensorFlow
-  imported (transformer/training/keras_loop.py)."""
+  imported (transformer/training/jax_trainer.py)."""
   runtime.hide_jax_logs(options.verbose)
-  from transformer.training import keras_loop  # pylint: disable=g-import-not-at-top  (JAX, Keras)
+  # Deferred: JAX is kept out of the TensorFlow process, whose start it would slow.
+  from transformer.training import jax_trainer  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
   manifest = shards.read_manifest(options.data)
   model_dir.mkdir(parents=True, exist_ok=True)
@@ -191,7 +194,7 @@ def train_on_shards(config, options: RunOptions, model_dir: Path) -> None:
       logging.info("training.length_groups=%d is the TensorFlow step's; under JAX the "
                    "batches' padding to few shapes does its work", config.training.length_groups)
     devices = jax.devices() if options.strategy in ("mirrored", "auto") else jax.devices()[:1]
-    trainer = keras_loop.Trainer(
+    trainer = jax_trainer.JaxTrainer(
         config, input_vocab_size=manifest["vocab_sizes"]["pt"],
         target_vocab_size=manifest["vocab_sizes"]["en"], model_dir=model_dir, devices=devices,
         mixed_precision=options.mixed_precision, log_every_steps=options.log_every_steps)

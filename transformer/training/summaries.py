@@ -1,7 +1,7 @@
 """What a training run records for later: TensorBoard scalars and ``metrics.jsonl``.
 
 Under ``model_dir``, written by the chief only under multi-worker: TensorBoard
-scalars in ``logs/<name>`` (the loop in :mod:`transformer.training.trainer` writes
+scalars in ``logs/<name>`` (the loop in :mod:`transformer.training.tf_trainer` writes
 ``logs/train`` every ``log_every_steps`` steps and ``logs/validation`` every
 epoch; train.py adds the validation BLEU there, a ``bleu`` scalar beside the
 loss and accuracy), and one JSON line per epoch in :data:`METRICS_FILE`.
@@ -29,6 +29,7 @@ METRICS_FILE = run_folder.METRICS_FILE
 
 def _scalar_metadata() -> bytes:
   # What tensorboard.summary.scalar attaches: the "scalars" plugin's marker.
+  # Deferred: TensorFlow is kept out of the JAX process.
   from tensorflow.core.framework import summary_pb2  # pylint: disable=g-import-not-at-top
   metadata = summary_pb2.SummaryMetadata()
   metadata.plugin_data.plugin_name = "scalars"
@@ -37,6 +38,7 @@ def _scalar_metadata() -> bytes:
 
 
 def write_scalar(name: str, value: float, step: int) -> None:
+  # Deferred: TensorFlow is kept out of the JAX process.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   """``tf.summary.scalar`` without needing the tensorboard package installed.
 
@@ -57,6 +59,7 @@ class EventFileScalars:
   """
 
   def __init__(self, logdir: Path):
+    # Deferred: TensorBoard's writer is needed only by the JAX trainer: not at the start of every run.
     # pylint: disable=g-import-not-at-top
     from tensorboard.compat.proto import event_pb2
     from tensorboard.compat.proto import summary_pb2
@@ -90,6 +93,7 @@ class EventFileScalars:
 def event_file_scalars_missing() -> Optional[str]:
   """Why :class:`EventFileScalars` cannot be used here, or None."""
   try:
+    # Deferred: TensorBoard's writer is needed only by the JAX trainer: not at the start of every run.
     # pylint: disable=g-import-not-at-top,unused-import
     from tensorboard.summary.writer import record_writer
     from tensorboard.compat.proto import event_pb2
@@ -126,6 +130,7 @@ class Summaries:
       self._writers[name].write(step, {k: v for k, v in scalars.items() if v is not None})
       self._writers[name].flush()
       return
+    # Deferred: TensorFlow is kept out of the JAX process.
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     if name not in self._writers:
       self._writers[name] = tf.summary.create_file_writer(str(self._dir / "logs" / name))

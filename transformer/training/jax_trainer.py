@@ -1,7 +1,7 @@
-"""The training loop without TensorFlow: Keras on JAX, from prepared shards (paper §5).
+"""The JAX trainer, :class:`JaxTrainer`: Keras on JAX without TensorFlow, from prepared shards (paper §5).
 
 ``KERAS_BACKEND=jax python train.py --data=<prepared folder>`` trains here;
-:class:`transformer.training.trainer.Trainer` is the ``tf.distribute`` trainer
+:class:`transformer.training.tf_trainer.TensorFlowTrainer` is the ``tf.distribute`` trainer
 it mirrors, and both run their epochs in :func:`transformer.training.loop.run_epochs`.
 The same configuration gives the same model, schedule (with the time budget's
 cooldown), label smoothing, dropout and loss over the real target tokens of
@@ -27,7 +27,6 @@ padded shapes do its work) and ``mixed_float16`` (no loss scaling; use
 
 import math
 from pathlib import Path
-import time
 from typing import Callable, Dict, Optional, Tuple
 
 from absl import logging
@@ -38,6 +37,7 @@ from transformer.model import losses
 from transformer.model import optimization
 from transformer.run import progress as progress_lib
 from transformer.data import shards
+from transformer.run import stop_signals
 from transformer.run.errors import TrainingError
 from transformer.model import Transformer
 from transformer.training import budget as budget_lib
@@ -48,8 +48,9 @@ from transformer.training import summaries
 from transformer.training.result import TrainResult
 
 
-class Trainer:
-  """Builds the model and optimizer and trains them on NumPy batches under JAX.
+class JaxTrainer(loop.Trainer):
+  """Builds the model and optimizer and trains them on NumPy batches under JAX
+  (:class:`transformer.training.loop.Trainer`).
 
   Args:
     config: the full configuration (see :mod:`transformer.config`).
@@ -98,11 +99,12 @@ class Trainer:
     self._steps = jax_steps.DeviceSteps(self.model, self.optimizer, self.devices,
                                         self.distribution, float(config.training.label_smoothing))
     self._step = 0
-    self._summaries = summaries.Summaries(self.model_dir, is_chief=True, tensorflow=False)
-    if self._summaries.scalars_off:
-      logging.warning("no TensorBoard scalars: %s", self._summaries.scalars_off)
-    self._progress = progress_lib.EpochProgress(enabled=progress)
-    self._planned, self._planned_estimated = None, False
+    self.summaries = summaries.Summaries(self.model_dir, is_chief=True, tensorflow=False)
+    if self.summaries.scalars_off:
+      logging.warning("no TensorBoard scalars: %s", self.summaries.scalars_off)
+    self.progress = progress_lib.EpochProgress(enabled=progress)
+    self.planned = (None, False)
+    self._train_split = None  # what fit gives run_epoch
     self._checkpoints = jax_checkpointing.Checkpoints(
         self.model_dir, self.model, self.optimizer, self.budget,
         keep=int(config.training.keep_checkpoints))
@@ -116,6 +118,7 @@ class Trainer:
     the optimizer's counter would wait for the devices at every step."""
     return self._step
 
+  @property
   def learning_rate(self) -> float:
     """The schedule's rate at the current step (the optimizer's own counter
     is synced only at checkpoints)."""
@@ -176,32 +179,27 @@ class Trainer:
     return shards.epoch_batches(split, self.config.data, seed=seed, shuffle=shuffle,
                                 rows_multiple=len(self.devices))
 
-  def evaluate(self, split: shards.Split) -> Dict[str, float]:
-    """Mean token loss and accuracy over ``split`` (no dropout)."""
-    metrics = self._steps.evaluate(self._batches(split, 0, shuffle=False))
+  def evaluate(self, validation: shards.Split) -> Dict[str, float]:
+    """Mean token loss and accuracy over the split ``validation`` (no dropout)."""
+    metrics = self._steps.evaluate(self._batches(validation, 0, shuffle=False))
     if metrics.tokens == 0:
       raise TrainingError("the validation split is empty")
     return {"loss": metrics.loss, "accuracy": metrics.accuracy}
 
-  # --------------------------------------------------------------- the loop
+  # --------------------------------------------------------------- the loop and its actions
 
   def fit(self, train_split: shards.Split,
           validation_split: Optional[shards.Split] = None) -> TrainResult:
-    """Trains as :meth:`transformer.training.trainer.Trainer.fit` does: until
+    """Trains as :meth:`transformer.training.tf_trainer.TensorFlowTrainer.fit` does: until
     ``training.train_steps`` steps (if > 0), ``training.epochs`` epochs, or the
     epochs that fit in ``training.time_budget_minutes``
     (:func:`transformer.training.loop.run_epochs`). Call :meth:`restore` first."""
     if self._pending_record:  # the checkpoint's: a kill may have come before its append
-      self._summaries.append_if_missing(self._pending_record)
+      self.summaries.append_if_missing(self._pending_record)
     logging.info("training from step %d on %s", self.step,
                  progress_lib.plural(len(self.devices), f"{self.devices[0].platform} device"))
-
-    def run_epoch(max_steps, interval, stop):
-      return self._run_epoch(train_split, max_steps, interval, stop)
-    return loop.run_epochs(self, run_epoch, budget=self.budget, summaries=self._summaries,
-                           validation=validation_split)
-
-  # --------------------------------------------------------------- the loop's actions
+    self._train_split = train_split
+    return loop.run_epochs(self, validation_split)
 
   @property
   def epochs_done(self) -> int:
@@ -225,14 +223,6 @@ class Trainer:
     self.save_checkpoint(record)
     report()
 
-  def summarize(self, record: Dict) -> None:
-    """The console's summary of the epoch of ``record``."""
-    if "planned_epochs" in record:
-      self._progress.summary(record, record["planned_epochs"],
-                             estimated=not int(self.budget.planned.numpy()))
-    else:
-      self._progress.summary(record, self._planned, self._planned_estimated)
-
   def _plan_budget(self, record):
     planned_before = int(self.budget.planned.numpy())
     record["planned_epochs"] = self.budget.epoch_end(
@@ -241,34 +231,30 @@ class Trainer:
     if int(self.budget.planned.numpy()) != planned_before:
       self._set_cooldown()
 
-  def _run_epoch(self, train_split, max_steps, interval, stop) -> Tuple[Dict, float]:
+  def run_epoch(self, max_steps: Optional[int], interval: int,
+                stop: stop_signals.StopSignals) -> Tuple[Dict, float]:
     """Trains on one epoch's batches, or what is left of them; returns its
     metrics record and the seconds this run spent on it."""
     skip = self.step_in_epoch
-    batches = self._batches(train_split, shards.epoch_seed(int(self.config.training.seed),
-                                                           self.epoch), shuffle=True)
+    seed = shards.epoch_seed(int(self.config.training.seed), self.epoch)
+    batches = self._batches(self._train_split, seed, shuffle=True)
     if not batches:
       raise TrainingError(f"the training split of epoch {self.epoch + 1} is empty")
-    if self.budget is None:
-      epochs, self._planned_estimated = int(self.config.training.epochs), False
-    else:  # the part of this epoch trained before a resume is not a whole epoch's
-      epochs, self._planned_estimated = self.budget.epochs(self.epoch,
-                                                           self.epoch_seconds if skip else 0.0)
-    self._planned, last = loop.start_progress(
-        self._progress, epoch=self.epoch, epoch_steps=len(batches), skip=skip, step=self.step,
-        max_steps=max_steps, epochs=epochs, estimated=self._planned_estimated)
+    self.planned, last = loop.start_progress(self, epoch_steps=len(batches), skip=skip,
+                                             max_steps=max_steps, seconds_before=self.epoch_seconds)
     epoch_metrics, seconds_before = ((self.epoch_sums, self.epoch_seconds) if skip
                                      else (losses.TokenMetrics(), 0.0))
     pending = []  # the device sums of the steps not yet read
-    epoch_start = redrawn = time.monotonic()
-    scalars = loop.TrainScalars(self._summaries, self.log_every_steps, epoch_start)
+    clock = loop.EpochClock(seconds_before)
+    redrawn = clock.start  # when the progress line was last drawn
+    scalars = loop.TrainScalars(self.summaries, self.log_every_steps, clock.start)
     done = skip
     for index in range(skip, last):
       step_sums = self.train_step(batches[index])
       self._step += 1
       pending.append((self.step, step_sums))
       done = index + 1
-      step, now = self.step, time.monotonic()
+      step, now = self.step, clock.now()
       logging_due = scalars.due(step)
       saving_due = self._checkpoints.due(step, interval)
       if not (logging_due or saving_due or done == last or stop.received is not None
@@ -282,26 +268,24 @@ class Trainer:
         scalars.metrics.add(loss_sum, tokens, correct)
       pending = []
       self.step_in_epoch = done
-      self.epoch_sums, self.epoch_seconds = epoch_metrics, seconds_before + now - epoch_start
-      learning_rate = self.learning_rate()
-      redrawn = now
-      self._progress.update(done, **{"loss": epoch_metrics.loss, "acc": epoch_metrics.accuracy,
-                                     "lr": learning_rate,
-                                     "tok/s": epoch_metrics.tokens / max(self.epoch_seconds,
-                                                                         1e-9)})
+      self.epoch_sums, self.epoch_seconds = epoch_metrics, clock.epoch_seconds(now)
+      learning_rate, redrawn = self.learning_rate, now
+      self.progress.update(done, **{"loss": epoch_metrics.loss, "acc": epoch_metrics.accuracy,
+                                    "lr": learning_rate,
+                                    "tok/s": epoch_metrics.tokens / self.epoch_seconds})
       if logging_due:
         scalars.write(step, learning_rate, now)
       if stop.received is not None:
         break
       if saving_due and done < last:
         self.save_checkpoint()
-    self._progress.end()
-    seconds = time.monotonic() - epoch_start
+    self.progress.end()
+    now = clock.now()
     # The record's seconds are the epoch's across a resume; this run's share is returned apart.
     return loop.epoch_record(
         epoch=self.epoch, step=self.step, complete=done >= len(batches), steps_in_epoch=done,
-        metrics=epoch_metrics, learning_rate=self.learning_rate(),
-        seconds=seconds_before + seconds), seconds
+        metrics=epoch_metrics, learning_rate=self.learning_rate,
+        seconds=clock.epoch_seconds(now)), clock.run_seconds(now)
 
   def final_weights(self, path: Path) -> Path:
     """Writes the trained weights to ``path`` (a ``.weights.h5``), whole or not at all."""

@@ -1,11 +1,11 @@
-"""The TensorFlow trainer, :class:`Trainer` (tutorial: "Train the model"; paper §5).
+"""The TensorFlow trainer, :class:`TensorFlowTrainer` (tutorial: "Train the model"; paper §5).
 
 The tutorial calls ``transformer.fit(train_batches, epochs=20, ...)``; here the
 loop is written out in the style of the TF Model Garden's Orbit: the model and
 optimizer come from :mod:`transformer.training.tf_build`, the steps under a
 ``tf.distribute`` strategy from :mod:`transformer.training.tf_steps`, the
 epochs and what ends them from :func:`transformer.training.loop.run_epochs`;
-:meth:`Trainer._run_epoch` trains one epoch between them. It checkpoints
+:meth:`TensorFlowTrainer.run_epoch` trains one epoch between them. It checkpoints
 ``config.training.checkpoint_every_steps`` steps after the last checkpoint
 and resumes an epoch after the batches already trained on; the checkpoint
 also holds dropout's random state, so that a resumed run repeats the
@@ -20,7 +20,6 @@ in ``metrics.jsonl`` (:mod:`transformer.training.summaries`).
 
 import math
 from pathlib import Path
-import time
 from typing import Callable, Dict, List, Optional, Tuple
 
 from absl import logging
@@ -40,8 +39,9 @@ from transformer.training import tf_steps
 from transformer.training.result import TrainResult
 
 
-class Trainer:
-  """Builds the model and optimizer under a strategy and trains them.
+class TensorFlowTrainer(loop.Trainer):
+  """Builds the model and optimizer under a strategy and trains them
+  (:class:`transformer.training.loop.Trainer`).
 
   Args:
     config: the full configuration (see :mod:`transformer.config`).
@@ -74,7 +74,7 @@ class Trainer:
                        "each sub-batch to a length known only at run time; use one or the other")
     self.model_dir = Path(model_dir) if model_dir is not None else None
     is_chief = distribute.is_chief(self.strategy)
-    self.model, self.optimizer, self._budget = tf_build.build(
+    self.model, self.optimizer, self.budget = tf_build.build(
         config, self.strategy, mixed_precision, input_vocab_size, target_vocab_size)
     self._steps = tf_steps.DistributedSteps(
         self.model, self.optimizer, self.strategy,
@@ -94,14 +94,12 @@ class Trainer:
         step_in_epoch=self.step_in_epoch, steps_per_epoch=self.steps_per_epoch,
         added_state={"dropout_rng": tf_build.dropout_random_state(self.model),
                      "epoch_sums": self._epoch_sums},
-        **(self._budget.checkpointed() if self._budget else {}))
-    self._summaries = summaries.Summaries(self.model_dir, is_chief=is_chief)
-    self._progress = progress_lib.EpochProgress(enabled=progress and is_chief)
-    # The run's length in epochs for "Epoch 3/20" (None: not known yet), and
-    # whether it is a time budget's estimate ("Epoch 3/~20"): shown and
-    # updated by the loop.
-    self._planned = None
-    self._planned_estimated = False
+        **(self.budget.checkpointed() if self.budget else {}))
+    self.summaries = summaries.Summaries(self.model_dir, is_chief=is_chief)
+    self.progress = progress_lib.EpochProgress(enabled=progress and is_chief)
+    self.planned = (None, False)
+    # What fit gives run_epoch: (make_train_dataset, step_callback).
+    self._epoch_data = None
 
   # --------------------------------------------------------------- properties
 
@@ -129,7 +127,7 @@ class Trainer:
     :meth:`transformer.training.checkpointing.Checkpoints.restore`) and drops
     the ``metrics.jsonl`` records of training after it, which the run redoes."""
     step = self._checkpoints.restore()
-    self._summaries.keep_records_up_to(step, int(self.epoch.numpy()))
+    self.summaries.keep_records_up_to(step, int(self.epoch.numpy()))
     return step
 
   def save_checkpoint(self) -> Optional[str]:
@@ -143,9 +141,9 @@ class Trainer:
     (:meth:`transformer.training.tf_steps.DistributedSteps.train_on_batches`)."""
     return self._steps.train_on_batches(dataset, max_steps)
 
-  def evaluate(self, dataset) -> Dict[str, float]:
-    """Mean token loss and accuracy over ``dataset`` (no dropout)."""
-    return self._steps.evaluate(dataset)
+  def evaluate(self, validation: tf.data.Dataset) -> Dict[str, float]:
+    """Mean token loss and accuracy over the batches ``validation`` (no dropout)."""
+    return self._steps.evaluate(validation)
 
   # --------------------------------------------------------------- the loop
 
@@ -173,14 +171,9 @@ class Trainer:
       step_callback: ``(step, loss)`` after every step (tests).
     """
     logging.info("training from step %d to %s", self.step, loop.end_text(self.config.training))
-
-    def run_epoch(max_steps, interval, stop):
-      return self._run_epoch(self.epochs_done, make_train_dataset, max_steps, interval,
-                             step_callback, stop)
+    self._epoch_data = (make_train_dataset, step_callback)
     try:
-      return loop.run_epochs(self, run_epoch, budget=self._budget, summaries=self._summaries,
-                             validation=validation_dataset,
-                             epoch_end_callback=epoch_end_callback)
+      return loop.run_epochs(self, validation_dataset, epoch_end_callback)
     finally:
       self._checkpoints.cleanup()
 
@@ -197,7 +190,7 @@ class Trainer:
     self.steps_per_epoch.assign(record["steps_in_epoch"])
     self.step_in_epoch.assign(0)
     self._epoch_sums.assign(losses.TokenMetrics(), 0.0)
-    if self._budget is not None:
+    if self.budget is not None:
       self._plan_budget(record, steps_run=steps_run)
 
   def close_epoch(self, record: Dict, report: Callable[[], None]) -> None:
@@ -207,14 +200,6 @@ class Trainer:
     report()
     self.save_checkpoint()
 
-  def summarize(self, record: Dict) -> None:
-    """The console's summary of the epoch of ``record``."""
-    if "planned_epochs" in record:
-      self._progress.summary(record, record["planned_epochs"],
-                             estimated=not int(self._budget.planned.numpy()))
-    else:
-      self._progress.summary(record, self._planned, self._planned_estimated)
-
   def _plan_budget(self, record, steps_run):
     # The record's seconds are the whole epoch's, across a resume; a resumed
     # epoch whose checkpoint predates the epoch's sums has only this run's
@@ -222,28 +207,24 @@ class Trainer:
     epoch_seconds = distribute.mean_over_replicas(self.strategy, record["seconds"])
     if record.get("partial"):
       epoch_seconds *= record["steps_in_epoch"] / max(steps_run, 1)
-    record["planned_epochs"] = self._budget.epoch_end(
+    record["planned_epochs"] = self.budget.epoch_end(
         epochs_done=int(self.epoch.numpy()), epoch_seconds=epoch_seconds,
         steps_per_epoch=record["steps_in_epoch"], step=self.step)
 
-  def _open_progress(self, epoch, skip, target, dataset, max_steps):
+  def _open_progress(self, skip, target, dataset, max_steps, seconds_before):
     # Until an epoch has ended its length is unknown: one pass over this
     # epoch's batches (the same on every pass) counts them.
     epoch_steps = target or skip + int(dataset.reduce(
         tf.constant(0, tf.int64), lambda count, _: count + 1))
-    if self._budget is None:
-      epochs, self._planned_estimated = int(self.config.training.epochs), False
-    else:  # the part of this epoch trained before a resume is not a whole epoch's
-      current = self._epoch_sums.read()[1] if skip else 0.0
-      epochs, self._planned_estimated = self._budget.epochs(self.epochs_done, current)
-    self._planned, _ = loop.start_progress(
-        self._progress, epoch=epoch, epoch_steps=epoch_steps, skip=skip, step=self.step,
-        max_steps=max_steps, epochs=epochs, estimated=self._planned_estimated)
+    self.planned, _ = loop.start_progress(self, epoch_steps=epoch_steps, skip=skip,
+                                          max_steps=max_steps, seconds_before=seconds_before)
 
-  def _run_epoch(self, epoch, make_train_dataset, max_steps, interval, step_callback,
-                 stop: stop_signals.StopSignals) -> Tuple[Dict, float]:
+  def run_epoch(self, max_steps: Optional[int], interval: int,
+                stop: stop_signals.StopSignals) -> Tuple[Dict, float]:
     """Trains on one epoch's batches, or what is left of them; returns its
     metrics record and the seconds this run spent on it."""
+    make_train_dataset, step_callback = self._epoch_data
+    epoch = self.epochs_done
     skip = int(self.step_in_epoch.numpy())
     dataset = make_train_dataset(epoch)
     if skip:  # the restore's line said where (checkpointing.py)
@@ -251,15 +232,15 @@ class Trainer:
     dist = distribute.distribute_dataset(self.strategy, dataset)
     train_fn = self._steps.train_fn(dist.element_spec)
     target = int(self.steps_per_epoch.numpy()) or None
-    if self._progress.enabled:
-      self._open_progress(epoch, skip, target, dataset, max_steps)
     # A resumed epoch goes on from its checkpointed sums; a checkpoint from
     # before them leaves the record covering only this run's batches: partial.
     epoch_metrics, seconds_before = (self._epoch_sums.read() if skip
                                      else (losses.TokenMetrics(), 0.0))
     partial = bool(skip) and not self._checkpoints.restored_added_state
-    epoch_start = time.time()
-    scalars = loop.TrainScalars(self._summaries, self.log_every_steps, epoch_start)
+    if self.progress.enabled:
+      self._open_progress(skip, target, dataset, max_steps, seconds_before)
+    clock = loop.EpochClock(seconds_before)
+    scalars = loop.TrainScalars(self.summaries, self.log_every_steps, clock.start)
     done = skip
     complete = True
     for batch in dist:
@@ -271,15 +252,15 @@ class Trainer:
       self.step_in_epoch.assign(done)
       epoch_metrics += batch_metrics
       scalars.metrics += batch_metrics
-      elapsed = max(time.time() - epoch_start, 1e-9)
-      self._epoch_sums.assign(epoch_metrics, seconds_before + elapsed)
-      tokens_per_second = epoch_metrics.tokens / (seconds_before + elapsed)
+      now = clock.now()
+      self._epoch_sums.assign(epoch_metrics, clock.epoch_seconds(now))
+      tokens_per_second = epoch_metrics.tokens / clock.epoch_seconds(now)
       lr = self.learning_rate
-      self._progress.update(done, **{"loss": epoch_metrics.loss,
+      self.progress.update(done, **{"loss": epoch_metrics.loss,
                                      "acc": epoch_metrics.accuracy,
                                      "lr": lr, "tok/s": tokens_per_second})
       if scalars.due(step):
-        scalars.write(step, lr, time.time())
+        scalars.write(step, lr, now)
       if step_callback is not None:
         step_callback(step, batch_metrics.loss)
       if stop.received is not None:
@@ -295,13 +276,13 @@ class Trainer:
         raise TrainingError(f"the training dataset of epoch {epoch + 1} is empty")
     if not complete and stop.received is None and target and done >= target:
       complete = True  # train_steps was reached on the epoch's last batch
-    self._progress.end()
-    elapsed = max(time.time() - epoch_start, 1e-9)
+    self.progress.end()
+    now = clock.now()
     # The record's seconds are the epoch's across a resume; this run's share is returned apart.
     record = loop.epoch_record(
         epoch=epoch, step=self.step, complete=complete, steps_in_epoch=done,
-        metrics=epoch_metrics, learning_rate=self.learning_rate, seconds=seconds_before + elapsed)
+        metrics=epoch_metrics, learning_rate=self.learning_rate, seconds=clock.epoch_seconds(now))
     if partial:
       # train_*, tokens_per_second and seconds cover this run's batches only.
       record["partial"] = True
-    return record, elapsed
+    return record, clock.run_seconds(now)

@@ -1,0 +1,58 @@
+"""Both trainers implement the loop's interface alike, and the loop keeps the time.
+
+Read from the source with ``ast`` (importing the trainers would import
+TensorFlow and JAX): every member of ``transformer.training.loop.Trainer`` is
+defined by ``TensorFlowTrainer`` and ``JaxTrainer`` as the same kind (a
+property or a method) with the same required parameters, and neither trainer reads a
+clock itself: an epoch's seconds come from the loop's ``EpochClock``
+(``time.monotonic``).
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+TRAINING = Path(__file__).resolve().parents[2] / "transformer" / "training"
+TRAINERS = {"TensorFlowTrainer": TRAINING / "tf_trainer.py", "JaxTrainer": TRAINING / "jax_trainer.py"}
+
+
+def class_node(path: Path, name: str) -> ast.ClassDef:
+  tree = ast.parse(path.read_text(encoding="utf-8"))
+  return next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == name)
+
+
+def members(node: ast.ClassDef):
+  """``{name: (kind, parameters)}`` of the class's public functions, ``kind``
+  "property" or "method", ``parameters`` those without a default (what the
+  loop passes)."""
+  found = {}
+  for function in node.body:
+    if isinstance(function, ast.FunctionDef) and not function.name.startswith("_"):
+      decorators = {getattr(d, "id", None) for d in function.decorator_list}
+      kind = "property" if "property" in decorators else "method"
+      required = function.args.args[:len(function.args.args) - len(function.args.defaults)]
+      found[function.name] = (kind, [arg.arg for arg in required])
+  return found
+
+
+def test_the_interface_is_the_loops_protocol():
+  interface = class_node(TRAINING / "loop.py", "Trainer")
+  assert any(getattr(base, "id", None) == "Protocol" for base in interface.bases)
+  assert {"step", "epochs_done", "learning_rate", "run_epoch"} <= members(interface).keys()
+
+
+@pytest.mark.parametrize("name", sorted(TRAINERS))
+def test_each_trainer_implements_every_member_alike(name):
+  interface = members(class_node(TRAINING / "loop.py", "Trainer"))
+  trainer = members(class_node(TRAINERS[name], name))
+  assert {member: trainer.get(member) for member in interface} == interface
+
+
+@pytest.mark.parametrize("name", sorted(TRAINERS))
+def test_no_trainer_reads_a_clock(name):
+  tree = ast.parse(TRAINERS[name].read_text(encoding="utf-8"))
+  clocks = [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            and node.value.id == "time"]
+  assert clocks == []
