@@ -301,9 +301,8 @@ def test_another_tokenizer_of_the_same_sizes_is_refused(tmp_path, finished_run, 
 
 def test_a_run_folder_without_a_recorded_vocabulary_hash_still_evaluates(tmp_path, finished_run):
   from transformer.run import run_folder  # pylint: disable=g-import-not-at-top
-  from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
   model_dir = copy_run(finished_run, tmp_path)
-  (model_dir / tokenizers.VOCABULARY_HASH_FILE).unlink()
+  (model_dir / run_folder.VOCABULARY_HASH_FILE).unlink()
   assert restore.restore_model_dir(model_dir)[3][-1].endswith("ckpt-6")
 
 
@@ -329,7 +328,7 @@ def test_a_full_disk_at_the_export_keeps_the_old_one_and_the_rerun_exports(expor
   assert json.loads(before[Path("export_info.json")]) == {"step": 6}
   assert_fails_in_one_line(
       code, output,
-      rf"train.py: error: cannot write the export to {model_dir / 'export.new'}: .*File too "
+      rf"train.py: error: cannot write the export to {export}: .*File too "
       rf"large.*; {export} is left as it was, and the trained model is in "
       rf"{model_dir / 'checkpoints' / 'ckpt-8'}\. Free space and rerun")
   assert export_after == before

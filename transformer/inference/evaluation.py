@@ -31,6 +31,7 @@ import tensorflow as tf
 from transformer.inference import bleu as bleu_lib
 from transformer.model import losses
 from transformer.data import pipeline
+from transformer.data import ted
 from transformer.run.files import write_text_atomically
 
 PathLike = Union[str, os.PathLike]
@@ -78,10 +79,22 @@ def result_stem(split_name: str, method: str, num_sentences: int,
 def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output_dir: PathLike,
                   split_name: str, method: str, batch_size: int = 64,
                   reference_tokenizer=None, split_size: Optional[int] = None) -> dict:
+  """:func:`score_bleu`, then its files written (:func:`write_result`); returns the result."""
+  result, hypotheses = score_bleu(translate_batch, pairs, output_dir, split_name, method,
+                                  batch_size, reference_tokenizer, split_size)
+  write_result(result, hypotheses)
+  return result
+
+
+def score_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output_dir: PathLike,
+               split_name: str, method: str, batch_size: int = 64,
+               reference_tokenizer=None,
+               split_size: Optional[int] = None) -> Tuple[dict, List[str]]:
   """Translates the source side of ``pairs`` and scores it against the target side.
 
-  Writes ``<output_dir>/<stem>.txt`` (one hypothesis per line, in ``pairs``
-  order) and ``<output_dir>/<stem>.json`` with the score, the stem
+  Its files, written by :func:`write_result`, are ``<output_dir>/<stem>.txt``
+  (one hypothesis per line, in ``pairs`` order) and ``<output_dir>/<stem>.json``
+  with the score, the stem
   :func:`result_stem`: ``<split>.<method>``, or ``<split>.<method>.partial<N>``
   when ``split_size`` says that ``pairs`` are only the first N of the split.
 
@@ -94,7 +107,7 @@ def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output
     split_size: the number of pairs in the whole split (None: ``pairs`` are
       the whole split).
   Returns:
-    The JSON's content: bleu, signature, method, split, num_sentences,
+    ``(result, hypotheses)``, the result being the JSON's content: bleu, signature, method, split, num_sentences,
     partial (whether they are only the split's first ones), references,
     hypotheses_file, sacreBLEU's full result line, a note that the text is
     tokenized on purpose, and ``whole_word``: the BLEU of
@@ -111,12 +124,8 @@ def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output
   # "forgot to detokenize" warning does not apply; the JSON says so instead.
   bleu = sacrebleu.BLEU(force=True)
   score = bleu.corpus_score(hypotheses, [list(references)])
-  output_dir = Path(output_dir)
-  output_dir.mkdir(parents=True, exist_ok=True)
   stem = result_stem(split_name, method, len(hypotheses), split_size)
-  hypotheses_file = output_dir / f"{stem}.txt"
-  # Hypotheses hold no newlines (the detokenizer joins tokens with spaces).
-  write_text_atomically(hypotheses_file, "".join(h + "\n" for h in hypotheses))
+  hypotheses_file = Path(output_dir) / f"{stem}.txt"
   result = {"bleu": score.score, "signature": str(bleu.get_signature()), "method": method,
             "split": split_name, "num_sentences": len(hypotheses),
             "partial": stem != f"{split_name}.{method}",
@@ -124,8 +133,26 @@ def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output
                            else "as in the data"),
             "hypotheses_file": str(hypotheses_file), "details": str(score),
             "note": TOKENIZED_BLEU_NOTE, "whole_word": whole_word}
-  write_text_atomically(output_dir / f"{stem}.json", json.dumps(result, indent=2) + "\n")
-  return result
+  return result, hypotheses
+
+
+def write_result(result: dict, hypotheses: Sequence[str]) -> None:
+  """Writes the hypotheses (``result["hypotheses_file"]``), then the JSON beside
+  them, each whole (:func:`transformer.run.files.staged`): a stop leaves the
+  previous complete JSON, never a part of this one."""
+  hypotheses_file = Path(result["hypotheses_file"])
+  hypotheses_file.parent.mkdir(parents=True, exist_ok=True)
+  # Hypotheses hold no newlines (the detokenizer joins tokens with spaces).
+  write_text_atomically(hypotheses_file, "".join(h + "\n" for h in hypotheses))
+  write_text_atomically(hypotheses_file.with_suffix(".json"), json.dumps(result, indent=2) + "\n")
+
+
+def load_pairs(data: PathLike, split: str, limit: int = 0) -> Tuple[List[Pair], int]:
+  """``(pairs, split_size)``: the (pt, en) pairs of ``split`` from ``data`` (a
+  folder of the TED files, or "tfds"), the first ``limit`` when > 0, and how
+  many the whole split has."""
+  pairs = ted.split_pairs(data, split)
+  return (pairs[:limit] if limit else pairs), len(pairs)
 
 
 def teacher_forced_metrics(model, tokenizers, pairs: Sequence[Pair], config) -> dict:

@@ -18,17 +18,10 @@ from typing import List, Optional, Tuple
 from absl import logging
 import tensorflow as tf
 
-from transformer.run.errors import TrainingError, describe_error
-
-CHECKPOINT_SUBDIR = "checkpoints"
-# Where unreadable checkpoints are moved, under CHECKPOINT_SUBDIR (kept, not deleted).
-UNREADABLE_SUBDIR = "unreadable"
+from transformer.run.errors import CheckpointError, describe_error
+from transformer.run.run_folder import CHECKPOINT_SUBDIR, UNREADABLE_SUBDIR  # pylint: disable=unused-import  (named here for the readers)
 # TensorFlow writes ckpt-N into ckpt-N_temp/ and merges it into ckpt-N.* at the end.
 PARTIAL_WRITE_SUFFIX = "_temp"
-
-
-class CheckpointError(TrainingError):
-  """A checkpoint is missing, corrupt, or does not fit this model."""
 
 
 def checkpoint_name(path: str) -> str:

@@ -22,7 +22,6 @@ from absl import logging
 from transformer.run import files
 from transformer.run import progress
 from transformer.run import run_folder
-from transformer.run.errors import describe_error
 from transformer.training.run_checks import RunError
 
 
@@ -34,7 +33,7 @@ def exit_if_stopped(result, model_dir: Path) -> None:
   import signal  # pylint: disable=g-import-not-at-top
   name = signal.Signals(result.interrupted_by).name
   print(f"train.py: stopped by {name} at step {result.step}; checkpoint saved in "
-        f"{model_dir / 'checkpoints'}; rerun the same command to resume", file=sys.stderr)
+        f"{run_folder.checkpoint_dir(model_dir)}; rerun the same command to resume", file=sys.stderr)
   sys.exit(128 + result.interrupted_by)
 
 
@@ -60,7 +59,7 @@ class Bleu:
   def recorded(self, step) -> bool:
     """Whether a final record at ``step`` holds the BLEU of these pairs and method."""
     metrics, scores = (self.model_dir / run_folder.METRICS_FILE,
-                       self.model_dir / "bleu" / f"validation.{self.method}.json")
+                       run_folder.bleu_dir(self.model_dir) / f"validation.{self.method}.json")
     if not (metrics.is_file() and scores.is_file()):
       return False
     finals = [r for r in run_folder.read_metrics(metrics)
@@ -86,7 +85,7 @@ class Bleu:
     with progress.announced(f"translating {len(self.pairs)} validation sentences "
                             f"({method}) for BLEU"):
       result = evaluation.evaluate_bleu(evaluation.translator_batch_fn(translator, method),
-                                        self.pairs, self.model_dir / "bleu", split_name,
+                                        self.pairs, run_folder.bleu_dir(self.model_dir), split_name,
                                         method, reference_tokenizer=self.tokenizers.en)
     logging.info("%s BLEU (%s, %d sentences): %.2f", split_name, method,
                  result["num_sentences"], result["bleu"])
@@ -95,35 +94,27 @@ class Bleu:
 
 
 def exported_step(model_dir: Path):
-  """The step of the export in ``model_dir/export`` (its export_info.json), or None."""
+  """The step of the export in ``model_dir/export``, or None."""
   from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
-  try:
-    info = json.loads((model_dir / "export" / export_lib.EXPORT_INFO_FILE).read_text())
-    return info["step"]
-  except (OSError, ValueError, KeyError, TypeError):  # none yet, or unreadable: export again
-    return None
+  return export_lib.exported_step(run_folder.export_dir(model_dir))
 
 
 def export(trainer, tokenizers, config, model_dir):
   """Exports the translator SavedModel and the .keras model into export/, swapped
-  in whole (:func:`transformer.inference.export.begin_swap`); returns the in-memory
-  translator and the paths. A failed write (a full disk) keeps the old export."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  in whole (:func:`transformer.inference.export.export_model`); returns the
+  in-memory translator and the paths. A failed write (a full disk) keeps the old export."""
   from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
-  export_dir = model_dir / "export"
-  staging = export_lib.begin_swap(export_dir)
+  export_dir = run_folder.export_dir(model_dir)
   try:
     with progress.announced(f"exporting the .keras model and the translator to {export_dir}"):
-      export_lib.save_keras_model(trainer.model, staging / "transformer.keras")
-      translator = export_lib.export_translator(trainer.model, tokenizers,
-                                                staging / "translator", config.decoding)
-      export_lib.finish_swap(staging, export_dir, trainer.step)
-  except (OSError, tf.errors.OpError) as e:
-    raise RunError(f"cannot write the export to {staging}: {describe_error(e)}; "
-                   f"{export_dir} is left as it was, and the trained model is in "
-                   f"{trainer.latest_checkpoint()}. Free space and rerun the same command "
-                   "to export") from e
-  translator_dir, keras_path = export_dir / "translator", export_dir / "transformer.keras"
+      translator = export_lib.export_model(
+          trainer.model, tokenizers, config.decoding, export_dir, trainer.step,
+          translator_subdir=run_folder.EXPORT_TRANSLATOR, keras_model=True)
+  except export_lib.ExportError as e:
+    raise RunError(f"{e}, and the trained model is in {trainer.latest_checkpoint()}. Free "
+                   "space and rerun the same command to export") from e
+  translator_dir = export_dir / run_folder.EXPORT_TRANSLATOR
+  keras_path = export_dir / run_folder.EXPORT_KERAS_MODEL
   logging.info("exported %s and %s (step %d)", translator_dir, keras_path, trainer.step)
   return translator, {"export": str(translator_dir), "keras_model": str(keras_path)}
 
@@ -132,6 +123,6 @@ def stopped_during_export(signum: int, step: int, model_dir: Path) -> None:
   """Exits 128 + ``signum`` after a signal that came during a finished export."""
   import signal  # pylint: disable=g-import-not-at-top
   print(f"train.py: stopped by {signal.Signals(signum).name} during the export, which was "
-        f"finished first: {model_dir / 'export'} holds step {step}; BLEU was not computed",
+        f"finished first: {run_folder.export_dir(model_dir)} holds step {step}; BLEU was not computed",
         file=sys.stderr)
   sys.exit(128 + signum)
