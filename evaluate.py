@@ -26,7 +26,9 @@ Prints the JSON record; TensorFlow's own logs are hidden unless ``--verbose``
 ``evaluate.py: error: ...`` line on bad input (flags, data, a folder that is
 not a train.py output or translator, a missing or corrupt checkpoint), 130 or
 143 with one line when stopped by Ctrl-C or SIGTERM. ``--export_dir`` is
-swapped in whole (written as ``<export_dir>.new``, then renamed).
+swapped in whole, and only into a folder that is new, empty or an earlier
+export (:func:`transformer.inference.export.export_model`). The results are
+written once, whole, after the scoring: a stop keeps the previous ones.
 Two scores: ``bleu``, this project's (see :mod:`transformer.inference.evaluation` for what
 it does and does not compare with), and ``whole_word.bleu``, the scoring of
 published results on this split (:mod:`transformer.inference.bleu`).
