@@ -195,7 +195,8 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
   from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
   from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
   from transformer.run.checkpoint_files import checkpoint_name  # pylint: disable=g-import-not-at-top
-  pairs, split_size = evaluation.load_pairs(data_dir, split, max_sentences)  # bad data fails at once
+  # Bad data fails at once, before the model is restored.
+  pairs, split_size = evaluation.load_pairs(data_dir, split, max_sentences)
   output_dir = Path(output_dir or run_folder.bleu_dir(model_dir))
   check_writable(output_dir)
   if export_dir:
@@ -282,7 +283,7 @@ def main(argv):
 
 def say_stopped(interrupted: KeyboardInterrupt) -> str:
   return (f"{script_lib.stopped_by(interrupted)} before it finished (it leaves no file half "
-          "written, and the previous results in place); rerun the same command to score")
+          "written); rerun the same command to score")
 
 
 def expected_errors():

@@ -25,7 +25,6 @@ With --export_dir it needs only TensorFlow and tensorflow_text: the SavedModel
 from ``transformer.inference.export.export_translator`` holds the tokenizers and the model.
 """
 
-import json
 import os
 from pathlib import Path
 import signal
@@ -149,15 +148,6 @@ def check_export_dir(export_dir: str) -> None:
                      f"{_EXPORT_HINT}")
 
 
-def exported_step(export_dir: Path) -> Optional[int]:
-  """The training step of a train.py export folder (its ``export_info.json``,
-  :data:`transformer.inference.export.EXPORT_INFO_FILE`), or None when it does not say."""
-  try:
-    return int(json.loads((export_dir / "export_info.json").read_text())["step"])
-  except (OSError, ValueError, KeyError, TypeError):
-    return None
-
-
 def check_model_dir(model_dir: str, average_last: int) -> Tuple[Optional[str], str]:
   """The checks of --model_dir that need no TensorFlow. Returns ``(export,
   why)``: the path of its export to translate with, or None for its
@@ -173,7 +163,7 @@ def check_model_dir(model_dir: str, average_last: int) -> Tuple[Optional[str], s
   export = path / EXPORT_SUBDIR
   why = f"no export in {model_dir} yet"
   if (export / "saved_model.pb").is_file():
-    step = exported_step(export.parent)
+    step = run_folder.exported_step(export.parent)
     if not average_last and (step is None or not steps or steps[-1] <= step):
       return str(export), ""
     why = f"the export of {model_dir} (step {step}) is older than its checkpoints"

@@ -502,15 +502,16 @@ def _signal_when(command, ready, signum, stdin=None):
   return proc.returncode, stdout, stderr
 
 
-def test_sigterm_during_evaluate_is_one_line(finished_run):
+def test_sigterm_during_evaluate_is_one_line(tmp_path, finished_run):
   """SIGINT takes the same path (stop_signals.interrupt_on_signals), tested
-  with translate.py below."""
+  with translate.py below. The results would go to tmp_path (evaluate.py checks
+  that it can write them before translating)."""
   def translating(proc):
     for line in proc.stderr:
       if line.startswith("translating"):
         return
   code, stdout, stderr = _signal_when(
-      ["evaluate.py", f"--model_dir={finished_run}", "--output_dir=/dev/null/never"],
+      ["evaluate.py", f"--model_dir={finished_run}", f"--output_dir={tmp_path}"],
       translating, signal.SIGTERM)
   assert code == 128 + signal.SIGTERM and stdout == "", stderr
   assert stderr == ("evaluate.py: stopped by SIGTERM before it finished (it leaves no file half "

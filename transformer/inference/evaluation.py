@@ -107,7 +107,8 @@ def score_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output_di
     split_size: the number of pairs in the whole split (None: ``pairs`` are
       the whole split).
   Returns:
-    ``(result, hypotheses)``, the result being the JSON's content: bleu, signature, method, split, num_sentences,
+    ``(result, hypotheses)``, the result being the JSON's content: bleu,
+    signature, method, split, num_sentences,
     partial (whether they are only the split's first ones), references,
     hypotheses_file, sacreBLEU's full result line, a note that the text is
     tokenized on purpose, and ``whole_word``: the BLEU of

@@ -59,8 +59,6 @@ from transformer.run.errors import TrainingError, describe_error
 MAX_TOKENS = 128
 
 PathLike = Union[str, os.PathLike]
-# In a train.py export folder: the training step its files were written at.
-EXPORT_INFO_FILE = "export_info.json"
 SENTENCES = tf.TensorSpec(shape=[None], dtype=tf.string, name="sentences")
 
 
@@ -238,9 +236,9 @@ class ExportError(TrainingError):
 
 
 # What an export folder may hold: a translator SavedModel's files, train.py's
-# export/ files, EXPORT_INFO_FILE. A folder holding anything else is not replaced.
+# export/ files, its EXPORT_INFO_FILE. A folder holding anything else is not replaced.
 _EXPORT_ENTRIES = frozenset({
-    "saved_model.pb", "fingerprint.pb", "variables", "assets", EXPORT_INFO_FILE,
+    "saved_model.pb", "fingerprint.pb", "variables", "assets", run_folder.EXPORT_INFO_FILE,
     run_folder.EXPORT_TRANSLATOR, run_folder.EXPORT_KERAS_MODEL, "transformer.weights.h5"})
 
 
@@ -265,7 +263,7 @@ def export_model(model, tokenizers, decoding_config, target: PathLike, step: int
                  translator_subdir: str = "", keras_model: bool = False, **info):
   """Exports the translator SavedModel (into ``target/translator_subdir``) and,
   with ``keras_model``, the ``.keras`` model beside it, with ``step`` and
-  ``info`` (e.g. the checkpoints averaged) in :data:`EXPORT_INFO_FILE`.
+  ``info`` (e.g. the checkpoints averaged) in :data:`transformer.run.run_folder.EXPORT_INFO_FILE`.
 
   The folder is written beside ``target`` and swapped in whole
   (:func:`transformer.run.files.staged`): readers see the old export or the
@@ -284,18 +282,9 @@ def export_model(model, tokenizers, decoding_config, target: PathLike, step: int
         save_keras_model(model, staging / run_folder.EXPORT_KERAS_MODEL)
       translator = export_translator(model, tokenizers, staging / translator_subdir,
                                      decoding_config)
-      (staging / EXPORT_INFO_FILE).write_text(json.dumps({"step": step, **info}) + "\n",
-                                              encoding="utf-8")
+      (staging / run_folder.EXPORT_INFO_FILE).write_text(
+          json.dumps({"step": step, **info}) + "\n", encoding="utf-8")
   except (OSError, tf.errors.OpError) as e:
     raise ExportError(f"cannot write the export to {target}: {describe_error(e)}; {target} "
                       "is left as it was") from e
   return translator
-
-
-def exported_step(export_dir: PathLike):
-  """The step of the export in ``export_dir`` (its :data:`EXPORT_INFO_FILE`), or
-  None when there is none or it cannot be read."""
-  try:
-    return json.loads((Path(export_dir) / EXPORT_INFO_FILE).read_text(encoding="utf-8"))["step"]
-  except (OSError, ValueError, KeyError, TypeError):
-    return None

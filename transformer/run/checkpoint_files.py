@@ -19,7 +19,8 @@ from absl import logging
 import tensorflow as tf
 
 from transformer.run.errors import CheckpointError, describe_error
-from transformer.run.run_folder import CHECKPOINT_SUBDIR, UNREADABLE_SUBDIR  # pylint: disable=unused-import  (named here for the readers)
+# CHECKPOINT_SUBDIR is named here too for the readers of checkpoints.
+from transformer.run.run_folder import CHECKPOINT_SUBDIR, UNREADABLE_SUBDIR  # pylint: disable=unused-import
 # TensorFlow writes ckpt-N into ckpt-N_temp/ and merges it into ckpt-N.* at the end.
 PARTIAL_WRITE_SUFFIX = "_temp"
 

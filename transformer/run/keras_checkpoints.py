@@ -42,7 +42,7 @@ import numpy as np
 
 from transformer.run import files
 from transformer.run.errors import CheckpointError, describe_error
-from transformer.run.run_folder import CHECKPOINT_SUBDIR, UNREADABLE_SUBDIR  # pylint: disable=unused-import  (named here for the readers)
+from transformer.run.run_folder import UNREADABLE_SUBDIR
 WEIGHTS_FILE = "model.weights.h5"
 DIGESTS_FILE = "sha256.json"
 _FILES = (WEIGHTS_FILE, "optimizer.npz", "non_trainable.npz", "state.json")

@@ -40,6 +40,8 @@ EXPORT_SUBDIR = "export"
 # In EXPORT_SUBDIR: the translator SavedModel and the native Keras model.
 EXPORT_TRANSLATOR = "translator"
 EXPORT_KERAS_MODEL = "transformer.keras"
+# In an export folder (train.py's, evaluate.py --export_dir's): the step its files were written at.
+EXPORT_INFO_FILE = "export_info.json"
 BLEU_SUBDIR = "bleu"
 LOGS_SUBDIR = "logs"
 
@@ -61,6 +63,16 @@ def bleu_dir(model_dir: PathLike) -> Path:
 
 class RunFolderError(TrainingError):
   """A file of a ``train.py`` output folder is unreadable."""
+
+
+def exported_step(export_dir: PathLike) -> Optional[int]:
+  """The step of the export in ``export_dir`` (its :data:`EXPORT_INFO_FILE`),
+  or None when there is none or it does not say."""
+  try:
+    return int(json.loads((Path(export_dir) / EXPORT_INFO_FILE).read_text(encoding="utf-8"))
+               ["step"])
+  except (OSError, ValueError, KeyError, TypeError):
+    return None
 
 
 def read_run_config(config_file: PathLike) -> dict:

@@ -5,7 +5,7 @@
 * :class:`Bleu`: validation BLEU through the translator (every N epochs and at
   the end), written under ``bleu/`` and to TensorBoard.
 * :func:`export`: the translator SavedModel and the ``.keras`` model, swapped
-  into ``export/`` whole; :func:`exported_step` tells a rerun what is there.
+  into ``export/`` whole.
 * :func:`exit_if_stopped` and :func:`stopped_during_export`: exit 128 + N with
   one line after signal N.
 
@@ -33,7 +33,8 @@ def exit_if_stopped(result, model_dir: Path) -> None:
   import signal  # pylint: disable=g-import-not-at-top
   name = signal.Signals(result.interrupted_by).name
   print(f"train.py: stopped by {name} at step {result.step}; checkpoint saved in "
-        f"{run_folder.checkpoint_dir(model_dir)}; rerun the same command to resume", file=sys.stderr)
+        f"{run_folder.checkpoint_dir(model_dir)}; rerun the same command to resume",
+        file=sys.stderr)
   sys.exit(128 + result.interrupted_by)
 
 
@@ -93,12 +94,6 @@ class Bleu:
     return result["bleu"]
 
 
-def exported_step(model_dir: Path):
-  """The step of the export in ``model_dir/export``, or None."""
-  from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
-  return export_lib.exported_step(run_folder.export_dir(model_dir))
-
-
 def export(trainer, tokenizers, config, model_dir):
   """Exports the translator SavedModel and the .keras model into export/, swapped
   in whole (:func:`transformer.inference.export.export_model`); returns the
@@ -123,6 +118,7 @@ def stopped_during_export(signum: int, step: int, model_dir: Path) -> None:
   """Exits 128 + ``signum`` after a signal that came during a finished export."""
   import signal  # pylint: disable=g-import-not-at-top
   print(f"train.py: stopped by {signal.Signals(signum).name} during the export, which was "
-        f"finished first: {run_folder.export_dir(model_dir)} holds step {step}; BLEU was not computed",
+        f"finished first: {run_folder.export_dir(model_dir)} holds step {step}; BLEU was not "
+        "computed",
         file=sys.stderr)
   sys.exit(128 + signum)

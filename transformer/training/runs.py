@@ -122,7 +122,8 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
   final = {"final": True, "step": result.step}
   translator = None
   # A rerun of a finished command redoes only what is missing at this step.
-  if options.export and chief and finish.exported_step(model_dir) == result.step:
+  exported = run_folder.exported_step(run_folder.export_dir(model_dir))
+  if options.export and chief and exported == result.step:
     logging.info("%s already holds step %d: not exported again", run_folder.export_dir(model_dir),
                  result.step)
   elif options.export and chief:
