@@ -200,7 +200,7 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
   output_dir = Path(output_dir or run_folder.bleu_dir(model_dir))
   check_writable(output_dir)
   if export_dir:
-    export_lib.check_export_target(export_dir)
+    export_lib.check_export_target(export_dir, "give another --export_dir")
   start = time.monotonic()
   config, tokenizers, model, checkpoints = restore.restore_model_dir(model_dir, average_last)
   # Said after the fact: a checkpoint that cannot be read is one error line alone.

@@ -178,7 +178,7 @@ def say_stopped(interrupted: KeyboardInterrupt) -> str:
 
 
 def run(argv):
-  script_lib.run_main(main, argv, "prepare.py", errors=lambda: (UsageError,),
+  script_lib.run_main(main, argv, "prepare.py", errors=lambda: (UsageError, shards.ShardError),
                       stopped_line=say_stopped)
 
 

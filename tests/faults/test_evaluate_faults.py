@@ -1,7 +1,8 @@
 """evaluate.py's folders and results under faults (issue 59, cases 1, 6 and 7):
-a folder that --export_dir names is replaced only if it is an export; the
-results are checked writable before translating, and written once, whole,
-after the scoring, so that a stop or a full disk keeps the previous result.
+a folder that --export_dir names, or train.py's export/, is replaced only if
+it is an export; the results are checked writable before translating, and
+written once, whole, after the scoring, so that a stop or a full disk keeps
+the previous result.
 On the finished TensorFlow run of conftest.py, two sentences, greedy."""
 
 import json
@@ -10,7 +11,8 @@ import signal
 
 import pytest
 
-from helpers.fault_runs import copy_run, error_lines, files_below, run_driver, run_script
+from helpers.fault_runs import (assert_fails_in_one_line, copy_run, error_lines, files_below,
+                                run_driver, run_script, train_args)
 
 pytestmark = pytest.mark.slow
 
@@ -93,3 +95,18 @@ def test_a_full_disk_at_the_results_is_one_line_naming_the_file(scored_run, smal
              rf"'{bleu}/validation\.greedy\.partial2\.(txt|json)'")
   assert (bleu / "validation.greedy.partial2.json").read_bytes() == scored
   assert not list(bleu.glob(".*"))
+
+
+def test_train_py_keeps_files_of_its_users_in_export(tmp_path, finished_run, small_data,
+                                                     tutorial_tokenizer_path):
+  model_dir = copy_run(finished_run, tmp_path)
+  (model_dir / "export" / "notes.txt").write_text("mine\n")
+  before = files_below(model_dir / "export")
+  args = [a for a in train_args(model_dir, small_data, tutorial_tokenizer_path, 8)
+          if a != "--noexport"]
+  code, output = run_driver(args)
+  assert_fails_in_one_line(
+      code, output, rf"train.py: error: {model_dir / 'export'} holds files that are not an "
+      r"export \(notes\.txt\).*: move them, then rerun the same command to export \(the "
+      rf"trained model is in {model_dir / 'checkpoints' / 'ckpt-8'}\)")
+  assert files_below(model_dir / "export") == before

@@ -106,25 +106,24 @@ def write_prepared(out_dir: PathLike, splits, vocabularies, manifest: dict,
   sizes = [len(vocabularies[language]) for language in LANGUAGES]
   try:
     with files.staged(out_dir, folder=True) as staging:
-      _write_files(staging, splits, vocabularies, dict(
+      _write_files(staging, out_dir, splits, vocabularies, dict(
           manifest, format=FORMAT_VERSION, dtype=np.dtype(id_dtype(sizes)).name,
           vocab_sizes=dict(zip(LANGUAGES, sizes)),
           tokenizer_vocabulary_sha256=vocabulary_sha256, splits={}, sha256={}))
-  except OSError as e:  # np.save's own message names neither the file nor the cause
-    raise ShardError(f"cannot write {out_dir / Path(e.filename or '').name}: {describe_error(e)} "
-                     f"(a full disk or a file-size limit?); {out_dir} is left as it was") from e
+  except OSError as e:
+    raise ShardError(f"cannot write {out_dir}: {describe_error(e)}; it is left as it was") from e
   return out_dir
 
 
-def _write_files(staging: Path, splits, vocabularies, manifest: dict) -> None:
+def _write_files(staging: Path, out_dir: Path, splits, vocabularies, manifest: dict) -> None:
   """:func:`write_prepared`'s files; the manifest (with the sha256s) last: it marks them whole."""
 
   def saved(name: str, array: np.ndarray) -> None:
     try:
       np.save(staging / name, array)
-    except OSError as e:
-      e.filename = e.filename or name
-      raise
+    except OSError as e:  # np.save's own message names neither the file nor the cause
+      raise ShardError(f"cannot write {out_dir / name}: {describe_error(e)} (a full disk or a "
+                       f"file-size limit?); {out_dir} is left as it was") from e
     manifest["sha256"][name] = files.sha256_of(staging / name)
 
   for split, (pt_ids, en_ids) in splits.items():

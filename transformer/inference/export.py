@@ -242,10 +242,11 @@ _EXPORT_ENTRIES = frozenset({
     run_folder.EXPORT_TRANSLATOR, run_folder.EXPORT_KERAS_MODEL, "transformer.weights.h5"})
 
 
-def check_export_target(target: PathLike) -> None:
+def check_export_target(target: PathLike, advice: str = "choose another folder") -> None:
   """:class:`ExportError` unless ``target`` is absent, empty, or an earlier
   export (what :data:`_EXPORT_ENTRIES` names): an export replaces its folder
-  whole, and must never delete what this project did not write there."""
+  whole, and must never delete what this project did not write there.
+  ``advice`` ends the message."""
   target = Path(target)
   if not target.exists():
     return
@@ -255,8 +256,8 @@ def check_export_target(target: PathLike) -> None:
   if foreign:
     shown = ", ".join(foreign[:4]) + (", ..." if len(foreign) > 4 else "")
     raise ExportError(f"{target} holds files that are not an export ({shown}); an export "
-                      "replaces its folder whole, so it goes only into an empty or new "
-                      "folder or an earlier export: choose another folder")
+                      "replaces its folder whole, so it goes only into a new or empty folder "
+                      f"or an earlier export: {advice}")
 
 
 def export_model(model, tokenizers, decoding_config, target: PathLike, step: int,

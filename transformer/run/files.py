@@ -118,7 +118,8 @@ def staged(path, folder: bool = False) -> Iterator[Path]:
     _fsync_below(staging)
     _put_in_place(staging, path)
   except OSError as e:  # a full disk's EFBIG/ENOSPC names no file: this one is named
-    e.filename = e.filename or str(path)
+    if e.errno is not None and e.filename is None:
+      e.filename = str(path)
     raise
   finally:
     _remove(staging)

@@ -100,6 +100,12 @@ def export(trainer, tokenizers, config, model_dir):
   in-memory translator and the paths. A failed write (a full disk) keeps the old export."""
   from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
   export_dir = run_folder.export_dir(model_dir)
+  try:  # files of the user's in export/ are never replaced
+    export_lib.check_export_target(
+        export_dir, "move them, then rerun the same command to export (the trained model is in "
+        f"{trainer.latest_checkpoint()})")
+  except export_lib.ExportError as e:
+    raise RunError(str(e)) from e
   try:
     with progress.announced(f"exporting the .keras model and the translator to {export_dir}"):
       translator = export_lib.export_model(
