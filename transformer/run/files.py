@@ -11,7 +11,6 @@ removes what a kill left. :func:`lock_run_folder` takes the run's lock.
 import atexit
 import contextlib
 import ctypes
-import ctypes.util
 import fcntl
 import hashlib
 import os
@@ -52,9 +51,11 @@ def _remove(path: Path) -> None:
     path.unlink(missing_ok=True)
 
 
-def _fsync_below(path: Path) -> None:
-  """Flushes ``path`` (a file, or every file below a folder) to the disk."""
-  for file in ([path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]):
+def _fsync_below(path: Path, recursive: bool = True) -> None:
+  """Flushes ``path`` (a file, or a folder and with ``recursive`` every file
+  below it) to the disk."""
+  below = [p for p in path.rglob("*") if p.is_file()] if recursive and path.is_dir() else []
+  for file in [path, *below]:
     fd = os.open(file, os.O_RDONLY)
     try:
       os.fsync(fd)
@@ -64,9 +65,8 @@ def _fsync_below(path: Path) -> None:
 
 def _exchange(first: Path, second: Path) -> bool:
   """Swaps two existing paths in one step; False where the system cannot."""
-  libc_name = ctypes.util.find_library("c")
-  renameat2 = getattr(ctypes.CDLL(libc_name, use_errno=True), "renameat2", None) if libc_name \
-      else None
+  # The process's own symbols, the C library's among them (no search for its file).
+  renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
   if renameat2 is None:
     return False
   return renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second),
@@ -79,15 +79,15 @@ def _put_in_place(staging: Path, path: Path) -> None:
   aside first; the old version is then removed."""
   if not (path.is_dir() and staging.is_dir()):
     os.replace(staging, path)
-    return
-  if _exchange(staging, path):
+  elif _exchange(staging, path):
     shutil.rmtree(staging, ignore_errors=True)  # the old version now
-    return
-  old = path.with_name(f".{path.name}.old")
-  _remove(old)
-  path.rename(old)
-  staging.rename(path)
-  shutil.rmtree(old, ignore_errors=True)
+  else:
+    old = path.with_name(f".{path.name}.old")
+    _remove(old)
+    path.rename(old)
+    staging.rename(path)
+    shutil.rmtree(old, ignore_errors=True)
+  _fsync_below(path.parent, recursive=False)  # the rename itself
 
 
 def recover(path: Path) -> None:
