@@ -16,16 +16,14 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
 from helpers.checkpoints import small_checkpoints
 from helpers.fault_runs import (REPO_DIR, assert_fails_in_one_line, checkpoint_steps, copy_run,
-                                driver_env, error_lines, files_below, finish_driver,
-                                metrics_records, run_driver, run_script, start_driver,
-                                swap_vocabularies, train_args)
+                                driver_env, error_lines, files_below, metrics_records,
+                                run_driver, run_script, swap_vocabularies, train_args)
 
 # The faults are those of real train.py runs and multi-epoch fits.
 pytestmark = pytest.mark.slow
