@@ -254,8 +254,8 @@ def shuffled_tokenizer(tmp_path_factory, tutorial_tokenizers):
 
 def test_another_tokenizer_of_the_same_sizes_is_refused(tmp_path, finished_run, small_data,
                                                         shuffled_tokenizer):
-  from transformer.run import run_folder  # pylint: disable=g-import-not-at-top
   from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
+  from transformer.inference import restore  # pylint: disable=g-import-not-at-top
   model_dir = copy_run(finished_run, tmp_path)
   (model_dir / "tokenizer_path.txt").write_text(f"{shuffled_tokenizer}\n")
   with pytest.raises(tokenizers.TokenizerError, match="not those the run in .* was trained"):
@@ -272,6 +272,7 @@ def test_another_tokenizer_of_the_same_sizes_is_refused(tmp_path, finished_run, 
 
 def test_a_run_folder_without_a_recorded_vocabulary_hash_still_evaluates(tmp_path, finished_run):
   from transformer.run import run_folder  # pylint: disable=g-import-not-at-top
+  from transformer.inference import restore  # pylint: disable=g-import-not-at-top
   model_dir = copy_run(finished_run, tmp_path)
   (model_dir / run_folder.VOCABULARY_HASH_FILE).unlink()
   assert restore.restore_model_dir(model_dir)[3][-1].endswith("ckpt-6")
