@@ -29,7 +29,9 @@ Prints the JSON record; TensorFlow's own logs are hidden unless ``--verbose``
 ``evaluate.py: error: ...`` line on bad input (flags, data, a folder that is
 not a train.py output or translator, a missing or corrupt checkpoint), 130 or
 143 with one line when stopped by Ctrl-C or SIGTERM. ``--export_dir`` is
-swapped in whole (written as ``<export_dir>.new``, then renamed).
+swapped in whole, and only into a folder that is new, empty or an earlier
+export (:func:`transformer.inference.export.export_model`). The results are
+written once, whole, after the scoring: a stop keeps the previous ones.
 Two scores: ``bleu``, this project's (see :mod:`transformer.inference.evaluation` for what
 it does and does not compare with), and ``whole_word.bleu``, the scoring of
 published results on this split (:mod:`transformer.inference.bleu`).
@@ -50,7 +52,8 @@ from transformer.run import run_folder
 from transformer.run import runtime
 from transformer.data import shards
 from transformer.data import sources
-from transformer.run import stop_signals
+from transformer.inference import scoring
+from transformer.run import script as script_lib
 from transformer.run.errors import TrainingError
 
 
@@ -106,11 +109,13 @@ def check_flags(data_dir: str) -> None:
                        "<model_dir>/export/translator")
     return
   model_dir = Path(_MODEL_DIR.value)
+  checkpoint_index = f"{run_folder.CHECKPOINT_SUBDIR}/checkpoint"
   missing = [name for name in (run_folder.CONFIG_FILE, run_folder.TOKENIZER_PATH_FILE,
-                               "checkpoints/checkpoint")
+                               checkpoint_index)
              if not (model_dir / name).is_file()]
-  if any((model_dir / "checkpoints").glob("step-*/model.weights.h5")):  # trained under JAX
-    missing.remove("checkpoints/checkpoint")
+  if checkpoint_index in missing and any(
+      run_folder.checkpoint_dir(model_dir).glob("step-*/")):  # trained under JAX
+    missing.remove(checkpoint_index)
   if missing:
     raise UsageError(f"--model_dir={model_dir}: not a train.py output folder (missing "
                      f"{', '.join(missing)})")
@@ -140,36 +145,46 @@ def say(line: str) -> None:
   print(line, file=sys.stderr, flush=True)
 
 
-def load_pairs(data_dir, split: str, max_sentences: int = 0):
-  """``(pairs, split_size)``: the split's (pt, en) pairs, the first
-  ``max_sentences`` of them when > 0, and how many the whole split has."""
-  from transformer.data import ted  # pylint: disable=g-import-not-at-top
-  pairs = ted.split_pairs(data_dir, split)
-  return (pairs[:max_sentences] if max_sentences else pairs), len(pairs)
 
 
 def score(translate_batch, pairs, split_size, output_dir, split, method, batch_size,
           reference_tokenizer):
-  """evaluation.evaluate_bleu, saying what it does, how far it is and how long it took."""
+  """evaluation.score_bleu, saying what it does, how far it is and how long it
+  took; returns ``(result, hypotheses)``, nothing written yet."""
   from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
   with progress.announced(f"translating {len(pairs)} {split} sentences ({method})", say):
-    return evaluation.evaluate_bleu(progress.counted(translate_batch, len(pairs)), pairs,
-                                    output_dir,
-                                    split, method, batch_size,
-                                    reference_tokenizer=reference_tokenizer,
-                                    split_size=split_size)
+    return evaluation.score_bleu(progress.counted(translate_batch, len(pairs)), pairs,
+                                 output_dir, split, method, batch_size,
+                                 reference_tokenizer=reference_tokenizer, split_size=split_size)
+
+
+def check_writable(output_dir: Path) -> None:
+  """UsageError unless ``output_dir`` can be written: said before translating,
+  not after."""
+  from transformer.run import files  # pylint: disable=g-import-not-at-top
+  from transformer.run.errors import describe_error  # pylint: disable=g-import-not-at-top
+  try:
+    files.check_writable(output_dir)
+  except OSError as e:
+    raise UsageError(f"cannot write the results to {output_dir} ({describe_error(e)}); "
+                     "give a writable --output_dir") from e
 
 
 def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
              output_dir=None, batch_size: int = 64, export_dir=None,
              max_sentences: int = 0) -> dict:
-  """Restores the model of ``model_dir`` and scores it; returns the BLEU record."""
+  """Restores the model of ``model_dir`` and scores it; returns the BLEU record,
+  also written to ``output_dir`` once the scoring is complete."""
   from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
+  from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
   from transformer.inference import restore  # pylint: disable=g-import-not-at-top  (TensorFlow)
-  from transformer.inference.export import Translator  # pylint: disable=g-import-not-at-top
   from transformer.run.checkpoint_files import checkpoint_name  # pylint: disable=g-import-not-at-top
-  from transformer.run.files import write_text_atomically  # pylint: disable=g-import-not-at-top
-  pairs, split_size = load_pairs(data_dir, split, max_sentences)  # bad data fails at once
+  # Bad data fails at once, before the model is restored.
+  pairs, split_size = evaluation.load_pairs(data_dir, split, max_sentences)
+  output_dir = Path(output_dir or run_folder.bleu_dir(model_dir))
+  check_writable(output_dir)
+  if export_dir:
+    export_lib.check_export_target(export_dir, "give another --export_dir")
   start = time.monotonic()
   config, tokenizers, model, checkpoints = restore.restore_model_dir(model_dir, average_last)
   # Said after the fact: a checkpoint that cannot be read is one error line alone.
@@ -177,55 +192,35 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
   restored = f"averaged the last {average_last} checkpoints ({names})" if average_last else (
       f"restored the checkpoint {names}")
   say(f"{restored} of {model_dir}: took {time.monotonic() - start:.1f} s")
-  skipped = newer_unreadable_checkpoints(model_dir, checkpoints[-1])
+  skipped = restore.newer_checkpoints(model_dir, checkpoint_name(checkpoints[-1]))
   if skipped:
     say(f"evaluate.py: warning: skipped the newer {', '.join(skipped)}: cannot be read in full "
         "(truncated or corrupt)")
   if export_dir:
     translator = export(model, tokenizers, config, export_dir, checkpoints)
   else:
-    translator = Translator(tokenizers, model, config.decoding)
-  output_dir = Path(output_dir or Path(model_dir) / "bleu")
-  result = score(evaluation.translator_batch_fn(translator, method), pairs, split_size,
-                 output_dir, split, method, batch_size, tokenizers.en)
+    translator = export_lib.Translator(tokenizers, model, config.decoding)
+  result, hypotheses = score(evaluation.translator_batch_fn(translator, method), pairs,
+                             split_size, output_dir, split, method, batch_size, tokenizers.en)
   with progress.announced(f"teacher-forced loss and accuracy on {len(pairs)} sentences", say):
     teacher_forced = evaluation.teacher_forced_metrics(model, tokenizers, pairs, config)
+  # The JSON beside the hypotheses also says which checkpoints were scored.
   result = {**result, "checkpoints": checkpoints, "export_dir": export_dir,
             "teacher_forced": teacher_forced}
-  # The JSON beside the hypotheses also says which checkpoints were scored.
-  stem = evaluation.result_stem(split, method, len(pairs), split_size)
-  write_text_atomically(output_dir / f"{stem}.json", json.dumps(result, indent=2) + "\n")
+  scoring.write_result(result, hypotheses)
   return result
-
-
-def newer_unreadable_checkpoints(model_dir, used: str) -> list:
-  """The names of the checkpoints of ``model_dir``'s index newer than ``used``:
-  those the restore skipped because they cannot be read in full."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from transformer.run.checkpoint_files import CHECKPOINT_SUBDIR, checkpoint_step  # pylint: disable=g-import-not-at-top
-  state = tf.train.get_checkpoint_state(str(Path(model_dir) / CHECKPOINT_SUBDIR))
-  listed = state.all_model_checkpoint_paths if state else []
-  return [Path(path).name for path in listed if checkpoint_step(path) > checkpoint_step(used)]
 
 
 def export(model, tokenizers, config, export_dir, checkpoints):
   """Exports the translator SavedModel to ``export_dir``, swapped in whole
-  (:func:`transformer.inference.export.begin_swap`): a kill or a full disk leaves the
-  previous export. Returns the translator, in memory."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  (:func:`transformer.inference.export.export_model`): a kill or a full disk
+  leaves the previous export. Returns the translator, in memory."""
   from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
   from transformer.run.checkpoint_files import checkpoint_name, checkpoint_step  # pylint: disable=g-import-not-at-top
-  from transformer.run.errors import describe_error  # pylint: disable=g-import-not-at-top
-  staging = export_lib.begin_swap(export_dir)
-  try:
-    with progress.announced(f"exporting the translator to {export_dir}", say):
-      translator = export_lib.export_translator(model, tokenizers, staging, config.decoding)
-      export_lib.finish_swap(staging, export_dir, checkpoint_step(checkpoints[-1]),
-                             checkpoints=[checkpoint_name(path) for path in checkpoints])
-  except (OSError, tf.errors.OpError) as e:
-    raise UsageError(f"cannot write the export to {staging}: {describe_error(e)}; "
-                     f"{export_dir} is left as it was") from e
-  return translator
+  with progress.announced(f"exporting the translator to {export_dir}", say):
+    return export_lib.export_model(model, tokenizers, config.decoding, export_dir,
+                                   checkpoint_step(checkpoints[-1]),
+                                   checkpoints=[checkpoint_name(path) for path in checkpoints])
 
 
 def evaluate_translator(translator_dir, split: str, method: str, data_dir, output_dir=None,
@@ -233,7 +228,9 @@ def evaluate_translator(translator_dir, split: str, method: str, data_dir, outpu
   """Scores an exported translator SavedModel; returns the BLEU record."""
   from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
   from transformer.data import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
-  pairs, split_size = load_pairs(data_dir, split, max_sentences)
+  pairs, split_size = evaluation.load_pairs(data_dir, split, max_sentences)
+  output_dir = Path(output_dir or Path(translator_dir).parent / run_folder.BLEU_SUBDIR)
+  check_writable(output_dir)
   translator = tokenizers_lib.load_saved_model(translator_dir, "translator")
   if not all(hasattr(translator, name) for name in ("translate", "translate_greedy",
                                                     "tokenizers")):
@@ -241,10 +238,12 @@ def evaluate_translator(translator_dir, split: str, method: str, data_dir, outpu
                      "lacks translate, translate_greedy or tokenizers)")
   # The tokenizers' token tables come from assets/*.txt: the files saved?
   tokenizers_lib.check_vocabulary_files(translator.tokenizers)
-  result = score(evaluation.translator_batch_fn(translator, method), pairs, split_size,
-                 output_dir or Path(translator_dir).parent / "bleu", split, method,
-                 batch_size, translator.tokenizers.en)
-  return {**result, "translator": str(translator_dir)}
+  result, hypotheses = score(evaluation.translator_batch_fn(translator, method), pairs,
+                             split_size, output_dir, split, method, batch_size,
+                             translator.tokenizers.en)
+  result = {**result, "translator": str(translator_dir)}
+  scoring.write_result(result, hypotheses)
+  return result
 
 
 def main(argv):
@@ -284,6 +283,7 @@ def evaluate_prepared(data_dir) -> dict:
   if not _VERBOSE.value:
     logging.set_verbosity(logging.ERROR)
   runtime.hide_jax_logs(_VERBOSE.value)
+  # Deferred: it imports JAX, which only this path needs.
   from transformer.inference import evaluation_jax  # pylint: disable=g-import-not-at-top
   try:
     return evaluation_jax.evaluate_prepared(
@@ -294,29 +294,27 @@ def evaluate_prepared(data_dir) -> dict:
     raise UsageError(str(e)) from e
 
 
-def say_stopped(interrupted) -> None:
-  say(f"evaluate.py: stopped by {interrupted.name} before it finished (it leaves no file "
-      "half written); rerun the same command to score")
+def say_stopped(interrupted: KeyboardInterrupt) -> str:
+  return (f"{script_lib.stopped_by(interrupted)} before it finished (it leaves no file half "
+          "written); rerun the same command to score")
+
+
+def expected_errors():
+  """The errors that are one line: bad input, and once TensorFlow is loaded,
+  bad data, tokenizers, checkpoints and exports."""
+  if "tensorflow" not in sys.modules:
+    return (UsageError,)
+  from transformer.data import ted  # pylint: disable=g-import-not-at-top
+  from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
+  return (UsageError, ted.DataError, tokenizers.TokenizerError, TrainingError)
 
 
 def run(argv):
-  """main, with expected failures turned into one line and exit status 1, and
-  SIGINT/SIGTERM into one line and 128 + the signal's number."""
-  stop_signals.interrupt_on_signals(say_stopped)
-  try:
-    main(argv)
-  except stop_signals.Interrupted as e:
-    say_stopped(e)
-    sys.exit(128 + e.signum)
-  except UsageError as e:
-    sys.exit(f"evaluate.py: error: {e}")
-  except Exception as e:  # pylint: disable=broad-except
-    # TensorFlow is loaded by now: the library raised.
-    from transformer.data import ted  # pylint: disable=g-import-not-at-top
-    from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
-    if isinstance(e, (ted.DataError, tokenizers.TokenizerError, TrainingError)):
-      sys.exit(f"evaluate.py: error: {e}")
-    raise
+  """main, with expected failures turned into one line and exit status 1, a
+  full disk or an unreadable file into one line naming it, and SIGINT/SIGTERM
+  into one line and 128 + the signal's number."""
+  script_lib.run_main(main, argv, "evaluate.py", errors=expected_errors, described=(OSError,),
+                      stopped_line=say_stopped)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ place); rerunning replaces it. Errors are one ``prepare.py: error: ...`` line.
 """
 
 from pathlib import Path
-import sys
 
 from absl import app
 from absl import flags
@@ -33,6 +32,7 @@ from ml_collections import config_flags
 from transformer import config as config_lib
 from transformer.run import progress
 from transformer.run import runtime
+from transformer.run import script as script_lib
 from transformer.data import shards
 from transformer.data import sources
 from transformer.run.errors import describe_error
@@ -179,13 +179,14 @@ def main(argv):
   logging.info("wrote %s: %s; %s ids", output, counts, manifest["dtype"])
 
 
+def say_stopped(interrupted: KeyboardInterrupt) -> str:
+  return (f"{script_lib.stopped_by(interrupted)}; {_OUTPUT.value} is left as it was; rerun "
+          "the same command to prepare it")
+
+
 def run(argv):
-  try:
-    main(argv)
-  except UsageError as e:
-    sys.exit(f"prepare.py: error: {e}")
-  except KeyboardInterrupt:
-    sys.exit("prepare.py: error: interrupted by Ctrl-C; nothing was written")
+  script_lib.run_main(main, argv, "prepare.py", errors=lambda: (UsageError, shards.ShardError),
+                      stopped_line=say_stopped)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ from ml_collections import config_flags
 from transformer import config as config_lib
 from transformer.run import runtime
 from transformer.data import sources
-from transformer.run import stop_signals
+from transformer.run import script as script_lib
 from transformer.run.errors import TrainingError, describe_error
 from transformer.training import distribute
 from transformer.training import run_checks
@@ -211,21 +211,14 @@ def main(argv):
 def run(argv):
   # SIGTERM too stops in one line where no StopSignals block (training, the
   # export) finishes the work first: during start-up and the final BLEU.
-  stop_signals.interrupt_on_signals(say_interrupted)
-  try:
-    main(argv)
-  except (UsageError, RunError) as e:
-    sys.exit(f"train.py: error: {e}")
-  except KeyboardInterrupt as e:
-    say_interrupted(e)
-    sys.exit(128 + getattr(e, "signum", 2))  # as a shell reports it
+  script_lib.run_main(main, argv, "train.py", errors=lambda: (UsageError, RunError),
+                      stopped_line=say_interrupted)
 
 
-def say_interrupted(interrupted: KeyboardInterrupt) -> None:
+def say_interrupted(interrupted: KeyboardInterrupt) -> str:
   """The line for a SIGTERM or SIGINT (a plain KeyboardInterrupt: SIGINT)."""
-  by = "SIGTERM" if getattr(interrupted, "signum", 2) != 2 else "Ctrl-C"
-  print(f"train.py: error: interrupted by {by}; rerun the same command to resume from the "
-        "last checkpoint", file=sys.stderr, flush=True)
+  by = "SIGTERM" if script_lib.signal_number(interrupted) != 2 else "Ctrl-C"
+  return f"error: interrupted by {by}; rerun the same command to resume from the last checkpoint"
 
 
 if __name__ == "__main__":

@@ -25,19 +25,20 @@ With --export_dir it needs only TensorFlow and tensorflow_text: the SavedModel
 from ``transformer.inference.export.export_translator`` holds the tokenizers and the model.
 """
 
-import json
 import os
 from pathlib import Path
 import signal
 import sys
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 from absl import app
 from absl import flags
 from absl import logging
 
+from transformer.run import keras_checkpoints
+from transformer.run import run_folder
 from transformer.run import runtime
-from transformer.run import stop_signals
+from transformer.run import script as script_lib
 from transformer.run.errors import describe_error
 
 _EXPORT_DIR = flags.DEFINE_string(
@@ -64,7 +65,7 @@ _VERBOSE = flags.DEFINE_bool("verbose", False, "Show TensorFlow's own log lines 
 
 _EXPORT_HINT = ("pass the folder train.py writes at <model_dir>/export/translator, or "
                 "--model_dir=<model_dir>")
-EXPORT_SUBDIR = Path("export") / "translator"
+EXPORT_SUBDIR = Path(run_folder.EXPORT_SUBDIR) / run_folder.EXPORT_TRANSLATOR
 
 
 class UsageError(ValueError):
@@ -119,10 +120,20 @@ def run_folder_hint(export_dir: Path) -> str:
   exported), else the usual hint."""
   if export_dir.parts[-2:] == EXPORT_SUBDIR.parts:
     model_dir = export_dir.parent.parent
-    if list((model_dir / "checkpoints").glob("ckpt-*.index")):
+    if checkpoint_steps(model_dir):
       return (f"{model_dir} has checkpoints but no export yet (the run did not finish): "
               f"--model_dir={model_dir} translates with its latest checkpoint")
   return _EXPORT_HINT
+
+
+def checkpoint_steps(model_dir: Path) -> List[int]:
+  """The steps of ``model_dir``'s checkpoints, either trainer's (``ckpt-N.index``
+  files, ``step-N`` folders), in order."""
+  names = [*(index.name[:-len(".index")] for index in
+             run_folder.checkpoint_dir(model_dir).glob("ckpt-*.index")),
+           *(path.name for path in keras_checkpoints.checkpoint_dirs(
+               run_folder.checkpoint_dir(model_dir)))]
+  return sorted(int(name.split("-", 1)[1]) for name in names if name.split("-", 1)[1].isdigit())
 
 
 def check_export_dir(export_dir: str) -> None:
@@ -137,15 +148,6 @@ def check_export_dir(export_dir: str) -> None:
                      f"{_EXPORT_HINT}")
 
 
-def exported_step(export_dir: Path) -> Optional[int]:
-  """The training step of a train.py export folder (its ``export_info.json``,
-  :data:`transformer.inference.export.EXPORT_INFO_FILE`), or None when it does not say."""
-  try:
-    return int(json.loads((export_dir / "export_info.json").read_text())["step"])
-  except (OSError, ValueError, KeyError, TypeError):
-    return None
-
-
 def check_model_dir(model_dir: str, average_last: int) -> Tuple[Optional[str], str]:
   """The checks of --model_dir that need no TensorFlow. Returns ``(export,
   why)``: the path of its export to translate with, or None for its
@@ -157,18 +159,15 @@ def check_model_dir(model_dir: str, average_last: int) -> Tuple[Optional[str], s
     raise InputError(f"--model_dir={model_dir}: "
                      f"{'not a folder' if path.exists() else 'no such folder'}; pass the "
                      "folder given to train.py --model_dir")
-  checkpoint_steps = sorted(int(index.name[len("ckpt-"):-len(".index")]) for index in
-                            (path / "checkpoints").glob("ckpt-*.index")
-                            if index.name[len("ckpt-"):-len(".index")].isdigit())
+  steps = checkpoint_steps(path)
   export = path / EXPORT_SUBDIR
   why = f"no export in {model_dir} yet"
   if (export / "saved_model.pb").is_file():
-    step = exported_step(export.parent)
-    if not average_last and (step is None or not checkpoint_steps
-                             or checkpoint_steps[-1] <= step):
+    step = run_folder.exported_step(export.parent)
+    if not average_last and (step is None or not steps or steps[-1] <= step):
       return str(export), ""
     why = f"the export of {model_dir} (step {step}) is older than its checkpoints"
-  if not checkpoint_steps:
+  if not steps:
     holds = sorted(child.name for child in path.iterdir())
     raise InputError(f"--model_dir={model_dir}: no export and no checkpoint yet (it holds "
                      f"{', '.join(holds) or 'nothing'}); train.py writes its first "
@@ -260,18 +259,11 @@ def main(argv):
   translate_and_print(tf, translate, sentences, _BATCH_SIZE.value)
 
 
-def say_stopped(interrupted) -> None:
-  # The translations printed so far are whole lines, in input order.
-  print(f"translate.py: stopped by {interrupted.name}", file=sys.stderr, flush=True)
-
-
-def run(argv):
-  stop_signals.interrupt_on_signals(say_stopped)
+def main_with_exits(argv):
+  """main, ending quietly when the reader leaves, and with exit status 2 and
+  the usage after a bad command line."""
   try:
     main(argv)
-  except stop_signals.Interrupted as e:
-    say_stopped(e)
-    sys.exit(128 + e.signum)
   except BrokenPipeError:
     # The reader left (``| head -1``): end quietly, as Unix filters do. stdout
     # points at the null device so that Python's flush at exit fails no more.
@@ -279,8 +271,11 @@ def run(argv):
     sys.exit(128 + signal.SIGPIPE)
   except UsageError as e:
     app.usage(shorthelp=True, detailed_error=f"translate.py: error: {e}", exitcode=2)
-  except InputError as e:
-    sys.exit(f"translate.py: error: {e}")
+
+
+def run(argv):
+  # After a signal, the translations printed so far are whole lines, in input order.
+  script_lib.run_main(main_with_exits, argv, "translate.py", errors=lambda: (InputError,))
 
 
 if __name__ == "__main__":

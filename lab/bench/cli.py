@@ -4,7 +4,7 @@
 :func:`run` is ``app.run`` with an expected failure (a missing or unreadable
 file, a damaged JSON, a bad argument) reported as one ``<script>: error: ...``
 line and exit status 1, and SIGINT/SIGTERM as one ``<script>: stopped by ...``
-line and 128 + the signal's number (:mod:`transformer.run.stop_signals`).
+line and 128 + the signal's number (:func:`transformer.run.script.run_main`).
 """
 
 import json
@@ -13,8 +13,7 @@ import sys
 
 from absl import app
 
-from transformer.run import stop_signals
-from transformer.run.errors import describe_error
+from transformer.run import script as script_lib
 
 
 class BenchError(Exception):
@@ -33,20 +32,6 @@ def read_json(path: Path):
 def run(main) -> None:
   """``app.run(main)``, with failures and signals each one line on stderr."""
   script = Path(sys.argv[0]).name
-
-  def say_stopped(interrupted: stop_signals.Interrupted) -> None:
-    print(f"{script}: stopped by {interrupted.name}", file=sys.stderr, flush=True)
-
-  def main_in_one_line(argv):
-    stop_signals.interrupt_on_signals(say_stopped)
-    try:
-      main(argv)
-    except stop_signals.Interrupted as e:
-      say_stopped(e)
-      sys.exit(128 + e.signum)
-    except BenchError as e:
-      sys.exit(f"{script}: error: {e}")
-    except (OSError, ValueError, KeyError) as e:  # OSError names the file; KeyError: a lost field
-      sys.exit(f"{script}: error: {describe_error(e)}")
-
-  app.run(main_in_one_line)
+  # OSError names the file; KeyError: a lost field.
+  app.run(lambda argv: script_lib.run_main(main, argv, script, errors=lambda: (BenchError,),
+                                           described=(OSError, ValueError, KeyError)))

@@ -93,13 +93,14 @@ def test_a_cut_vocabulary_hash_file_says_so(tmp_path, tutorial_tokenizers):
   (test_swapped_vocabulary_files_of_the_runs_tokenizer_are_refused runs train.py
   on the message of the same check)."""
   from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
-  hash_file = tmp_path / tokenizers.VOCABULARY_HASH_FILE
+  from transformer.run import run_folder  # pylint: disable=g-import-not-at-top
+  hash_file = tmp_path / run_folder.VOCABULARY_HASH_FILE
   hash_file.write_text(tokenizers.vocabulary_hash(tutorial_tokenizers)[:12] + "\n")
   assert re.fullmatch(
       rf"{hash_file} is damaged \(it holds '[0-9a-f]{{12}}', not the 64 hex digits of a "
       r"sha256\), so the run's tokenizer cannot be checked; if this is the run's tokenizer, "
       r"delete the file \(the next run records it again\)",
-      tokenizers.vocabulary_mismatch(tmp_path, tutorial_tokenizers))
+      run_folder.vocabulary_mismatch(tmp_path, tokenizers.vocabulary_hash(tutorial_tokenizers)))
 
 
 def test_an_empty_vocabulary_file_is_named(tmp_path, tutorial_tokenizer_path):

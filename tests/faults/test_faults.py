@@ -16,46 +16,17 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
 from helpers.checkpoints import small_checkpoints
 from helpers.fault_runs import (REPO_DIR, assert_fails_in_one_line, checkpoint_steps, copy_run,
-                                driver_env, error_lines, files_below, finish_driver,
-                                metrics_records, run_driver, run_script, start_driver,
-                                swap_vocabularies, train_args)
+                                driver_env, error_lines, files_below, metrics_records,
+                                run_driver, run_script, swap_vocabularies, train_args)
 
 # The faults are those of real train.py runs and multi-epoch fits.
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def finished_and_refused(tmp_path_factory, small_data, tutorial_tokenizer_path):
-  """A run folder trained 6 steps (checkpoints 5 and 6) and exported by a run
-  that paused after step 1 while a second train.py on the folder ran. Returns
-  the folder, the first run's PID and (exit status, output) of the second run
-  and of the first."""
-  model_dir = tmp_path_factory.mktemp("finished") / "run"
-  args = train_args(model_dir, small_data, tutorial_tokenizer_path, 6)
-  first = start_driver([a for a in args if a != "--noexport"], "pause_at_step", 1)
-  deadline = time.time() + 180
-  while not Path(f"{model_dir}.paused").exists():
-    assert first.poll() is None and time.time() < deadline, finish_driver(first)[1][-3000:]
-    time.sleep(0.2)
-  second = run_driver(train_args(model_dir, small_data, tutorial_tokenizer_path, 6,
-                                 "--config.training.seed=1"))
-  Path(f"{model_dir}.release").touch()
-  return model_dir, first.pid, second, finish_driver(first)
-
-
-@pytest.fixture(scope="module")
-def finished_run(finished_and_refused):
-  """A run folder trained 6 steps (checkpoints 5 and 6) and exported."""
-  model_dir, _, _, (code, output) = finished_and_refused
-  assert code == 0, output[-3000:]
-  return model_dir
 
 
 # ------------------------------------------------------------ a kill in the first write
@@ -283,8 +254,8 @@ def shuffled_tokenizer(tmp_path_factory, tutorial_tokenizers):
 
 def test_another_tokenizer_of_the_same_sizes_is_refused(tmp_path, finished_run, small_data,
                                                         shuffled_tokenizer):
-  from transformer.run import run_folder  # pylint: disable=g-import-not-at-top
   from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
+  from transformer.inference import restore  # pylint: disable=g-import-not-at-top
   model_dir = copy_run(finished_run, tmp_path)
   (model_dir / "tokenizer_path.txt").write_text(f"{shuffled_tokenizer}\n")
   with pytest.raises(tokenizers.TokenizerError, match="not those the run in .* was trained"):
@@ -301,9 +272,9 @@ def test_another_tokenizer_of_the_same_sizes_is_refused(tmp_path, finished_run, 
 
 def test_a_run_folder_without_a_recorded_vocabulary_hash_still_evaluates(tmp_path, finished_run):
   from transformer.run import run_folder  # pylint: disable=g-import-not-at-top
-  from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
+  from transformer.inference import restore  # pylint: disable=g-import-not-at-top
   model_dir = copy_run(finished_run, tmp_path)
-  (model_dir / tokenizers.VOCABULARY_HASH_FILE).unlink()
+  (model_dir / run_folder.VOCABULARY_HASH_FILE).unlink()
   assert restore.restore_model_dir(model_dir)[3][-1].endswith("ckpt-6")
 
 
@@ -329,7 +300,7 @@ def test_a_full_disk_at_the_export_keeps_the_old_one_and_the_rerun_exports(expor
   assert json.loads(before[Path("export_info.json")]) == {"step": 6}
   assert_fails_in_one_line(
       code, output,
-      rf"train.py: error: cannot write the export to {model_dir / 'export.new'}: .*File too "
+      rf"train.py: error: cannot write the export to {export}: .*File too "
       rf"large.*; {export} is left as it was, and the trained model is in "
       rf"{model_dir / 'checkpoints' / 'ckpt-8'}\. Free space and rerun")
   assert export_after == before
@@ -530,15 +501,16 @@ def _signal_when(command, ready, signum, stdin=None):
   return proc.returncode, stdout, stderr
 
 
-def test_sigterm_during_evaluate_is_one_line(finished_run):
+def test_sigterm_during_evaluate_is_one_line(tmp_path, finished_run):
   """SIGINT takes the same path (stop_signals.interrupt_on_signals), tested
-  with translate.py below."""
+  with translate.py below. The results would go to tmp_path (evaluate.py checks
+  that it can write them before translating)."""
   def translating(proc):
     for line in proc.stderr:
       if line.startswith("translating"):
         return
   code, stdout, stderr = _signal_when(
-      ["evaluate.py", f"--model_dir={finished_run}", "--output_dir=/dev/null/never"],
+      ["evaluate.py", f"--model_dir={finished_run}", f"--output_dir={tmp_path}"],
       translating, signal.SIGTERM)
   assert code == 128 + signal.SIGTERM and stdout == "", stderr
   assert stderr == ("evaluate.py: stopped by SIGTERM before it finished (it leaves no file half "

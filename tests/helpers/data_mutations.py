@@ -84,7 +84,7 @@ MUTATIONS = (
               "its_budget",)),
     # The tokenizers: reserved tokens, detokenization.
     Mutation("tokenizer_start_id", "sentences begin with [END], not [START]",
-             "transformer/data/tokenizers.py",
+             "transformer/data/tokenizer_module.py",
              "self._start_id = self._reserved_tokens.index(\"[START]\")",
              "self._start_id = self._reserved_tokens.index(\"[END]\")",
              (f"{TOKENS}::test_a_sentence_is_its_word_ids_between_start_and_end",)),
@@ -94,13 +94,13 @@ MUTATIONS = (
              "RESERVED_TOKENS = (\"[PAD]\", \"[UNK]\", \"[END]\", \"[START]\")",
              (f"{TOKENS}::test_the_tutorials_tokenizer_has_the_same_reserved_ids",)),
     Mutation("detokenize_keeps_start_end", "[START] and [END] left in the text (BLEU counts "
-             "them)", "transformer/data/tokenizers.py",
+             "them)", "transformer/data/tokenizer_module.py",
              "dropped = [_re2_escape(t) for t in self._reserved_tokens if t != \"[UNK]\"]",
              "dropped = [_re2_escape(t) for t in self._reserved_tokens if t == \"[PAD]\"]",
              (f"{TOKENS}::test_detokenizing_drops_padding_start_and_end_but_keeps_unknown_"
               "words",)),
     Mutation("detokenize_drops_unknown", "[UNK] dropped from the text: a translation hides "
-             "the words its vocabulary lacks", "transformer/data/tokenizers.py",
+             "the words its vocabulary lacks", "transformer/data/tokenizer_module.py",
              "dropped = [_re2_escape(t) for t in self._reserved_tokens if t != \"[UNK]\"]",
              "dropped = [_re2_escape(t) for t in self._reserved_tokens]",
              (f"{TOKENS}::test_detokenizing_drops_padding_start_and_end_but_keeps_unknown_"
@@ -158,8 +158,8 @@ MUTATIONS = (
              (f"{JAX_STATE}::test_a_resumed_run_repeats_the_uninterrupted_one",)),
     Mutation("jax_resume_step", "a resumed JAX run counts its steps from 0 (it trains past "
              "train_steps)", "transformer/training/jax_trainer.py",
-             "self._step = int(self.optimizer.iterations.numpy())\n    self._pending_record",
-             "self._step = 0\n    self._pending_record",
+             "self._step = int(self.optimizer.iterations.numpy())\n      self._pending_record",
+             "self._step = 0\n      self._pending_record",
              (f"{JAX_STATE}::test_a_resumed_run_repeats_the_uninterrupted_one",)),
     Mutation("jax_budget_cooldown", "the JAX trainer never gives its schedule the time "
              "budget's cooldown", "transformer/training/jax_trainer.py",

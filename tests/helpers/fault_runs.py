@@ -38,17 +38,26 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1",
 #   cut_epoch_record: SIGKILL in the middle of the append of epoch FAULT_STEP's
 #     record (its first 40 characters written);
 #   kill_after_translator_save: SIGKILL once a translator SavedModel is written.
-# The driver runs the script named first (train.py, evaluate.py).
+#   sigterm_in_teacher_forced, full_disk_in_teacher_forced: SIGTERM, or files
+#     limited to 1 byte, as evaluate.py starts its teacher-forced pass (after
+#     the translations, before any result is written);
+#   sigterm_at_save, sigint_at_save, full_disk_at_save: SIGTERM, SIGINT or
+#     files limited to 2 KiB at the first np.save (prepare.py's first file);
+#   kill_after_set_aside: SIGKILL right after the first rename to a hidden name
+#     (a folder set aside before its replacement is renamed in).
+# The driver runs the script named first (train.py, evaluate.py, prepare.py).
 DRIVER = """
-import json, os, resource, runpy, signal, sys, time
+import json, os, pathlib, resource, runpy, signal, sys, time
+import numpy as np
 from tensorflow.python.ops import gen_io_ops
+from transformer.inference import evaluation
 from transformer.inference import export
 from transformer.run import files
 from transformer.training import checkpointing, summaries
 from transformer.training.tf_trainer import TensorFlowTrainer
 
 fault, fault_step = os.environ["FAULT"], int(os.environ.get("FAULT_STEP", "0"))
-model_dir = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--model_dir="))
+model_dir = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--model_dir=")), "")
 
 merge = gen_io_ops.merge_v2_checkpoints
 def merge_or_die(*args, **kwargs):
@@ -127,6 +136,35 @@ def export_then_die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
   return translator
 export.export_translator = export_then_die
+
+teacher_forced_metrics = evaluation.teacher_forced_metrics
+def signalled_teacher_forced(*args, **kwargs):
+  if fault == "sigterm_in_teacher_forced":
+    os.kill(os.getpid(), signal.SIGTERM)
+  if fault == "full_disk_in_teacher_forced":
+    limit_file_size(1)
+  return teacher_forced_metrics(*args, **kwargs)
+evaluation.teacher_forced_metrics = signalled_teacher_forced
+
+np_save, saves = np.save, []
+def signalled_np_save(*args, **kwargs):
+  saves.append(args[0])
+  if len(saves) == 1 and fault in ("sigterm_at_save", "sigint_at_save"):
+    os.kill(os.getpid(), signal.SIGTERM if fault == "sigterm_at_save" else signal.SIGINT)
+  if len(saves) == 1 and fault == "full_disk_at_save":
+    limit_file_size(2048)
+  return np_save(*args, **kwargs)
+np.save = signalled_np_save
+if fault == "sigint_at_save":  # Ctrl-C as in a terminal, also when the suite ignores SIGINT
+  signal.signal(signal.SIGINT, signal.default_int_handler)
+
+path_rename = pathlib.Path.rename
+def rename_then_die(self, target):
+  renamed = path_rename(self, target)
+  if fault == "kill_after_set_aside" and pathlib.Path(target).name.startswith("."):
+    os.kill(os.getpid(), signal.SIGKILL)
+  return renamed
+pathlib.Path.rename = rename_then_die
 
 fit = TensorFlowTrainer.fit
 TensorFlowTrainer.fit = lambda self, *a, **k: fit(self, *a, step_callback=after_step, **k)

@@ -10,7 +10,8 @@ file                               what it holds
 =================================  ===========================================
 ``manifest.json``                  :data:`MANIFEST_FILE`: splits, pair and
                                    token counts, vocabulary sizes, max_tokens,
-                                   the pad/start/end ids, the tokenizer
+                                   the pad/start/end ids, the tokenizer, the
+                                   ``.npy`` files' sha256 (checked at load)
 ``<split>.pt.npy``, ``.en.npy``    every sentence's ids, concatenated (int16
                                    when the vocabulary fits, else int32)
 ``<split>.lengths.npy``            ``(pairs, 2)`` int32: each pair's pt and en
@@ -57,11 +58,12 @@ loss and its gradients are those of the unpadded batch.
 import json
 import os
 from pathlib import Path
-import shutil
 from typing import List, Sequence, Tuple, Union
 
 import numpy as np
 
+from transformer.run import files
+from transformer.run.errors import describe_error
 from transformer.run.run_folder import VOCABULARY_HASH_FILE
 
 PathLike = Union[str, os.PathLike]
@@ -96,48 +98,49 @@ def write_prepared(out_dir: PathLike, splits, vocabularies, manifest: dict,
     manifest: the fields ``prepare.py`` knows (tokenizer, data, max_tokens,
       ids); the splits' counts, vocabulary sizes and dtype are added here.
 
-  Everything goes into a staging folder beside ``out_dir`` that is renamed
-  into place at the end (an older ``out_dir`` is replaced only then): a kill
-  or a full disk leaves the old folder or the new one, whole.
+  Written beside ``out_dir`` and swapped in (:func:`transformer.run.files.staged`):
+  a kill or a full disk leaves the old folder or the new one, whole, never
+  none. A failed write is a :class:`ShardError` naming the file.
   """
   out_dir = Path(out_dir)
   sizes = [len(vocabularies[language]) for language in LANGUAGES]
-  dtype = id_dtype(sizes)
-  staging = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.partial")
-  shutil.rmtree(staging, ignore_errors=True)
-  staging.mkdir(parents=True)
   try:
-    manifest = dict(manifest, format=FORMAT_VERSION, dtype=np.dtype(dtype).name,
-                    vocab_sizes=dict(zip(LANGUAGES, sizes)),
-                    tokenizer_vocabulary_sha256=vocabulary_sha256, splits={})
-    for split, (pt_ids, en_ids) in splits.items():
-      lengths = np.array([[len(p), len(e)] for p, e in zip(pt_ids, en_ids)], np.int32)
-      np.save(staging / f"{split}.lengths.npy", lengths.reshape(-1, 2))
-      for language, ids in zip(LANGUAGES, (pt_ids, en_ids)):
-        flat = np.concatenate(ids) if len(ids) else np.zeros(0)
-        np.save(staging / f"{split}.{language}.npy", flat.astype(dtype))
-      manifest["splits"][split] = {"pairs": len(pt_ids),
-                                   "pt_tokens": int(lengths[:, 0].sum()) if len(lengths) else 0,
-                                   "en_tokens": int(lengths[:, 1].sum()) if len(lengths) else 0}
-    for language in LANGUAGES:
-      (staging / f"vocab.{language}.txt").write_text(
-          "".join(token + "\n" for token in vocabularies[language]), encoding="utf-8")
-    (staging / VOCABULARY_HASH_FILE).write_text(vocabulary_sha256 + "\n",
-                                                             encoding="utf-8")
-    # The manifest last: a folder with one is complete.
-    (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n",
-                                         encoding="utf-8")
-    for path in staging.iterdir():
-      with open(path, "rb") as f:
-        os.fsync(f.fileno())
-    old = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.old")
-    if out_dir.exists():
-      out_dir.rename(old)
-    staging.rename(out_dir)
-    shutil.rmtree(old, ignore_errors=True)
-  finally:
-    shutil.rmtree(staging, ignore_errors=True)
+    with files.staged(out_dir, folder=True) as staging:
+      _write_files(staging, out_dir, splits, vocabularies, dict(
+          manifest, format=FORMAT_VERSION, dtype=np.dtype(id_dtype(sizes)).name,
+          vocab_sizes=dict(zip(LANGUAGES, sizes)),
+          tokenizer_vocabulary_sha256=vocabulary_sha256, splits={}, sha256={}))
+  except OSError as e:
+    raise ShardError(f"cannot write {out_dir}: {describe_error(e)}; it is left as it was") from e
   return out_dir
+
+
+def _write_files(staging: Path, out_dir: Path, splits, vocabularies, manifest: dict) -> None:
+  """:func:`write_prepared`'s files; the manifest (with the sha256s) last: it marks them whole."""
+
+  def saved(name: str, array: np.ndarray) -> None:
+    try:
+      np.save(staging / name, array)
+    except OSError as e:  # np.save's own message names neither the file nor the cause
+      raise ShardError(f"cannot write {out_dir / name}: {describe_error(e)} (a full disk or a "
+                       f"file-size limit?); {out_dir} is left as it was") from e
+    manifest["sha256"][name] = files.sha256_of(staging / name)
+
+  for split, (pt_ids, en_ids) in splits.items():
+    lengths = np.array([[len(p), len(e)] for p, e in zip(pt_ids, en_ids)], np.int32)
+    saved(f"{split}.lengths.npy", lengths.reshape(-1, 2))
+    for language, ids in zip(LANGUAGES, (pt_ids, en_ids)):
+      saved(f"{split}.{language}.npy", (np.concatenate(ids) if len(ids) else np.zeros(0))
+            .astype(manifest["dtype"]))
+    pt_tokens, en_tokens = lengths.sum(axis=0) if len(lengths) else (0, 0)
+    manifest["splits"][split] = dict(pairs=len(pt_ids), pt_tokens=int(pt_tokens),
+                                     en_tokens=int(en_tokens))
+  for language in LANGUAGES:
+    (staging / f"vocab.{language}.txt").write_text(
+        "".join(token + "\n" for token in vocabularies[language]), encoding="utf-8")
+  (staging / VOCABULARY_HASH_FILE).write_text(f"{manifest['tokenizer_vocabulary_sha256']}\n",
+                                              encoding="utf-8")
+  (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 
 
 def read_manifest(prepared_dir: PathLike) -> dict:
@@ -146,8 +149,8 @@ def read_manifest(prepared_dir: PathLike) -> dict:
   try:
     manifest = json.loads(path.read_text(encoding="utf-8"))
   except (OSError, ValueError) as e:
-    raise ShardError(f"{path}: not a readable manifest ({type(e).__name__}: {e}); run "
-                     "prepare.py again") from e
+    raise ShardError(f"{path}: not a readable manifest ({describe_error(e)}); run prepare.py "
+                     "again") from e
   if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
     raise ShardError(f"{path}: not a prepare.py manifest of format {FORMAT_VERSION}; run "
                      "prepare.py again")
@@ -174,19 +177,20 @@ class Split:
 
 def load_split(prepared_dir: PathLike, split: str) -> Split:
   """``split`` of a prepared folder; :class:`ShardError` naming the file when a
-  file is missing, unreadable or does not match the manifest's counts."""
+  file is missing, unreadable, not the one written (its sha256), or does not
+  match the manifest's counts, or when an id lies outside the vocabulary."""
   prepared_dir = Path(prepared_dir)
-  counts = read_manifest(prepared_dir)["splits"].get(split)
+  manifest = read_manifest(prepared_dir)
+  counts = manifest["splits"].get(split)
   if counts is None:
     raise ShardError(f"{prepared_dir / MANIFEST_FILE}: no {split!r} split; run prepare.py again")
+  paths = {name: prepared_dir / f"{split}.{name}.npy" for name in ("lengths", *LANGUAGES)}
   arrays = {}
-  for name in ("lengths", *LANGUAGES):
-    path = prepared_dir / f"{split}.{name}.npy"
+  for name, path in paths.items():
     try:
       arrays[name] = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as e:
-      raise ShardError(f"{path}: unreadable ({type(e).__name__}: {e}); run prepare.py "
-                       "again") from e
+      raise ShardError(f"{path}: unreadable ({describe_error(e)}); run prepare.py again") from e
   lengths = arrays["lengths"]
   expected = {"pt": counts["pt_tokens"], "en": counts["en_tokens"]}
   if lengths.shape != (counts["pairs"], 2) or any(
@@ -195,6 +199,18 @@ def load_split(prepared_dir: PathLike, split: str) -> Split:
       for column, language in enumerate(LANGUAGES)):
     raise ShardError(f"{prepared_dir}: the {split} files do not match {MANIFEST_FILE} "
                      "(cut short or from another run of prepare.py); run prepare.py again")
+  # Folders prepared before the digests were recorded have none to check.
+  for path in paths.values():
+    recorded = manifest.get("sha256", {}).get(path.name)
+    if recorded is not None and files.sha256_of(path) != recorded:
+      raise ShardError(f"{path}: changed since prepare.py wrote it (its sha256 differs from "
+                       f"{MANIFEST_FILE}: a damaged disk or an edited file); run prepare.py "
+                       "again")
+  for language in LANGUAGES:
+    ids, size = arrays[language], manifest["vocab_sizes"][language]
+    if ids.size and (ids.min() < 0 or ids.max() >= size):
+      raise ShardError(f"{paths[language]}: ids outside the vocabulary of {size} tokens (from "
+                       f"{ids.min()} to {ids.max()}); run prepare.py again")
   sides = []
   for column, language in enumerate(LANGUAGES):
     ends = np.cumsum(lengths[:, column])

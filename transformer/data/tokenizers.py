@@ -31,10 +31,8 @@ import hashlib
 import json
 import os
 from pathlib import Path
-import re
-import shutil
 import tempfile
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import List, Sequence, Tuple, Union
 
 from absl import logging
 import tensorflow as tf
@@ -42,16 +40,15 @@ import tensorflow as tf
 import tensorflow_text as text
 
 from transformer.data import ted
-from transformer.data.reserved_tokens import END_ID, PAD_ID, RESERVED_TOKENS, START_ID
-from transformer.run import run_folder
 from transformer.data import wordpiece
+from transformer.data.reserved_tokens import END_ID, PAD_ID, RESERVED_TOKENS, START_ID
+from transformer.data.tokenizer_module import Tokenizers
+from transformer.run import files
 from transformer.run.errors import describe_error
 
 VOCABULARIES = ("separate", "joint")
 # Bump when the exported module changes so that old caches are rebuilt.
 _FORMAT_VERSION = 1
-# In a train.py run folder: the vocabulary_hash of the tokenizer it trained with.
-VOCABULARY_HASH_FILE = run_folder.VOCABULARY_HASH_FILE
 INTERFACE = ("tokenize", "detokenize", "lookup", "get_vocab_size",
              "get_vocab_path", "get_reserved_tokens")
 
@@ -60,84 +57,6 @@ PathLike = Union[str, os.PathLike]
 
 class TokenizerError(ValueError):
   """A tokenizer SavedModel is missing or lacks the expected interface."""
-
-
-def _re2_escape(token: str) -> str:
-  """Escapes a literal for an RE2 pattern (tf.strings.regex_full_match)."""
-  return "".join(c if c.isalnum() else "\\" + c for c in token)
-
-
-class CustomTokenizer(tf.Module):
-  """A BERT WordPiece tokenizer for one language, exportable as a SavedModel."""
-
-  def __init__(self, reserved_tokens: Sequence[str], vocab_path: PathLike):
-    super().__init__()
-    vocab_path = str(vocab_path)
-    self.tokenizer = text.BertTokenizer(vocab_path, **wordpiece.BERT_TOKENIZER_PARAMS)
-    self._reserved_tokens = list(reserved_tokens)
-    self._start_id = self._reserved_tokens.index("[START]")
-    self._end_id = self._reserved_tokens.index("[END]")
-    # An Asset makes tf.saved_model.save copy the file into assets/.
-    self._vocab_path = tf.saved_model.Asset(vocab_path)
-    # One token per "\n"-terminated line, as BertTokenizer reads the file.
-    vocab = Path(vocab_path).read_text(encoding="utf-8").rstrip("\n").split("\n")
-    self.vocab = tf.Variable(vocab)
-    # Reserved tokens except [UNK], which the reader should still see.
-    dropped = [_re2_escape(t) for t in self._reserved_tokens if t != "[UNK]"]
-    self._drop_pattern = "|".join(dropped)
-
-    ragged_ids = tf.RaggedTensorSpec(shape=[None, None], dtype=tf.int64)
-    dense_ids = tf.TensorSpec(shape=[None, None], dtype=tf.int64)
-    # Exporting concrete functions fixes the signatures the SavedModel serves.
-    self.tokenize.get_concrete_function(tf.TensorSpec(shape=[None], dtype=tf.string))
-    for spec in (ragged_ids, dense_ids):
-      self.detokenize.get_concrete_function(spec)
-      self.lookup.get_concrete_function(spec)
-    self.get_vocab_size.get_concrete_function()
-    self.get_vocab_path.get_concrete_function()
-    self.get_reserved_tokens.get_concrete_function()
-
-  @tf.function
-  def tokenize(self, strings):
-    # [batch, words, wordpieces] -> [batch, tokens]
-    ids = self.tokenizer.tokenize(strings).merge_dims(-2, -1)
-    batch = ids.bounding_shape()[0]
-    starts = tf.fill([batch, 1], tf.constant(self._start_id, tf.int64))
-    ends = tf.fill([batch, 1], tf.constant(self._end_id, tf.int64))
-    return tf.concat([starts, ids, ends], axis=1)
-
-  @tf.function
-  def detokenize(self, tokenized):
-    words = self.tokenizer.detokenize(tokenized)
-    keep = tf.logical_not(tf.strings.regex_full_match(words, self._drop_pattern))
-    words = tf.ragged.boolean_mask(words, keep)
-    return tf.strings.reduce_join(words, separator=" ", axis=-1)
-
-  @tf.function
-  def lookup(self, token_ids):
-    return tf.gather(self.vocab, token_ids)
-
-  @tf.function
-  def get_vocab_size(self):
-    return tf.shape(self.vocab)[0]
-
-  @tf.function
-  def get_vocab_path(self):
-    return self._vocab_path
-
-  @tf.function
-  def get_reserved_tokens(self):
-    return tf.constant(self._reserved_tokens)
-
-
-class Tokenizers(tf.Module):
-  """The `.pt` and `.en` tokenizers, saved together like the tutorial's converter."""
-
-  def __init__(self, pt_vocab_path: PathLike, en_vocab_path: PathLike,
-               reserved_tokens: Sequence[str] = RESERVED_TOKENS):
-    super().__init__()
-    self.pt = CustomTokenizer(reserved_tokens, pt_vocab_path)
-    self.en = CustomTokenizer(reserved_tokens, en_vocab_path)
 
 
 def build_tokenizers(train_pairs: Sequence[ted.Pair], export_dir: PathLike,
@@ -207,20 +126,13 @@ def get_or_build_tokenizers(train_pairs_or_data_dir: Union[PathLike, Sequence[te
   if (export_dir / "saved_model.pb").is_file() and not rebuild:
     logging.info("using cached tokenizers %s", export_dir)
     return export_dir
-  export_dir.parent.mkdir(parents=True, exist_ok=True)
-  # Build beside the target and rename, so an interrupted build leaves no
+  # Built beside the target and swapped in, so an interrupted build leaves no
   # half-written SavedModel that would later pass for a cached one.
-  staging = Path(tempfile.mkdtemp(prefix=".building_", dir=export_dir.parent))
-  try:
-    build_tokenizers(train_pairs, staging / "model", vocab_size, vocabulary)
-    (staging / "model" / "build_info.json").write_text(json.dumps(
+  with files.staged(export_dir) as staging:
+    build_tokenizers(train_pairs, staging, vocab_size, vocabulary)
+    (staging / "build_info.json").write_text(json.dumps(
         {"key": key, "vocab_size": vocab_size, "vocabulary": vocabulary,
          "num_pairs": len(train_pairs)}, indent=2))
-    if export_dir.exists():
-      shutil.rmtree(export_dir)
-    (staging / "model").rename(export_dir)
-  finally:
-    shutil.rmtree(staging, ignore_errors=True)
   logging.info("saved tokenizers to %s", export_dir)
   return export_dir
 
@@ -312,23 +224,3 @@ def vocabulary_hash(tokenizers) -> str:
     digest.update(json.dumps([language, _tokens(getattr(tokenizers, language))],
                              ensure_ascii=False).encode("utf-8"))
   return digest.hexdigest()
-
-
-def vocabulary_mismatch(model_dir: PathLike, tokenizers) -> Optional[str]:
-  """Why ``tokenizers`` are not the ones the run in ``model_dir`` recorded
-  (:data:`VOCABULARY_HASH_FILE`), or None: they are, or nothing was recorded
-  (a run folder written before the hash was)."""
-  recorded_file = Path(model_dir) / VOCABULARY_HASH_FILE
-  if not recorded_file.is_file():
-    return None
-  recorded = recorded_file.read_text(encoding="utf-8", errors="replace").strip()
-  if not re.fullmatch(r"[0-9a-f]{64}", recorded):
-    return (f"{recorded_file} is damaged (it holds {recorded[:20]!r}, not the 64 hex digits "
-            "of a sha256), so the run's tokenizer cannot be checked; if this is the run's "
-            "tokenizer, delete the file (the next run records it again)")
-  current = vocabulary_hash(tokenizers)
-  if recorded == current:
-    return None
-  return (f"the tokenizer's vocabularies (sha256 {current[:12]}...) are not those the run in "
-          f"{model_dir} was trained with (sha256 {recorded[:12]}..., {recorded_file.name}); "
-          "use that run's tokenizer")

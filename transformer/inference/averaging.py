@@ -15,8 +15,8 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from transformer.run.checkpoint_files import CheckpointError, drop_unreadable_newest
-from transformer.run.errors import describe_error
+from transformer.run.checkpoint_files import drop_unreadable_newest
+from transformer.run.errors import CheckpointError, describe_error
 
 PathLike = Union[str, os.PathLike]
 # Where tf.train.Checkpoint stores its object graph inside a checkpoint.

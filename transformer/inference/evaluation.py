@@ -26,9 +26,9 @@ from typing import Callable, List, Optional, Sequence, Tuple, Union
 import tensorflow as tf
 
 from transformer.inference import scoring
-from transformer.inference.scoring import result_stem  # pylint: disable=unused-import  (evaluate.py's)
 from transformer.model import losses
 from transformer.data import pipeline
+from transformer.data import ted
 
 PathLike = Union[str, os.PathLike]
 Pair = Tuple[str, str]
@@ -64,10 +64,22 @@ def round_trip(tokenizer, sentences: Sequence[str]) -> List[str]:
 def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output_dir: PathLike,
                   split_name: str, method: str, batch_size: int = 64,
                   reference_tokenizer=None, split_size: Optional[int] = None) -> dict:
+  """:func:`score_bleu`, then its files written (:func:`write_result`); returns the result."""
+  result, hypotheses = score_bleu(translate_batch, pairs, output_dir, split_name, method,
+                                  batch_size, reference_tokenizer, split_size)
+  scoring.write_result(result, hypotheses)
+  return result
+
+
+def score_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output_dir: PathLike,
+               split_name: str, method: str, batch_size: int = 64,
+               reference_tokenizer=None,
+               split_size: Optional[int] = None) -> Tuple[dict, List[str]]:
   """Translates the source side of ``pairs`` and scores it against the target side.
 
-  Writes ``<output_dir>/<stem>.txt`` (one hypothesis per line, in ``pairs``
-  order) and ``<output_dir>/<stem>.json`` with the score, the stem
+  Its files, written by :func:`write_result`, are ``<output_dir>/<stem>.txt``
+  (one hypothesis per line, in ``pairs`` order) and ``<output_dir>/<stem>.json``
+  with the score, the stem
   :func:`result_stem`: ``<split>.<method>``, or ``<split>.<method>.partial<N>``
   when ``split_size`` says that ``pairs`` are only the first N of the split.
 
@@ -80,7 +92,8 @@ def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output
     split_size: the number of pairs in the whole split (None: ``pairs`` are
       the whole split).
   Returns:
-    The JSON's content: bleu, signature, method, split, num_sentences,
+    ``(result, hypotheses)``, the result being the JSON's content: bleu,
+    signature, method, split, num_sentences,
     partial (whether they are only the split's first ones), references,
     hypotheses_file, sacreBLEU's full result line, a note that the text is
     tokenized on purpose, and ``whole_word``: the BLEU of
@@ -93,7 +106,15 @@ def evaluate_bleu(translate_batch: TranslateBatch, pairs: Sequence[Pair], output
   round_tripped = (round_trip(reference_tokenizer, references)
                    if reference_tokenizer is not None else None)
   return scoring.score_hypotheses(hypotheses, references, output_dir, split_name, method,
-                                  round_tripped, split_size)
+                                  round_tripped, split_size), hypotheses
+
+
+def load_pairs(data: PathLike, split: str, limit: int = 0) -> Tuple[List[Pair], int]:
+  """``(pairs, split_size)``: the (pt, en) pairs of ``split`` from ``data`` (a
+  folder of the TED files, or "tfds"), the first ``limit`` when > 0, and how
+  many the whole split has."""
+  pairs = ted.split_pairs(data, split)
+  return (pairs[:limit] if limit else pairs), len(pairs)
 
 
 def teacher_forced_metrics(model, tokenizers, pairs: Sequence[Pair], config) -> dict:

@@ -19,7 +19,6 @@ translator cuts at the model's ``max_position``, and the prepared reference
 to ``max_tokens + 1`` ids before its round trip.
 """
 
-import json
 from pathlib import Path
 from typing import Callable, List
 
@@ -34,10 +33,9 @@ from transformer.inference.jax_decoding import JaxDecoder
 from transformer.model import losses
 from transformer.model import Transformer
 from transformer.run import keras_checkpoints
+from transformer.run import files
 from transformer.run import progress
 from transformer.run import run_folder
-from transformer.run.keras_checkpoints import CHECKPOINT_SUBDIR
-from transformer.run.files import write_text_atomically
 
 
 class PreparedEvaluationError(ValueError):
@@ -47,12 +45,10 @@ class PreparedEvaluationError(ValueError):
 def restore_run(model_dir: Path, manifest: dict, average_last: int = 0):
   """``(config, model, weights paths)``: the run's model with its last (or the
   mean of its last ``average_last``) ``model.weights.h5``."""
-  recorded = model_dir / run_folder.VOCABULARY_HASH_FILE
-  if (recorded.is_file() and recorded.read_text(encoding="utf-8").strip()
-      != manifest["tokenizer_vocabulary_sha256"]):
-    raise PreparedEvaluationError(f"the run in {model_dir} was trained on another tokenizer's "
-                                  f"ids than the prepared folder ({recorded.name})")
-  checkpoints = model_dir / CHECKPOINT_SUBDIR
+  mismatch = run_folder.vocabulary_mismatch(model_dir, manifest["tokenizer_vocabulary_sha256"])
+  if mismatch:
+    raise PreparedEvaluationError(f"the prepared folder's ids: {mismatch}")
+  checkpoints = run_folder.checkpoint_dir(model_dir)
   if not keras_checkpoints.exist(checkpoints):
     raise PreparedEvaluationError(f"{checkpoints} holds no model.weights.h5 checkpoint (a run "
                                   "trained under JAX); score a TensorFlow run on TensorFlow")
@@ -120,6 +116,8 @@ def evaluate_prepared(model_dir, prepared_dir, split: str, method: str, *, avera
   the BLEU record, also written to ``<output_dir>/<stem>.json`` (default
   ``<model_dir>/bleu``) with the hypotheses beside it."""
   model_dir, prepared_dir = Path(model_dir), Path(prepared_dir)
+  output_dir = Path(output_dir or run_folder.bleu_dir(model_dir))
+  files.check_writable(output_dir)  # an OSError now, not after the decoding
   manifest = shards.read_manifest(prepared_dir)
   whole_split = shards.load_split(prepared_dir, split)
   pairs = whole_split.take(max_sentences)
@@ -130,13 +128,12 @@ def evaluate_prepared(model_dir, prepared_dir, split: str, method: str, *, avera
   english = Detokenizer.from_file(prepared_dir / "vocab.en.txt")
   with progress.announced(f"translating {len(pairs)} {split} sentences ({method}, JAX)", say):
     tokens = decode_sources(decoder, pairs.pt, batch_size)
-  output_dir = Path(output_dir or model_dir / "bleu")
-  result = scoring.score_hypotheses(english(tokens), references, output_dir, split, method,
+  hypotheses = english(tokens)
+  result = scoring.score_hypotheses(hypotheses, references, output_dir, split, method,
                                     english(pairs.en), len(whole_split))
   with progress.announced(f"teacher-forced loss and accuracy on {len(pairs)} sentences", say):
     teacher_forced = teacher_forced_metrics(model, pairs, config)
   result = {**result, "checkpoints": checkpoints, "export_dir": None,
             "teacher_forced": teacher_forced}
-  stem = scoring.result_stem(split, method, len(pairs), len(whole_split))
-  write_text_atomically(output_dir / f"{stem}.json", json.dumps(result, indent=2) + "\n")
+  scoring.write_result(result, hypotheses)
   return result

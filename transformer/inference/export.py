@@ -44,7 +44,6 @@ on training (it needs this package to load).
 import json
 import os
 from pathlib import Path
-import shutil
 from typing import Union
 
 from absl import logging
@@ -52,13 +51,14 @@ import tensorflow as tf
 
 from transformer.inference import decoding
 from transformer.config import default_config
+from transformer.run import files
+from transformer.run import run_folder
+from transformer.run.errors import TrainingError, describe_error
 
 # The tutorial's MAX_TOKENS: the longest output its translator produces.
 MAX_TOKENS = 128
 
 PathLike = Union[str, os.PathLike]
-# In a train.py export folder: the training step its files were written at.
-EXPORT_INFO_FILE = "export_info.json"
 SENTENCES = tf.TensorSpec(shape=[None], dtype=tf.string, name="sentences")
 
 
@@ -231,34 +231,61 @@ def save_keras_model(model, path: PathLike) -> Path:
   return path
 
 
-def _sibling(target: Path, suffix: str) -> Path:
-  return target.with_name(target.name + suffix)
+class ExportError(TrainingError):
+  """An export cannot be written, or its folder holds what this project did not export."""
 
 
-def begin_swap(target: PathLike) -> Path:
-  """An empty folder beside ``target`` (``<target>.new``) to write its next
-  version into, for :func:`finish_swap`. A swap a crash cut short between its
-  two renames is undone first, so that ``target`` is whole again."""
+# What an export folder may hold: a translator SavedModel's files, train.py's
+# export/ files, its EXPORT_INFO_FILE. A folder holding anything else is not replaced.
+_EXPORT_ENTRIES = frozenset({
+    "saved_model.pb", "fingerprint.pb", "variables", "assets", run_folder.EXPORT_INFO_FILE,
+    run_folder.EXPORT_TRANSLATOR, run_folder.EXPORT_KERAS_MODEL, "transformer.weights.h5"})
+
+
+def check_export_target(target: PathLike, advice: str = "choose another folder") -> None:
+  """:class:`ExportError` unless ``target`` is absent, empty, or an earlier
+  export (what :data:`_EXPORT_ENTRIES` names): an export replaces its folder
+  whole, and must never delete what this project did not write there.
+  ``advice`` ends the message."""
   target = Path(target)
-  old, staging = _sibling(target, ".old"), _sibling(target, ".new")
-  if old.exists() and not target.exists():
-    old.rename(target)
-  shutil.rmtree(old, ignore_errors=True)
-  shutil.rmtree(staging, ignore_errors=True)
-  staging.mkdir(parents=True)
-  return staging
+  if not target.exists():
+    return
+  if not target.is_dir():
+    raise ExportError(f"{target} exists and is not a folder")
+  foreign = sorted(p.name for p in target.iterdir() if p.name not in _EXPORT_ENTRIES)
+  if foreign:
+    shown = ", ".join(foreign[:4]) + (", ..." if len(foreign) > 4 else "")
+    raise ExportError(f"{target} holds files that are not an export ({shown}); an export "
+                      "replaces its folder whole, so it goes only into a new or empty folder "
+                      f"or an earlier export: {advice}")
 
 
-def finish_swap(staging: PathLike, target: PathLike, step: int, **info) -> None:
-  """Records ``step`` (and ``info``, e.g. the checkpoints averaged) in
-  ``staging``'s :data:`EXPORT_INFO_FILE` and puts it in place of ``target``:
-  readers see the whole old or the whole new folder, one step's files either
-  way. ``train.py`` and ``evaluate.py --export_dir`` export through it."""
-  staging, target = Path(staging), Path(target)
-  (staging / EXPORT_INFO_FILE).write_text(json.dumps({"step": step, **info}) + "\n",
-                                          encoding="utf-8")
-  old = _sibling(target, ".old")
-  if target.exists():
-    target.rename(old)
-  staging.rename(target)
-  shutil.rmtree(old, ignore_errors=True)
+def export_model(model, tokenizers, decoding_config, target: PathLike, step: int,
+                 translator_subdir: str = "", keras_model: bool = False, **info):
+  """Exports the translator SavedModel (into ``target/translator_subdir``) and,
+  with ``keras_model``, the ``.keras`` model beside it, with ``step`` and
+  ``info`` (e.g. the checkpoints averaged) in :data:`transformer.run.run_folder.EXPORT_INFO_FILE`.
+
+  The folder is written beside ``target`` and swapped in whole
+  (:func:`transformer.run.files.staged`): readers see the old export or the
+  new one, one step's files either way. ``train.py`` and ``evaluate.py
+  --export_dir`` export through it. Returns the translator, in memory.
+
+  Raises:
+    ExportError: ``target`` holds other files (:func:`check_export_target`), or
+      a write failed (a full disk); ``target`` is then left as it was.
+  """
+  target = Path(target)
+  check_export_target(target)
+  try:
+    with files.staged(target, folder=True) as staging:
+      if keras_model:
+        save_keras_model(model, staging / run_folder.EXPORT_KERAS_MODEL)
+      translator = export_translator(model, tokenizers, staging / translator_subdir,
+                                     decoding_config)
+      (staging / run_folder.EXPORT_INFO_FILE).write_text(
+          json.dumps({"step": step, **info}) + "\n", encoding="utf-8")
+  except (OSError, tf.errors.OpError) as e:
+    raise ExportError(f"cannot write the export to {target}: {describe_error(e)}; {target} "
+                      "is left as it was") from e
+  return translator

@@ -34,7 +34,8 @@ def score_hypotheses(hypotheses: Sequence[str], references: Sequence[str],
                      output_dir: PathLike, split_name: str, method: str,
                      round_tripped_references: Optional[Sequence[str]] = None,
                      split_size: Optional[int] = None) -> dict:
-  """Scores ``hypotheses`` and writes ``<output_dir>/<stem>.txt`` and ``.json``.
+  """The BLEU record of ``hypotheses``, to be written by :func:`write_result` as
+  ``<output_dir>/<stem>.txt`` and ``.json``.
 
   Args:
     hypotheses, references: one string per sentence, references as in the data.
@@ -42,7 +43,7 @@ def score_hypotheses(hypotheses: Sequence[str], references: Sequence[str],
       for ``bleu`` (None: ``bleu`` on the references as in the data).
     split_size: as :func:`result_stem`.
   Returns:
-    The JSON's content (see :func:`transformer.inference.evaluation.evaluate_bleu`).
+    The JSON's content (see :func:`transformer.inference.evaluation.score_bleu`).
   """
   whole_word = bleu_lib.whole_word_bleu(hypotheses, references)
   scored = references if round_tripped_references is None else round_tripped_references
@@ -50,18 +51,22 @@ def score_hypotheses(hypotheses: Sequence[str], references: Sequence[str],
   # "forgot to detokenize" warning does not apply; the JSON says so instead.
   bleu = sacrebleu.BLEU(force=True)
   score = bleu.corpus_score(list(hypotheses), [list(scored)])
-  output_dir = Path(output_dir)
-  output_dir.mkdir(parents=True, exist_ok=True)
   stem = result_stem(split_name, method, len(hypotheses), split_size)
-  hypotheses_file = output_dir / f"{stem}.txt"
+  return {"bleu": score.score, "signature": str(bleu.get_signature()), "method": method,
+          "split": split_name, "num_sentences": len(hypotheses),
+          "partial": stem != f"{split_name}.{method}",
+          "references": ("tokenizer round trip" if round_tripped_references is not None
+                         else "as in the data"),
+          "hypotheses_file": str(Path(output_dir) / f"{stem}.txt"), "details": str(score),
+          "note": TOKENIZED_BLEU_NOTE, "whole_word": whole_word}
+
+
+def write_result(result: dict, hypotheses: Sequence[str]) -> None:
+  """Writes the hypotheses (``result["hypotheses_file"]``), then the JSON beside
+  them, each whole (:func:`transformer.run.files.staged`): a stop leaves the
+  previous complete JSON, never a part of this one."""
+  hypotheses_file = Path(result["hypotheses_file"])
+  hypotheses_file.parent.mkdir(parents=True, exist_ok=True)
   # Hypotheses hold no newlines (the detokenizer joins tokens with spaces).
   write_text_atomically(hypotheses_file, "".join(h + "\n" for h in hypotheses))
-  result = {"bleu": score.score, "signature": str(bleu.get_signature()), "method": method,
-            "split": split_name, "num_sentences": len(hypotheses),
-            "partial": stem != f"{split_name}.{method}",
-            "references": ("tokenizer round trip" if round_tripped_references is not None
-                           else "as in the data"),
-            "hypotheses_file": str(hypotheses_file), "details": str(score),
-            "note": TOKENIZED_BLEU_NOTE, "whole_word": whole_word}
-  write_text_atomically(output_dir / f"{stem}.json", json.dumps(result, indent=2) + "\n")
-  return result
+  write_text_atomically(hypotheses_file.with_suffix(".json"), json.dumps(result, indent=2) + "\n")

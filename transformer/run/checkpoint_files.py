@@ -21,17 +21,11 @@ import tensorflow as tf
 # with a deprecation warning on the console.
 from tensorflow.python.checkpoint import checkpoint_management
 
-from transformer.run.errors import TrainingError, describe_error
-
-CHECKPOINT_SUBDIR = "checkpoints"
-# Where unreadable checkpoints are moved, under CHECKPOINT_SUBDIR (kept, not deleted).
-UNREADABLE_SUBDIR = "unreadable"
+from transformer.run.errors import CheckpointError, describe_error
+# CHECKPOINT_SUBDIR is named here too for the readers of checkpoints.
+from transformer.run.run_folder import CHECKPOINT_SUBDIR, UNREADABLE_SUBDIR  # pylint: disable=unused-import
 # TensorFlow writes ckpt-N into ckpt-N_temp/ and merges it into ckpt-N.* at the end.
 PARTIAL_WRITE_SUFFIX = "_temp"
-
-
-class CheckpointError(TrainingError):
-  """A checkpoint is missing, corrupt, or does not fit this model."""
 
 
 def checkpoint_name(path: str) -> str:

@@ -17,3 +17,7 @@ def describe_error(error: BaseException) -> str:
 
 class NonFiniteLossError(TrainingError):
   """The loss became NaN or Inf; nothing was saved after the last good checkpoint."""
+
+
+class CheckpointError(TrainingError):
+  """A checkpoint is missing, corrupt, or does not fit this model (either trainer's)."""

@@ -1,18 +1,33 @@
-"""Files of a run folder written safely, without TensorFlow: whole text files and the run's lock.
+"""Files written safely, without TensorFlow: staged then renamed, and a run folder's lock.
 
+:func:`staged` is the one way this project replaces a file or a folder whole
+(config.json, metrics' neighbours, checkpoints, exports, prepared data,
+tokenizers, BLEU results): the new version is written under a fixed name
+beside the target (``.NAME.partial``), then put in its place, so that a kill
+or a full disk leaves the old version or the new one, and the next write
+removes what a kill left. :func:`lock_run_folder` takes the run's lock.
 Both trainers use them: :mod:`transformer.training.checkpointing` (TensorFlow)
 and :mod:`transformer.training.jax_trainer` (Keras on JAX).
 """
 
+import atexit
+import contextlib
+import ctypes
 import fcntl
+import hashlib
 import os
 from pathlib import Path
+import shutil
+from typing import Iterator
 
 from absl import logging
 
 from transformer.run.errors import TrainingError
+from transformer.run.run_folder import LOCK_FILE
 
-LOCK_FILE = "train.lock"
+# renameat2's flag that swaps two paths in one step (Linux 3.15+, glibc 2.28+).
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
 
 
 class RunLockedError(TrainingError):
@@ -23,18 +38,131 @@ class RunLockedError(TrainingError):
     self.holder = holder
 
 
-def write_text_atomically(path: Path, text: str) -> None:
-  """Writes ``text`` to a temporary file beside ``path`` and renames it over
-  ``path``: a kill or a full disk leaves the old file or the new one, whole."""
-  temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def staging_path(path: Path) -> Path:
+  """Where :func:`staged` writes ``path``'s next version: a fixed name beside it
+  that keeps its suffixes (``model.weights.h5`` -> ``.model.partial.weights.h5``,
+  which Keras requires)."""
+  stem, dot, suffixes = path.name.partition(".")
+  return path.with_name(f".{stem}.partial{dot}{suffixes}")
+
+
+def _remove(path: Path) -> None:
+  if path.is_dir() and not path.is_symlink():
+    shutil.rmtree(path, ignore_errors=True)
+  elif path.exists() or path.is_symlink():
+    path.unlink(missing_ok=True)
+
+
+def _fsync_below(path: Path, recursive: bool = True) -> None:
+  """Flushes ``path`` (a file, or a folder and with ``recursive`` every file
+  below it) to the disk."""
+  below = [p for p in path.rglob("*") if p.is_file()] if recursive and path.is_dir() else []
+  for file in [path, *below]:
+    fd = os.open(file, os.O_RDONLY)
+    try:
+      os.fsync(fd)
+    finally:
+      os.close(fd)
+
+
+def _exchange(first: Path, second: Path) -> bool:
+  """Swaps two existing paths in one step; False where the system cannot."""
+  # The process's own symbols, the C library's among them (no search for its file).
+  renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+  if renameat2 is None:
+    return False
+  return renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second),
+                   _RENAME_EXCHANGE) == 0
+
+
+def _put_in_place(staging: Path, path: Path) -> None:
+  """Puts ``staging`` where ``path`` is. A folder in place is swapped with it in
+  one step where the system allows (``path`` is never missing), else renamed
+  aside first; the old version is then removed."""
+  if not (path.is_dir() and staging.is_dir()):
+    os.replace(staging, path)
+  elif _exchange(staging, path):
+    shutil.rmtree(staging, ignore_errors=True)  # the old version now
+  else:
+    old = path.with_name(f".{path.name}.old")
+    _remove(old)
+    path.rename(old)
+    staging.rename(path)
+    shutil.rmtree(old, ignore_errors=True)
+  _fsync_below(path.parent, recursive=False)  # the rename itself
+
+
+def recover(path: Path) -> None:
+  """Undoes what a kill left of an earlier :func:`staged` write of ``path``: the
+  old version put back if the kill came between two renames, the staging removed."""
+  old = path.with_name(f".{path.name}.old")
+  if old.exists() and not path.exists():
+    logging.warning("putting back %s, which a stopped write had set aside", path)
+    old.rename(path)
+  _remove(old)
+  _remove(staging_path(path))
+
+
+@contextlib.contextmanager
+def staged(path, folder: bool = False) -> Iterator[Path]:
+  """Yields where to write ``path``'s next version, a file or a folder (made
+  empty first if ``folder``); when the block ends without an error, flushes it
+  to the disk and puts it in place of ``path``. On an error (or a signal) the staging is
+  removed and ``path`` is left as it was."""
+  path = Path(path)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  recover(path)
+  staging = staging_path(path)
+  if folder:
+    staging.mkdir()
   try:
-    with open(temporary, "w", encoding="utf-8") as f:
-      f.write(text)
-      f.flush()
-      os.fsync(f.fileno())
-    os.replace(temporary, path)
+    yield staging
+    _fsync_below(staging)
+    _put_in_place(staging, path)
+  except OSError as e:  # a full disk's EFBIG/ENOSPC names no file: this one is named
+    if e.errno is not None and e.filename is None:
+      e.filename = str(path)
+    raise
   finally:
-    temporary.unlink(missing_ok=True)
+    _remove(staging)
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+  """Replaces ``path`` with ``text`` whole (:func:`staged`)."""
+  with staged(path) as staging:
+    staging.write_text(text, encoding="utf-8")
+
+
+def sha256_of(path: Path) -> str:
+  """The hex sha256 of the file ``path``, read in blocks."""
+  digest = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      digest.update(block)
+  return digest.hexdigest()
+
+
+def check_writable(folder: Path) -> None:
+  """Creates ``folder`` if needed and writes a file in it (then removes it):
+  an ``OSError`` now, when nothing was done yet, rather than after hours of work."""
+  folder = Path(folder)
+  folder.mkdir(parents=True, exist_ok=True)
+  probe = folder / f".write_check.{os.getpid()}"
+  try:
+    probe.write_bytes(b"\n")
+  finally:
+    probe.unlink(missing_ok=True)
+
+
+def lock_run_folder(model_dir: Path) -> "RunLock":
+  """Creates ``model_dir`` and takes its :class:`RunLock` until the process
+  ends; Python's exit (finished, a signal, an error) removes the lock file, so
+  the next run finds no stale lock, and a killed run's is taken over."""
+  model_dir.mkdir(parents=True, exist_ok=True)
+  lock = RunLock(model_dir)
+  atexit.register(lock.release)  # first: a Ctrl-C right after acquire() is an exit too
+  lock.acquire()
+  return lock
 
 
 class RunLock:

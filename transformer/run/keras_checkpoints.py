@@ -13,19 +13,24 @@ optimizer step), holding
                        dropout layers' random states among them), so that a
                        resumed run draws the masks the uninterrupted one would
 ``state.json``         the position in the data and the run's state
+``sha256.json``        the sha256 of each file above, taken as it was written
 =====================  ====================================================
 
 A checkpoint is written into ``checkpoints/.step-<N>.partial`` and renamed
-into place: a folder named ``step-<N>`` is complete, and a kill or a full disk
-leaves at most a partial folder, which the next restore removes. As in
+into place (:func:`transformer.run.files.staged`): a folder named ``step-<N>``
+is complete, and a kill or a full disk leaves at most a partial folder, which
+the next write or restore removes. A file whose sha256 is not the one recorded
+(a flipped bit, a zeroed block, a cut file) makes its checkpoint unreadable,
+as a missing file does: TensorFlow's checkpoints carry a checksum per tensor,
+and h5py alone loads damaged floats silently. As in
 :mod:`transformer.training.checkpointing`, a newest checkpoint that cannot be
 read is moved to ``checkpoints/unreadable/`` with a warning and the one before
-it is used; only when none is readable is the run refused. The chief keeps the
+it is used (readers, ``evaluate.py`` and ``translate.py``, skip it without
+moving it); only when none is readable is the run refused. The chief keeps the
 newest ``keep``.
 """
 
 import json
-import os
 from pathlib import Path
 import re
 import shutil
@@ -35,17 +40,13 @@ from typing import List, Optional, Tuple
 from absl import logging
 import numpy as np
 
-from transformer.run.errors import TrainingError, describe_error
-
-CHECKPOINT_SUBDIR = "checkpoints"
-UNREADABLE_SUBDIR = "unreadable"
+from transformer.run import files
+from transformer.run.errors import CheckpointError, describe_error
+from transformer.run.run_folder import UNREADABLE_SUBDIR
 WEIGHTS_FILE = "model.weights.h5"
+DIGESTS_FILE = "sha256.json"
 _FILES = (WEIGHTS_FILE, "optimizer.npz", "non_trainable.npz", "state.json")
 _NAME = re.compile(r"step-(\d+)")
-
-
-class CheckpointError(TrainingError):
-  """No readable checkpoint, or one that does not fit the model."""
 
 
 def checkpoint_dirs(directory: Path) -> List[Path]:
@@ -65,12 +66,24 @@ def latest_weights(directory: Path) -> Optional[Path]:
   return dirs[-1] / WEIGHTS_FILE if dirs else None
 
 
-def _fsync(path: Path) -> None:
-  fd = os.open(path, os.O_RDONLY)
+def damage(path: Path) -> Optional[str]:
+  """Why the checkpoint folder ``path`` cannot be trusted (a file missing, or
+  one whose sha256 is not the one recorded at write time), or None. Folders
+  written before the digests were recorded are checked for their files only."""
+  missing = [name for name in _FILES if not (path / name).is_file()]
+  if missing:
+    return f"missing {', '.join(missing)}"
+  if not (path / DIGESTS_FILE).is_file():
+    return None
   try:
-    os.fsync(fd)
-  finally:
-    os.close(fd)
+    recorded = json.loads((path / DIGESTS_FILE).read_text(encoding="utf-8"))
+    changed = [name for name in _FILES if recorded[name] != files.sha256_of(path / name)]
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    return f"{DIGESTS_FILE} unreadable ({describe_error(e)})"
+  if changed:
+    return (f"{', '.join(changed)} changed since written (sha256 differs from "
+            f"{DIGESTS_FILE}: a damaged disk or an edited file)")
+  return None
 
 
 def save(directory: Path, step: int, model, optimizer_values, non_trainable_values,
@@ -79,22 +92,17 @@ def save(directory: Path, step: int, model, optimizer_values, non_trainable_valu
   save; the other values are arrays) and keeps the newest ``keep``."""
   directory = Path(directory)
   final = directory / f"step-{step}"
-  partial = directory / f".step-{step}.partial"
-  shutil.rmtree(partial, ignore_errors=True)
-  partial.mkdir(parents=True)
   try:
-    model.save_weights(str(partial / WEIGHTS_FILE))
-    np.savez(partial / "optimizer.npz", *[np.asarray(v) for v in optimizer_values])
-    np.savez(partial / "non_trainable.npz", *[np.asarray(v) for v in non_trainable_values])
-    (partial / "state.json").write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
-    for name in _FILES:
-      _fsync(partial / name)
-    if final.exists():  # the same step saved again (a resumed run's first save)
-      shutil.rmtree(final)
-    partial.rename(final)
-    _fsync(directory)
+    # The same step may be saved again (a resumed run's first save): replaced whole.
+    with files.staged(final, folder=True) as partial:
+      model.save_weights(str(partial / WEIGHTS_FILE))
+      np.savez(partial / "optimizer.npz", *[np.asarray(v) for v in optimizer_values])
+      np.savez(partial / "non_trainable.npz", *[np.asarray(v) for v in non_trainable_values])
+      (partial / "state.json").write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
+      (partial / DIGESTS_FILE).write_text(
+          json.dumps({name: files.sha256_of(partial / name) for name in _FILES}, indent=1) + "\n",
+          encoding="utf-8")
   except OSError as e:
-    shutil.rmtree(partial, ignore_errors=True)
     latest = checkpoint_dirs(directory)
     raise CheckpointError(
         f"cannot write the checkpoint {final}: {describe_error(e)}. The last good checkpoint "
@@ -112,9 +120,9 @@ class _Unreadable(Exception):
 def _read(path: Path, model) -> Tuple[List[np.ndarray], List[np.ndarray], dict]:
   """Loads the weights into ``model``; returns the other files' contents.
   Raises :class:`_Unreadable`, or :class:`CheckpointError` for weights of another model."""
-  missing = [name for name in _FILES if not (path / name).is_file()]
-  if missing:
-    raise _Unreadable(f"missing {', '.join(missing)}")
+  reason = damage(path)
+  if reason:
+    raise _Unreadable(reason)
   try:
     state = json.loads((path / "state.json").read_text(encoding="utf-8"))
     arrays = []
@@ -169,9 +177,14 @@ def restore(directory: Path,
 
 
 def last_weights(directory: Path, n: int) -> List[Path]:
-  """The weights files of the last ``n`` checkpoints, oldest first;
-  :class:`CheckpointError` when there are fewer."""
+  """The weights files of the last ``n`` checkpoints up to the newest intact one
+  (:func:`damage`), oldest first; the newer ones are skipped with a warning and
+  left in place. :class:`CheckpointError` when there are fewer."""
   dirs = checkpoint_dirs(directory)
+  while dirs and damage(dirs[-1]):
+    logging.warning("skipping the checkpoint %s: it cannot be read (%s)", dirs[-1],
+                    damage(dirs[-1]))
+    dirs.pop()
   if n < 1 or len(dirs) < n:
     raise CheckpointError(f"asked for the last {n} checkpoints but {directory} has {len(dirs)}")
   return [path / WEIGHTS_FILE for path in dirs[-n:]]

@@ -1,9 +1,25 @@
-"""A ``train.py`` output folder read back: its configuration and its trained model."""
+"""A ``train.py`` output folder: the names of its files and folders, and its files read back.
+
+Every script and both trainers name the folder's parts through this module
+(README: What --model_dir holds)::
+
+  <model_dir>/config.json                   CONFIG_FILE
+             /tokenizer_path.txt            TOKENIZER_PATH_FILE
+             /tokenizer_vocabulary_sha256.txt  VOCABULARY_HASH_FILE
+             /metrics.jsonl                 METRICS_FILE
+             /train.lock                    LOCK_FILE (while a train.py runs)
+             /checkpoints/                  CHECKPOINT_SUBDIR (unreadable ones in
+                                            checkpoints/unreadable/)
+             /export/                       EXPORT_SUBDIR (translator/, transformer.keras)
+             /bleu/                         BLEU_SUBDIR (evaluate.py's and train.py's scores)
+             /logs/                         LOGS_SUBDIR (TensorBoard)
+"""
 
 import json
 import os
 from pathlib import Path
-from typing import List, Union
+import re
+from typing import List, Optional, Union
 
 from absl import logging
 
@@ -16,10 +32,47 @@ TOKENIZER_PATH_FILE = "tokenizer_path.txt"
 # One JSON record per line: each epoch's, and train.py's "final" one.
 METRICS_FILE = "metrics.jsonl"
 VOCABULARY_HASH_FILE = "tokenizer_vocabulary_sha256.txt"  # the tokenizer's identity
+LOCK_FILE = "train.lock"
+CHECKPOINT_SUBDIR = "checkpoints"
+# Where checkpoints that cannot be read are moved, under CHECKPOINT_SUBDIR (kept, not deleted).
+UNREADABLE_SUBDIR = "unreadable"
+EXPORT_SUBDIR = "export"
+# In EXPORT_SUBDIR: the translator SavedModel and the native Keras model.
+EXPORT_TRANSLATOR = "translator"
+EXPORT_KERAS_MODEL = "transformer.keras"
+# In an export folder (train.py's, evaluate.py --export_dir's): the step its files were written at.
+EXPORT_INFO_FILE = "export_info.json"
+BLEU_SUBDIR = "bleu"
+LOGS_SUBDIR = "logs"
+
+
+def checkpoint_dir(model_dir: PathLike) -> Path:
+  """``<model_dir>/checkpoints``: either trainer's checkpoints."""
+  return Path(model_dir) / CHECKPOINT_SUBDIR
+
+
+def export_dir(model_dir: PathLike) -> Path:
+  """``<model_dir>/export``: train.py's export, swapped in whole."""
+  return Path(model_dir) / EXPORT_SUBDIR
+
+
+def bleu_dir(model_dir: PathLike) -> Path:
+  """``<model_dir>/bleu``: the hypotheses and scores of train.py and evaluate.py."""
+  return Path(model_dir) / BLEU_SUBDIR
 
 
 class RunFolderError(TrainingError):
   """A file of a ``train.py`` output folder is unreadable."""
+
+
+def exported_step(export_dir: PathLike) -> Optional[int]:
+  """The step of the export in ``export_dir`` (its :data:`EXPORT_INFO_FILE`),
+  or None when there is none or it does not say."""
+  try:
+    return int(json.loads((Path(export_dir) / EXPORT_INFO_FILE).read_text(encoding="utf-8"))
+               ["step"])
+  except (OSError, ValueError, KeyError, TypeError):
+    return None
 
 
 def read_run_config(config_file: PathLike) -> dict:
@@ -58,3 +111,23 @@ def read_metrics(metrics_path: PathLike) -> List[dict]:
         logging.warning("%s: line %d is not a whole record (cut short by a kill?); skipped: "
                         "%.60s", metrics_path, number, line.strip())
   return records
+
+
+def vocabulary_mismatch(model_dir: PathLike, vocabulary_hash: str) -> Optional[str]:
+  """Why a tokenizer of ``vocabulary_hash`` (the sha256 of its vocabularies) is
+  not the one the run in ``model_dir`` recorded (:data:`VOCABULARY_HASH_FILE`),
+  or None: it is, or nothing was recorded (a run folder written before the
+  hash was)."""
+  recorded_file = Path(model_dir) / VOCABULARY_HASH_FILE
+  if not recorded_file.is_file():
+    return None
+  recorded = recorded_file.read_text(encoding="utf-8", errors="replace").strip()
+  if not re.fullmatch(r"[0-9a-f]{64}", recorded):
+    return (f"{recorded_file} is damaged (it holds {recorded[:20]!r}, not the 64 hex digits "
+            "of a sha256), so the run's tokenizer cannot be checked; if this is the run's "
+            "tokenizer, delete the file (the next run records it again)")
+  if recorded == vocabulary_hash:
+    return None
+  return (f"the tokenizer's vocabularies (sha256 {vocabulary_hash[:12]}...) are not those the "
+          f"run in {model_dir} was trained with (sha256 {recorded[:12]}..., "
+          f"{recorded_file.name}); use that run's tokenizer")

@@ -39,9 +39,10 @@ import tensorflow as tf
 
 from transformer.run import progress
 from transformer.run.checkpoint_files import (
-    CHECKPOINT_SUBDIR, CheckpointError, drop_unreadable_newest, intact_checkpoints,
-    remove_partial_writes, write_index, written_checkpoints)
-from transformer.run.errors import describe_error
+    drop_unreadable_newest, intact_checkpoints, remove_partial_writes, write_index,
+    written_checkpoints)
+from transformer.run.errors import CheckpointError, describe_error
+from transformer.run.run_folder import CHECKPOINT_SUBDIR
 from transformer.training import distribute
 
 

@@ -5,7 +5,7 @@
 * :class:`Bleu`: validation BLEU through the translator (every N epochs and at
   the end), written under ``bleu/`` and to TensorBoard.
 * :func:`export`: the translator SavedModel and the ``.keras`` model, swapped
-  into ``export/`` whole; :func:`exported_step` tells a rerun what is there.
+  into ``export/`` whole.
 * :func:`exit_if_stopped` and :func:`stopped_during_export`: exit 128 + N with
   one line after signal N.
 
@@ -23,7 +23,6 @@ from absl import logging
 from transformer.run import files
 from transformer.run import progress
 from transformer.run import run_folder
-from transformer.run.errors import describe_error
 from transformer.training.run_checks import RunError
 
 
@@ -34,7 +33,8 @@ def exit_if_stopped(result, model_dir: Path) -> None:
     return
   name = signal.Signals(result.interrupted_by).name
   print(f"train.py: stopped by {name} at step {result.step}; checkpoint saved in "
-        f"{model_dir / 'checkpoints'}; rerun the same command to resume", file=sys.stderr)
+        f"{run_folder.checkpoint_dir(model_dir)}; rerun the same command to resume",
+        file=sys.stderr)
   sys.exit(128 + result.interrupted_by)
 
 
@@ -60,7 +60,7 @@ class Bleu:
   def recorded(self, step) -> bool:
     """Whether a final record at ``step`` holds the BLEU of these pairs and method."""
     metrics, scores = (self.model_dir / run_folder.METRICS_FILE,
-                       self.model_dir / "bleu" / f"validation.{self.method}.json")
+                       run_folder.bleu_dir(self.model_dir) / f"validation.{self.method}.json")
     if not (metrics.is_file() and scores.is_file()):
       return False
     finals = [r for r in run_folder.read_metrics(metrics)
@@ -89,8 +89,8 @@ class Bleu:
       # A live count on a terminal, as evaluate.py shows: the pass takes minutes.
       translate_batch = progress.counted(evaluation.translator_batch_fn(translator, method),
                                          len(self.pairs), sys.stdout)
-      result = evaluation.evaluate_bleu(translate_batch, self.pairs, self.model_dir / "bleu",
-                                        split_name, method,
+      result = evaluation.evaluate_bleu(translate_batch, self.pairs,
+                                        run_folder.bleu_dir(self.model_dir), split_name, method,
                                         reference_tokenizer=self.tokenizers.en)
     logging.info("%s BLEU (%s, %d sentences): %.2f", split_name, method,
                  result["num_sentences"], result["bleu"])
@@ -98,38 +98,29 @@ class Bleu:
     return result["bleu"]
 
 
-def exported_step(model_dir: Path):
-  """The step of the export in ``model_dir/export`` (its export_info.json), or None."""
-  # Deferred: export imports TensorFlow, kept out of the JAX process.
-  from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
-  try:
-    info = json.loads((model_dir / "export" / export_lib.EXPORT_INFO_FILE).read_text())
-    return info["step"]
-  except (OSError, ValueError, KeyError, TypeError):  # none yet, or unreadable: export again
-    return None
-
-
 def export(trainer, tokenizers, config, model_dir):
   """Exports the translator SavedModel and the .keras model into export/, swapped
-  in whole (:func:`transformer.inference.export.begin_swap`); returns the in-memory
-  translator and the paths. A failed write (a full disk) keeps the old export."""
-  # Deferred: TensorFlow is kept out of the JAX process.
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  in whole (:func:`transformer.inference.export.export_model`); returns the
+  in-memory translator and the paths. A failed write (a full disk) keeps the old export."""
+  # Deferred: export imports TensorFlow, kept out of the JAX process.
   from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
-  export_dir = model_dir / "export"
-  staging = export_lib.begin_swap(export_dir)
+  export_dir = run_folder.export_dir(model_dir)
+  try:  # files of the user's in export/ are never replaced
+    export_lib.check_export_target(
+        export_dir, "move them, then rerun the same command to export (the trained model is in "
+        f"{trainer.latest_checkpoint()})")
+  except export_lib.ExportError as e:
+    raise RunError(str(e)) from e
   try:
     with progress.announced(f"exporting the .keras model and the translator to {export_dir}"):
-      export_lib.save_keras_model(trainer.model, staging / "transformer.keras")
-      translator = export_lib.export_translator(trainer.model, tokenizers,
-                                                staging / "translator", config.decoding)
-      export_lib.finish_swap(staging, export_dir, trainer.step)
-  except (OSError, tf.errors.OpError) as e:
-    raise RunError(f"cannot write the export to {staging}: {describe_error(e)}; "
-                   f"{export_dir} is left as it was, and the trained model is in "
-                   f"{trainer.latest_checkpoint()}. Free space and rerun the same command "
-                   "to export") from e
-  translator_dir, keras_path = export_dir / "translator", export_dir / "transformer.keras"
+      translator = export_lib.export_model(
+          trainer.model, tokenizers, config.decoding, export_dir, trainer.step,
+          translator_subdir=run_folder.EXPORT_TRANSLATOR, keras_model=True)
+  except export_lib.ExportError as e:
+    raise RunError(f"{e}, and the trained model is in {trainer.latest_checkpoint()}. Free "
+                   "space and rerun the same command to export") from e
+  translator_dir = export_dir / run_folder.EXPORT_TRANSLATOR
+  keras_path = export_dir / run_folder.EXPORT_KERAS_MODEL
   logging.info("exported %s and %s (step %d)", translator_dir, keras_path, trainer.step)
   return translator, {"export": str(translator_dir), "keras_model": str(keras_path)}
 
@@ -137,6 +128,7 @@ def export(trainer, tokenizers, config, model_dir):
 def stopped_during_export(signum: int, step: int, model_dir: Path) -> None:
   """Exits 128 + ``signum`` after a signal that came during a finished export."""
   print(f"train.py: stopped by {signal.Signals(signum).name} during the export, which was "
-        f"finished first: {model_dir / 'export'} holds step {step}; BLEU was not computed",
+        f"finished first: {run_folder.export_dir(model_dir)} holds step {step}; BLEU was not "
+        "computed",
         file=sys.stderr)
   sys.exit(128 + signum)

@@ -15,7 +15,9 @@ from typing import Dict, Optional
 from absl import logging
 
 from transformer.run import keras_checkpoints
+from transformer.run.errors import CheckpointError
 from transformer.run import progress
+from transformer.run import run_folder
 
 # The time budget's state, by its attributes' names (transformer.training.budget.TimeBudget).
 BUDGET_STATE = ("used_seconds", "planned", "cooldown_steps", "cooldown_end_step")
@@ -33,7 +35,7 @@ class Checkpoints:
   """
 
   def __init__(self, model_dir: Path, model, optimizer, budget, keep: int):
-    self.directory = Path(model_dir) / keras_checkpoints.CHECKPOINT_SUBDIR
+    self.directory = run_folder.checkpoint_dir(model_dir)
     self._model, self._optimizer, self._budget, self._keep = model, optimizer, budget, keep
     self._last_step = 0  # the step last saved or restored
 
@@ -74,7 +76,7 @@ class Checkpoints:
         (self._optimizer.variables, optimizer_values, "optimizer"),
         (self._model.non_trainable_variables, non_trainable_values, "non-trainable")):
       if [tuple(v.shape) for v in variables] != [tuple(a.shape) for a in values]:
-        raise keras_checkpoints.CheckpointError(
+        raise CheckpointError(
             f"cannot restore the checkpoint {path}: its {what} variables do not fit this "
             "model/configuration. Use a new --model_dir")
       for variable, value in zip(variables, values):

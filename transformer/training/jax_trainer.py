@@ -35,6 +35,7 @@ import keras
 
 from transformer.model import losses
 from transformer.model import optimization
+from transformer.run import files
 from transformer.run import progress as progress_lib
 from transformer.data import shards
 from transformer.run import stop_signals
@@ -133,20 +134,22 @@ class JaxTrainer(loop.Trainer):
             int(self.config.training.cooldown_end_step))
 
   def restore(self) -> int:
-    """Restores the newest readable checkpoint; returns its step (0: none)."""
+    """Restores the newest readable checkpoint; returns its step (0: none). As
+    the TensorFlow trainer does, drops the ``metrics.jsonl`` records of training
+    after it (a fallback past a damaged checkpoint), which the run redoes once."""
     state = self._checkpoints.restore()
-    if state is None:
-      return 0
-    self.epoch, self.step_in_epoch = state["epoch"], state["step_in_epoch"]
-    self.steps_per_epoch = state["steps_per_epoch"]
-    sums = state["epoch_sums"]
-    self.epoch_sums = losses.TokenMetrics(sums["loss"], sums["tokens"], sums["correct"])
-    self.epoch_seconds = sums["seconds"]
-    if self.budget is not None:
-      self._set_cooldown()
-    self._steps.read_variables()
-    self._step = int(self.optimizer.iterations.numpy())
-    self._pending_record = state.get("record")
+    if state is not None:
+      self.epoch, self.step_in_epoch = state["epoch"], state["step_in_epoch"]
+      self.steps_per_epoch = state["steps_per_epoch"]
+      sums = state["epoch_sums"]
+      self.epoch_sums = losses.TokenMetrics(sums["loss"], sums["tokens"], sums["correct"])
+      self.epoch_seconds = sums["seconds"]
+      if self.budget is not None:
+        self._set_cooldown()
+      self._steps.read_variables()
+      self._step = int(self.optimizer.iterations.numpy())
+      self._pending_record = state.get("record")
+    self.summaries.keep_records_up_to(self.step, self.epoch)
     return self.step
 
   def save_checkpoint(self, record: Optional[Dict] = None) -> Path:
@@ -290,8 +293,6 @@ class JaxTrainer(loop.Trainer):
   def final_weights(self, path: Path) -> Path:
     """Writes the trained weights to ``path`` (a ``.weights.h5``), whole or not at all."""
     self._steps.write_variables()
-    partial = path.with_name(f".{path.name}.partial.weights.h5")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    self.model.save_weights(str(partial))
-    partial.rename(path)
+    with files.staged(path) as partial:
+      self.model.save_weights(str(partial))
     return path

@@ -87,7 +87,7 @@ def check_run(config, options: RunOptions, model_dir: Path) -> None:
     raise UsageError(f"--model_dir={model_dir} exists and is not a folder")
   # Resuming with a different model would fail at restore; say why up front.
   config_file = model_dir / run_folder.CONFIG_FILE
-  checkpoint_dir = model_dir / "checkpoints"
+  checkpoint_dir = run_folder.checkpoint_dir(model_dir)
   tensorflow_checkpoints = ((checkpoint_dir / "checkpoint").is_file()
                             or any(checkpoint_dir.glob("ckpt-*.index")))
   keras_checkpoints = any(checkpoint_dir.glob("step-*"))

@@ -9,7 +9,6 @@ from a ``prepare.py`` folder with :mod:`transformer.training.jax_trainer`, never
 importing TensorFlow; BLEU and the translator then come from ``evaluate.py``.
 """
 
-import atexit
 from pathlib import Path
 
 from absl import logging
@@ -31,32 +30,19 @@ def _take(pairs, n):
   return pairs[:n] if n else pairs
 
 
-def load_pairs(options: RunOptions, split: str, limit: int):
-  """(pt, en) string pairs of `split` as a Python list, the first `limit` (0: all)."""
-  # Deferred: ted imports TensorFlow, kept out of the JAX process.
-  from transformer.data import ted  # pylint: disable=g-import-not-at-top
-  if options.data == "tfds":
-    dataset = ted.load_split("tfds", split)
-    if limit:
-      dataset = dataset.take(limit)
-    return [(pt.decode("utf-8"), en.decode("utf-8"))
-            for pt, en in dataset.as_numpy_iterator()]
-  return _take(ted.local_split_pairs(options.data, split), limit)
-
-
 def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> None:
   """Everything after the flag checks: data, tokenizers, training, export, BLEU."""
   # Deferred: these import TensorFlow, which runtime.import_tensorflow set up; not in the JAX process.
-  from transformer.run.checkpoint_files import CHECKPOINT_SUBDIR  # pylint: disable=g-import-not-at-top
   from transformer.data import ted  # pylint: disable=g-import-not-at-top
   from transformer.data import pipeline  # pylint: disable=g-import-not-at-top
   from transformer.data import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
+  from transformer.inference.evaluation import load_pairs  # pylint: disable=g-import-not-at-top
   from transformer.training.tf_trainer import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
 
   strategy = distribute.get_strategy(options.strategy, options.tpu)
   chief = distribute.is_chief(strategy)
-  train_pairs = load_pairs(options, "train", options.train_examples)
-  validation_pairs = load_pairs(options, "validation", 0)
+  train_pairs, _ = load_pairs(options.data, "train", options.train_examples)
+  validation_pairs, _ = load_pairs(options.data, "validation")
   logging.info("%d training pairs, %d validation pairs", len(train_pairs),
                len(validation_pairs))
   for split, pairs in (("training", train_pairs), ("validation", validation_pairs)):
@@ -81,15 +67,10 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
                      f"{target_vocab_size} en tokens")
 
   if chief:
-    model_dir.mkdir(parents=True, exist_ok=True)
-    # Held until the process ends, however it ends; removed when Python ends
-    # it (finished, stopped by a signal, an error), so that the next run finds
-    # no stale lock. A killed run's lock is stale, and taken over.
-    lock = files.RunLock(model_dir)
-    atexit.register(lock.release)  # first: a Ctrl-C right after acquire() is an exit too
-    lock.acquire()
-  mismatch = tokenizers_lib.vocabulary_mismatch(model_dir, tokenizers)
-  if mismatch and any((model_dir / CHECKPOINT_SUBDIR).glob("ckpt-*.index")):
+    files.lock_run_folder(model_dir)
+  mismatch = run_folder.vocabulary_mismatch(model_dir,
+                                          tokenizers_lib.vocabulary_hash(tokenizers))
+  if mismatch and any(run_folder.checkpoint_dir(model_dir).glob("ckpt-*.index")):
     raise UsageError(f"--tokenizer={options.tokenizer}: {mismatch}, or a new --model_dir")
 
   try:
@@ -142,8 +123,9 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
   final = {"final": True, "step": result.step}
   translator = None
   # A rerun of a finished command redoes only what is missing at this step.
-  if options.export and chief and finish.exported_step(model_dir) == result.step:
-    logging.info("%s already holds step %d: not exported again", model_dir / "export",
+  exported = run_folder.exported_step(run_folder.export_dir(model_dir))
+  if options.export and chief and exported == result.step:
+    logging.info("%s already holds step %d: not exported again", run_folder.export_dir(model_dir),
                  result.step)
   elif options.export and chief:
     with stop_signals.StopSignals(finishing="the export") as stop:
@@ -168,14 +150,10 @@ def train_on_shards(config, options: RunOptions, model_dir: Path) -> None:
   from transformer.training import jax_trainer  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
   manifest = shards.read_manifest(options.data)
-  model_dir.mkdir(parents=True, exist_ok=True)
   try:
-    # As in train_with_tensorflow(): held until the process ends, removed when Python ends it.
-    lock = files.RunLock(model_dir)
-    atexit.register(lock.release)
-    lock.acquire()
+    files.lock_run_folder(model_dir)
     recorded = model_dir / run_folder.VOCABULARY_HASH_FILE
-    if (recorded.is_file() and any((model_dir / "checkpoints").glob("step-*"))
+    if (recorded.is_file() and any(run_folder.checkpoint_dir(model_dir).glob("step-*"))
         and recorded.read_text(encoding="utf-8").strip()
         != manifest["tokenizer_vocabulary_sha256"]):
       raise UsageError(f"{options.data} was tokenized with another tokenizer than the run in "
@@ -205,9 +183,10 @@ def train_on_shards(config, options: RunOptions, model_dir: Path) -> None:
     finish.exit_if_stopped(result, model_dir)
     logging.info(progress.run_summary(result.step, result.start_step, result.history))
     if options.export:
-      weights = trainer.final_weights(model_dir / "export" / "transformer.weights.h5")
+      export_dir = run_folder.export_dir(model_dir)
+      weights = trainer.final_weights(export_dir / "transformer.weights.h5")
       logging.info("wrote %s (step %d). BLEU and the translator SavedModel come from the "
                    "TensorFlow side: python evaluate.py --model_dir=%s --export_dir=%s",
-                   weights, result.step, model_dir, model_dir / "export" / "translator")
+                   weights, result.step, model_dir, export_dir / run_folder.EXPORT_TRANSLATOR)
   except (TrainingError, shards.ShardError, OSError) as e:
     raise RunError(str(e) if not isinstance(e, OSError) else describe_error(e)) from e

@@ -126,14 +126,15 @@ class Summaries:
       return
     if not self._tensorflow:
       if name not in self._writers:
-        self._writers[name] = EventFileScalars(self._dir / "logs" / name)
+        self._writers[name] = EventFileScalars(self._dir / run_folder.LOGS_SUBDIR / name)
       self._writers[name].write(step, {k: v for k, v in scalars.items() if v is not None})
       self._writers[name].flush()
       return
     # Deferred: TensorFlow is kept out of the JAX process.
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     if name not in self._writers:
-      self._writers[name] = tf.summary.create_file_writer(str(self._dir / "logs" / name))
+      self._writers[name] = tf.summary.create_file_writer(
+          str(self._dir / run_folder.LOGS_SUBDIR / name))
     writer = self._writers[name]
     with writer.as_default(step=step):
       for key, value in scalars.items():

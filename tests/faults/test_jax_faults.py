@@ -1,0 +1,116 @@
+"""A run folder of the JAX trainer under faults (issue 59, cases 2, 3 and 5): a
+damaged newest checkpoint (flipped bits, a zeroed header or block, a cut
+file) is found by its sha256 and the one before it is used, by train.py,
+evaluate.py and translate.py alike; a resume that falls back writes each
+epoch's record once. One run, prepared and trained on the tiny
+configuration (2 epochs of 6 steps, a checkpoint every 3), copied per test."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from helpers.backends import needs_jax
+from helpers.fault_runs import REPO_DIR, ONE_THREAD, copy_run, run_script
+
+pytestmark = [pytest.mark.slow, needs_jax]
+
+
+def _train_command(prepared, model_dir):
+  return [sys.executable, "train.py", "--config=configs/tiny.py", f"--data={prepared}",
+          f"--model_dir={model_dir}", "--config.training.epochs=2",
+          "--config.data.max_tokens=16", "--config.data.batch_size=16",
+          "--config.training.checkpoint_every_steps=3"]
+
+
+def _train(prepared, model_dir):
+  env = {**os.environ, **ONE_THREAD, "PYTHONPATH": str(REPO_DIR), "KERAS_BACKEND": "jax"}
+  return subprocess.run(_train_command(prepared, model_dir), cwd=REPO_DIR, env=env,
+                        capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.fixture(scope="module")
+def jax_run(tmp_path_factory, small_data, tutorial_tokenizer_path):
+  """(prepared folder, run folder with checkpoints step-3 ... step-12)."""
+  folder = tmp_path_factory.mktemp("jax")
+  prepared, model_dir = folder / "prepared", folder / "run"
+  result = run_script("prepare.py", "--config=configs/tiny.py", f"--data={small_data}",
+                      f"--tokenizer={tutorial_tokenizer_path}", f"--output={prepared}")
+  assert result.returncode == 0, result.stderr[-3000:]
+  result = _train(prepared, model_dir)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert (model_dir / "checkpoints" / "step-12").is_dir()
+  return prepared, model_dir
+
+
+def _damage(weights, how):
+  data = bytearray(weights.read_bytes())
+  if how == "cut":
+    data = data[:len(data) // 2]
+  elif how == "flipped_bits":  # float bits in the last quarter: the largest tensors' data
+    for i in range(len(data) * 3 // 4, len(data) - 64, 997):
+      data[i] ^= 0x10
+  elif how == "zeroed_header":
+    data[:512] = bytes(512)
+  else:  # a zeroed 4 KiB block in the middle
+    middle = len(data) // 2 // 4096 * 4096
+    data[middle:middle + 4096] = bytes(4096)
+  weights.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("how", ["cut", "flipped_bits", "zeroed_header", "zeroed_block"])
+def test_a_damaged_newest_checkpoint_is_skipped_by_readers_and_set_aside_by_the_trainer(
+    tmp_path, jax_run, how):
+  from transformer.inference import restore  # pylint: disable=g-import-not-at-top
+  from transformer.model import Transformer  # pylint: disable=g-import-not-at-top
+  from transformer.run import keras_checkpoints  # pylint: disable=g-import-not-at-top
+  model_dir = copy_run(jax_run[1], tmp_path)
+  checkpoints = model_dir / "checkpoints"
+  _damage(checkpoints / "step-12" / "model.weights.h5", how)
+  # evaluate.py's and translate.py's reader: step-9, step-12 left where it is.
+  config, _, _, paths = restore.restore_model_dir(model_dir)
+  assert paths == [str(checkpoints / "step-9" / "model.weights.h5")]
+  assert restore.newer_checkpoints(model_dir, "step-9") == ["step-12"]
+  # train.py's: step-9, step-12 moved aside with the reason.
+  manifest = json.loads((jax_run[0] / "manifest.json").read_text())
+  model = Transformer.from_model_config(config.model, manifest["vocab_sizes"]["pt"],
+                                        manifest["vocab_sizes"]["en"])
+  model.build(((None, None), (None, None)))
+  restored = keras_checkpoints.restore(checkpoints, model)
+  assert restored[0] == checkpoints / "step-9"
+  assert (checkpoints / "unreadable" / "step-12").is_dir()
+
+
+def test_evaluate_falls_back_past_a_cut_newest_checkpoint(tmp_path, jax_run, small_data):
+  model_dir = copy_run(jax_run[1], tmp_path)
+  _damage(model_dir / "checkpoints" / "step-12" / "model.weights.h5", "cut")
+  result = run_script("evaluate.py", f"--model_dir={model_dir}", f"--data={small_data}",
+                      "--method=greedy", "--max_sentences=2")
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert f"restored the checkpoint step-9 of {model_dir}" in result.stderr, result.stderr
+  assert ("evaluate.py: warning: skipped the newer step-12: cannot be read in full"
+          in result.stderr), result.stderr
+
+
+def test_translate_finds_a_jax_runs_checkpoints(jax_run):
+  result = run_script("translate.py", f"--model_dir={jax_run[1]}", "--method=greedy",
+                      "este é um problema .")
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert len(result.stdout.splitlines()) == 1 and result.stdout.strip(), result.stdout
+
+
+def test_a_resume_that_falls_back_writes_each_epochs_record_once(tmp_path, jax_run):
+  prepared, finished = jax_run
+  model_dir = tmp_path / "run"
+  shutil.copytree(finished, model_dir)
+  _damage(model_dir / "checkpoints" / "step-12" / "model.weights.h5", "cut")
+  shutil.rmtree(model_dir / "export")  # so that the rerun has something left to do
+  result = _train(prepared, model_dir)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "skipping the checkpoint" in result.stderr and "step-12" in result.stderr
+  records = [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
+  assert [r["epoch"] for r in records] == [1, 2], records
+  assert records[-1]["step"] == 12 and records[-1]["complete"]

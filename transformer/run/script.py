@@ -1,0 +1,60 @@
+"""How every script ends: an expected failure as one line, a signal as one line.
+
+:func:`run_main` runs a script's ``main`` with SIGTERM and SIGINT raising
+:class:`~transformer.run.stop_signals.Interrupted` (which the script reports in
+one line before exiting 128 + the signal's number, 143 and 130, as a shell
+does), and the errors the script expects (bad input, a full disk, a corrupt
+file) reported as one ``<script>: error: ...`` line with exit status 1.
+Anything else is a bug in this project and keeps its traceback.
+"""
+
+import signal
+import sys
+from typing import Callable, Tuple, Type
+
+from transformer.run import stop_signals
+from transformer.run.errors import describe_error
+
+ErrorTypes = Tuple[Type[BaseException], ...]
+
+
+def stopped_by(interrupted: KeyboardInterrupt) -> str:
+  """``stopped by SIGTERM`` (a plain KeyboardInterrupt: SIGINT)."""
+  return f"stopped by {signal.Signals(signal_number(interrupted)).name}"
+
+
+def signal_number(interrupted: KeyboardInterrupt) -> int:
+  """The signal behind ``interrupted``: its own, or SIGINT for Python's Ctrl-C."""
+  return getattr(interrupted, "signum", signal.SIGINT)
+
+
+def run_main(main: Callable[[list], None], argv: list, script: str,
+             errors: Callable[[], ErrorTypes] = tuple,
+             described: ErrorTypes = (),
+             stopped_line: Callable[[KeyboardInterrupt], str] = stopped_by) -> None:
+  """Runs ``main(argv)``; exits as the module docstring says.
+
+  Args:
+    main, argv: the script's main and its arguments.
+    script: the script's name, which starts each line (``evaluate.py``).
+    errors: returns the error types whose message is the line (called only
+      when an error arrives, so that it may import TensorFlow's modules then).
+    described: error types whose type and first line are the line
+      (:func:`~transformer.run.errors.describe_error`: an ``OSError`` names its file).
+    stopped_line: the line after a signal, after ``<script>: ``.
+  """
+  def say_stopped(interrupted: KeyboardInterrupt) -> None:
+    print(f"{script}: {stopped_line(interrupted)}", file=sys.stderr, flush=True)
+
+  stop_signals.interrupt_on_signals(say_stopped)
+  try:
+    main(argv)
+  except KeyboardInterrupt as e:  # Interrupted, or Ctrl-C where SIGINT kept Python's handler
+    say_stopped(e)
+    sys.exit(128 + signal_number(e))
+  except Exception as e:  # pylint: disable=broad-except
+    if isinstance(e, errors()):
+      sys.exit(f"{script}: error: {e}")
+    if isinstance(e, described):
+      sys.exit(f"{script}: error: {describe_error(e)}")
+    raise
