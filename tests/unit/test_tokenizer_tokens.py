@@ -1,4 +1,4 @@
-"""The tokenizers' reserved tokens and detokenization (transformer/data/tokenizers.py):
+"""The tokenizers' reserved tokens and detokenization (transformer/data/tokenizer_module.py):
 [START] and [END] around every sentence at the tutorial's ids, and text without
 [PAD], [START] or [END] but with [UNK]. On a toy vocabulary; the tutorial's own
 tokenizer where ../shared has it. Building, caching and loading:
@@ -7,6 +7,7 @@ tests/unit/test_tokenizers.py."""
 import pytest
 import tensorflow as tf
 
+from transformer.data import tokenizer_module
 from transformer.data import tokenizers
 
 WORDS = ["ola", "mundo", "a", "casa", ",", "!"]
@@ -16,7 +17,7 @@ WORDS = ["ola", "mundo", "a", "casa", ",", "!"]
 def tokenizer(tmp_path_factory):
   vocab_file = tmp_path_factory.mktemp("vocab") / "vocab.txt"
   vocab_file.write_text("".join(f"{token}\n" for token in [*tokenizers.RESERVED_TOKENS, *WORDS]))
-  return tokenizers.CustomTokenizer(tokenizers.RESERVED_TOKENS, vocab_file)
+  return tokenizer_module.CustomTokenizer(tokenizers.RESERVED_TOKENS, vocab_file)
 
 
 def word_id(word):
