@@ -27,7 +27,10 @@ import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from configs import cpu_2h  # pylint: disable=g-import-not-at-top,wrong-import-position
-from transformer.model import losses  # pylint: disable=g-import-not-at-top,wrong-import-position
+try:  # the package's layout since the move into folders
+  from transformer.model import losses  # pylint: disable=g-import-not-at-top,wrong-import-position
+except ImportError:  # a checkout from before it, timed side by side
+  from transformer import losses  # pylint: disable=g-import-not-at-top,wrong-import-position
 from transformer.model import Transformer  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 VOCAB, BATCH, LENGTH = 8000, 64, 32

@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from helpers import jax_checkpoints
 from helpers.backends import needs_jax
 from helpers.no_tensorflow import BLOCK_TENSORFLOW
 
@@ -131,6 +132,7 @@ def move_weights_off(model_dir: Path, vocab_sizes: dict) -> None:
   for variable in model.weights:
     variable.assign(np.asarray(variable) + rng.normal(0.0, 0.3, variable.shape))
   model.save_weights(weights)
+  jax_checkpoints.record_edit(weights)
 
 
 def test_evaluation_under_jax_from_the_prepared_folder_matches_tensorflows(

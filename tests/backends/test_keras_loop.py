@@ -13,9 +13,9 @@ import keras
 import numpy as np
 import pytest
 
+from helpers import jax_checkpoints
 from helpers.backends import needs_jax
 from helpers.prepared import random_prepared_folder
-from transformer.run import files
 from transformer.run import keras_checkpoints
 
 REPO_DIR = Path(__file__).resolve().parents[2]
@@ -155,11 +155,7 @@ def test_a_resumed_run_repeats_the_uninterrupted_one_bitwise(tmp_path):
         state = json.loads(state_file.read_text())
         state["epoch_sums"]["seconds"] = 1000.0
         state_file.write_text(json.dumps(state))
-        # The edit is the test's own: its sha256 recorded, as the save would have.
-        digests_file = state_file.parent / keras_checkpoints.DIGESTS_FILE
-        digests = json.loads(digests_file.read_text())
-        digests_file.write_text(json.dumps(dict(digests, **{state_file.name: files.sha256_of(
-            state_file)})))
+        jax_checkpoints.record_edit(state_file)
   assert "(in epoch 1, after its first 2 batches)" in result.stderr
   records = [json.loads(line) for line in
              (tmp_path / "resumed" / "metrics.jsonl").read_text().splitlines()]
