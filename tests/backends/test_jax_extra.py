@@ -7,6 +7,7 @@ unimportable, as in a fresh environment where only that was installed. The
 ``tensorflow`` extra's side: tests/unit/test_install.py.
 """
 
+import ast
 import configparser
 import importlib.metadata
 import json
@@ -86,10 +87,43 @@ def _not_installed_by(requirements):
                 and module not in sys.stdlib_module_names and module != "transformer")
 
 
+def _imported_at_load(module: str, seen=None):
+  """The top-level names of what ``module`` (a ``transformer`` module) and the
+  package's modules it imports import when loaded (imports inside functions
+  are left out: those are the deferred ones)."""
+  seen = set() if seen is None else seen
+  seen.add(module)
+  path = ROOT / Path(*module.split("."))
+  path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+  names = set()
+  for node in ast.parse(path.read_text(encoding="utf-8")).body:
+    if isinstance(node, ast.Import):
+      imported = [alias.name for alias in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.module:
+      imported = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+    else:
+      continue
+    for name in imported:
+      if name.partition(".")[0] != "transformer":
+        names.add(name.partition(".")[0])
+      elif name not in seen and ((ROOT / Path(*name.split("."))).is_dir()
+                                 or (ROOT / Path(*name.split("."))).with_suffix(".py").is_file()):
+        names |= _imported_at_load(name, seen)
+  return names
+
+
+def test_the_jax_extra_brings_what_the_jax_evaluation_imports():
+  """``evaluate.py --data=<prepared folder>`` under JAX scores BLEU without
+  TensorFlow: what it loads must come with install_requires and the jax extra."""
+  missing = (_imported_at_load("transformer.inference.evaluation_jax")
+             & set(_not_installed_by(_declared("jax"))))
+  assert not missing
+
+
 def test_the_jax_extra_alone_runs_the_jax_training_command(tmp_path):
   not_installed = _not_installed_by(_declared("jax"))
   # The check has teeth: TensorFlow, the TensorFlow extra's packages.
-  assert {"tensorflow", "tensorflow_text", "tensorflow_datasets", "sacrebleu"} <= set(not_installed)
+  assert {"tensorflow", "tensorflow_text", "tensorflow_datasets", "matplotlib"} <= set(not_installed)
   prepared = random_prepared_folder(tmp_path / "prepared")
   runner = tmp_path / "runner.py"
   runner.write_text(RUNNER)
