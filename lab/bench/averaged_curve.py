@@ -67,9 +67,9 @@ def averaged_curve(model_dir: Path, pairs, average: int, only_epochs=()):
   from transformer.inference import averaging  # pylint: disable=g-import-not-at-top
   from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
   from transformer.inference import restore  # pylint: disable=g-import-not-at-top
-  from transformer.run.checkpoint_files import CHECKPOINT_SUBDIR  # pylint: disable=g-import-not-at-top
+  from transformer.run import run_folder  # pylint: disable=g-import-not-at-top
   config, tokenizers, model, _ = restore.restore_model_dir(model_dir)
-  by_step = checkpoint_steps(model_dir / CHECKPOINT_SUBDIR)
+  by_step = checkpoint_steps(run_folder.checkpoint_dir(model_dir))
   steps = list(by_step)
   minutes = 0.0
   for epoch in epoch_records(model_dir):

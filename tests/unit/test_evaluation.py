@@ -16,7 +16,7 @@ import tensorflow as tf
 from helpers.run_folders import PAIRS, VOCAB, assert_weights, write_trainer_checkpoints
 from transformer.inference import averaging
 from transformer.inference import evaluation
-from transformer.run import checkpoint_files
+from transformer.run import run_folder
 from transformer.run.checkpoint_files import CheckpointError
 
 
@@ -74,7 +74,7 @@ def test_averaging_trainer_checkpoints_gives_the_mean_of_each_variable(make_mode
   names = [name for name, _ in tf.train.list_variables(paths[0])]
   assert not any(name.startswith("model/") for name in names)
 
-  checkpoint_dir = tmp_path / checkpoint_files.CHECKPOINT_SUBDIR
+  checkpoint_dir = run_folder.checkpoint_dir(tmp_path)
   model = make_model(config, VOCAB)
   assert averaging.last_checkpoints(checkpoint_dir, 3) == paths
   averaging.average_checkpoints(model, paths)
@@ -87,7 +87,7 @@ def test_averaging_trainer_checkpoints_gives_the_mean_of_each_variable(make_mode
 
 def test_last_checkpoints_refuses_to_average_more_than_there_are(short_config, tmp_path):
   paths, _ = write_trainer_checkpoints(tmp_path, short_config(), 2)
-  checkpoint_dir = tmp_path / checkpoint_files.CHECKPOINT_SUBDIR
+  checkpoint_dir = run_folder.checkpoint_dir(tmp_path)
   assert averaging.last_checkpoints(checkpoint_dir, 1) == paths[1:]
   with pytest.raises(CheckpointError, match="last 3 checkpoints but .* has 2"):
     averaging.last_checkpoints(checkpoint_dir, 3)

@@ -22,8 +22,7 @@ import tensorflow as tf
 from tensorflow.python.checkpoint import checkpoint_management
 
 from transformer.run.errors import CheckpointError, describe_error
-# CHECKPOINT_SUBDIR is named here too for the readers of checkpoints.
-from transformer.run.run_folder import CHECKPOINT_SUBDIR, UNREADABLE_SUBDIR  # pylint: disable=unused-import
+from transformer.run.run_folder import UNREADABLE_SUBDIR
 # TensorFlow writes ckpt-N into ckpt-N_temp/ and merges it into ckpt-N.* at the end.
 PARTIAL_WRITE_SUFFIX = "_temp"
 
