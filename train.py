@@ -140,6 +140,12 @@ _EXPORT = flags.DEFINE_bool(
     "and the .keras model to <model_dir>/export/.")
 _LOG_EVERY_STEPS = flags.DEFINE_integer(
     "log_every_steps", 100, "Write TensorBoard training scalars every N steps.")
+_COMPILATION_CACHE = flags.DEFINE_string(
+    "compilation_cache", runtime.COMPILATION_CACHE_AUTO,
+    "Under KERAS_BACKEND=jax: where compiled steps are kept for the next run or resume, "
+    "which then starts in seconds instead of compiling each batch shape again. 'auto': "
+    "$JAX_COMPILATION_CACHE_DIR if set, else ~/.cache/transformer-pt-en/jax "
+    "($XDG_CACHE_HOME instead of ~/.cache when set); 'off'; or a folder.")
 _VERBOSE = flags.DEFINE_bool("verbose", False,
                              "Also show TensorFlow's own log lines (C++ and Python), or "
                              "JAX's under KERAS_BACKEND=jax.")
@@ -188,7 +194,7 @@ def main(argv):
       validation_examples=_VALIDATION_EXAMPLES.value,
       eval_bleu_every_epochs=_EVAL_BLEU_EVERY_EPOCHS.value, bleu_examples=_BLEU_EXAMPLES.value,
       bleu_method=_BLEU_METHOD.value, export=_EXPORT.value, log_every_steps=_LOG_EVERY_STEPS.value,
-      verbose=_VERBOSE.value)
+      compilation_cache=_COMPILATION_CACHE.value, verbose=_VERBOSE.value)
   run_checks.check_run(config, options, model_dir)
   if run_checks.on_shards(options):
     runs.train_on_shards(config, options, model_dir)

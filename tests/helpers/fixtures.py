@@ -8,7 +8,10 @@ skip, saying why, when it is absent.
 """
 
 import fcntl
+import os
 from pathlib import Path
+import shutil
+import tempfile
 import time
 
 import pytest
@@ -17,6 +20,22 @@ from transformer.config import SHARED_DATA_DIR
 
 # The project modules import TensorFlow, so fixtures import them lazily to keep
 # collection fast for tests that do not need it.
+
+
+def pytest_configure(config):
+  """Each test process (each xdist worker, not the controller) gives its JAX
+  runs and their child processes a compilation cache of their own for the
+  session (train.py's --compilation_cache=auto takes $JAX_COMPILATION_CACHE_DIR):
+  the tiny model's shapes compile once per worker, two workers never write one
+  entry at once, and the user's ~/.cache is neither read nor filled. A
+  JAX_COMPILATION_CACHE_DIR set by the user is kept."""
+  controller = getattr(config, "workerinput", None) is None and config.getoption(
+      "dist", "no") != "no"
+  if controller or "JAX_COMPILATION_CACHE_DIR" in os.environ:
+    return
+  folder = tempfile.mkdtemp(prefix="transformer-tests-jax-cache-")
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = folder
+  config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
 def _require(path: Path, what: str) -> Path:

@@ -118,6 +118,50 @@ def hide_jax_logs(verbose: bool) -> None:
       or not record.pathname.startswith(jax_dir))
 
 
+# --compilation_cache's values besides a folder's path.
+COMPILATION_CACHE_AUTO, COMPILATION_CACHE_OFF = "auto", "off"
+
+
+def compilation_cache_dir(setting: str) -> Optional[Path]:
+  """The folder of JAX's persistent compilation cache that ``setting`` names:
+  ``auto`` is ``$JAX_COMPILATION_CACHE_DIR`` when set, else a per-user folder
+  (``$XDG_CACHE_HOME``, default ``~/.cache``, then ``transformer-pt-en/jax``);
+  ``off`` is None; anything else is a folder's path."""
+  if setting == COMPILATION_CACHE_OFF:
+    return None
+  if setting != COMPILATION_CACHE_AUTO:
+    return Path(setting).expanduser()
+  if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+    return Path(os.environ["JAX_COMPILATION_CACHE_DIR"]).expanduser()
+  cache_home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+  return Path(cache_home) / "transformer-pt-en" / "jax"
+
+
+def use_compilation_cache(setting: str) -> Optional[Path]:
+  """Points JAX's persistent compilation cache at :func:`compilation_cache_dir`
+  of ``setting`` (call before the first compile), so that a rerun or a resume
+  loads its compiled steps instead of compiling each shape again (a resumed
+  tutorial run's first epoch on an H200: 28 s with it, 182 s without,
+  lab/results/gpu/README.md). Returns the folder, or None when it is off or
+  cannot be written (one warning line: the run goes on, compiling anew)."""
+  # Deferred: JAX is kept out of the TensorFlow process, whose start it would slow.
+  import jax  # pylint: disable=g-import-not-at-top
+  folder = compilation_cache_dir(setting)
+  if folder is not None:
+    try:
+      folder.mkdir(parents=True, exist_ok=True)
+      if not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(f"no write permission on {folder}")
+    except OSError as e:
+      logging.warning("no compilation cache: cannot write %s (%s); every shape compiles anew",
+                      folder, e.strerror or e)
+      folder = None
+  jax.config.update("jax_enable_compilation_cache", folder is not None)
+  if folder is not None:
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+  return folder
+
+
 def keras_backend() -> str:
   """The backend Keras will load, found without importing Keras (which imports
   TensorFlow under its TensorFlow backend): ``$KERAS_BACKEND``, else the

@@ -45,6 +45,7 @@ class RunOptions:
   bleu_method: str
   export: bool
   log_every_steps: int
+  compilation_cache: str
   verbose: bool
 
 
@@ -60,6 +61,9 @@ def check_run(config, options: RunOptions, model_dir: Path) -> None:
     raise UsageError(str(e)) from e
   if on_shards(options):
     check_shard_flags(config, options)  # refuses them under the TensorFlow backend
+  elif options.compilation_cache != runtime.COMPILATION_CACHE_AUTO:
+    raise UsageError("--compilation_cache is JAX's: it applies under KERAS_BACKEND=jax with a "
+                     "prepare.py folder as --data")
   elif runtime.keras_backend() != "tensorflow":
     raise UsageError(f"under KERAS_BACKEND={runtime.keras_backend()} train.py trains from "
                      f"prepared shards, and --data={options.data} is not a prepare.py folder; "

@@ -146,6 +146,7 @@ def train_on_shards(config, options: RunOptions, model_dir: Path) -> None:
   """Training from prepared shards on Keras and JAX, with no TensorFlow
   imported (transformer/training/jax_trainer.py)."""
   runtime.hide_jax_logs(options.verbose)
+  runtime.use_compilation_cache(options.compilation_cache)
   # Deferred: JAX is kept out of the TensorFlow process, whose start it would slow.
   from transformer.training import jax_trainer  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top

@@ -1,0 +1,77 @@
+"""train.py's persistent compilation cache under KERAS_BACKEND=jax (--compilation_cache,
+transformer/run/runtime.py): a second run loads the steps the first compiled."""
+
+import os
+from pathlib import Path
+import subprocess
+import sys
+
+import pytest
+
+from helpers.backends import needs_jax
+from helpers.prepared import random_prepared_folder
+
+REPO_DIR = Path(__file__).resolve().parents[2]
+
+pytestmark = [needs_jax, pytest.mark.slow]
+
+
+def train(tmp_path: Path, run: str, *flags: str, keras_backend: str = "jax"):
+  """train.py on configs/tiny.py for one epoch of random prepared shards, with
+  the per-user cache folder under ``tmp_path/home`` (no JAX_COMPILATION_CACHE_DIR)."""
+  prepared = tmp_path / "prepared"
+  if not prepared.exists():
+    random_prepared_folder(prepared)
+  env = {key: value for key, value in os.environ.items() if key != "JAX_COMPILATION_CACHE_DIR"}
+  env.update(PYTHONPATH=str(REPO_DIR), KERAS_BACKEND=keras_backend,
+             XDG_CACHE_HOME=str(tmp_path / "home"))
+  return subprocess.run([sys.executable, "train.py", "--config=configs/tiny.py",
+                         f"--data={prepared}", f"--model_dir={tmp_path / run}", "--noexport",
+                         *flags], cwd=REPO_DIR, env=env, capture_output=True, text=True,
+                        timeout=600)
+
+
+def entries(folder: Path):
+  return {path.name: path.stat().st_mtime_ns for path in folder.iterdir()}
+
+
+def test_a_second_run_loads_the_steps_the_first_compiled(tmp_path):
+  first = train(tmp_path, "first")
+  assert first.returncode == 0, first.stderr
+  folder = tmp_path / "home" / "transformer-pt-en" / "jax"  # the per-user default
+  written = entries(folder)
+  assert any(name.startswith("jit_train_step") for name in written), written
+  second = train(tmp_path, "second")
+  assert second.returncode == 0, second.stderr
+  assert entries(folder) == written  # every step found, none compiled and written again
+
+
+def test_off_writes_no_cache(tmp_path):
+  result = train(tmp_path, "run", "--compilation_cache=off")
+  assert result.returncode == 0, result.stderr
+  assert not (tmp_path / "home" / "transformer-pt-en").exists()
+
+
+def test_a_cache_folder_that_cannot_be_made_is_one_warning(tmp_path):
+  blocker = tmp_path / "a_file"
+  blocker.write_text("not a folder")
+  result = train(tmp_path, "run", f"--compilation_cache={blocker / 'cache'}")
+  assert result.returncode == 0, result.stderr
+  warnings = [line for line in result.stderr.splitlines() if "compilation cache" in line]
+  assert warnings == [f"warning: no compilation cache: cannot write {blocker / 'cache'} "
+                      "(Not a directory); every shape compiles anew"], result.stderr
+  assert (tmp_path / "run" / "checkpoints").is_dir()
+
+
+def test_the_flag_is_refused_on_the_tensorflow_path(tmp_path):
+  for name in ("pt.train", "en.train", "pt.dev", "en.dev", "pt.test", "en.test"):
+    (tmp_path / name).write_text("")  # the TED HRLR folder's files, as far as the checks look
+  result = subprocess.run(
+      [sys.executable, "train.py", "--config=configs/tiny.py", f"--data={tmp_path}",
+       f"--model_dir={tmp_path / 'run'}", f"--compilation_cache={tmp_path / 'cache'}"],
+      cwd=REPO_DIR, env={**os.environ, "KERAS_BACKEND": "tensorflow"},
+      capture_output=True, text=True, timeout=600)
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines() == [
+      "train.py: error: --compilation_cache is JAX's: it applies under KERAS_BACKEND=jax with "
+      "a prepare.py folder as --data"]
