@@ -43,8 +43,15 @@ PAIRS = flags.DEFINE_integer("pairs", 0, "training pairs used (0: all)")
 EVALUATIONS = flags.DEFINE_integer("evaluations_per_epoch", 8,
                                    "validations an epoch, evenly in real target tokens")
 NUM_LAYERS = flags.DEFINE_integer("num_layers", 2, "encoder and decoder layers (tutorial: 4)")
-WARMUP = flags.DEFINE_integer("warmup_steps", 1000,
+D_MODEL = flags.DEFINE_integer("d_model", 64, "model width (tutorial: 128)")
+NUM_HEADS = flags.DEFINE_integer("num_heads", 4, "attention heads (tutorial: 8)")
+DFF = flags.DEFINE_integer("dff", 256, "feed-forward width (tutorial: 512)")
+WARMUP = flags.DEFINE_integer("warmup_steps", 400,
                               "the schedule's warm-up (tutorial: 4000, past a short run's end)")
+RATE_SCALE = flags.DEFINE_float(
+    "learning_rate_scale", 0.224,
+    "multiplies the schedule; 0.224 at d_model 64 and 400 warm-up steps peaks at the "
+    "tutorial's 1.4e-3")
 SMALL = flags.DEFINE_bool("small", False, "a check in seconds: 256 pairs, one small layer")
 flags.mark_flags_as_required(["data", "output"])
 
@@ -55,8 +62,9 @@ def arm_config(arm: str):
   """The tutorial's configuration of ``arm`` (today: ``configs/tutorial.py``,
   buckets: ``configs/tutorial.py:gpu``), sized down alike."""
   config = tutorial.get_config("gpu" if arm == "buckets" else "cpu")
-  config.model.num_layers = NUM_LAYERS.value
-  config.training.warmup_steps = WARMUP.value
+  config.model.update(num_layers=NUM_LAYERS.value, d_model=D_MODEL.value,
+                      num_heads=NUM_HEADS.value, dff=DFF.value)
+  config.training.update(warmup_steps=WARMUP.value, learning_rate_scale=RATE_SCALE.value)
   if SMALL.value:
     config.model.update(num_layers=1, d_model=32, dff=64, num_heads=2)
   return config
@@ -135,7 +143,8 @@ def main(argv):
       "command": " ".join(sys.argv), "machine": machine(),
       "cores_allowed": sorted(os.sched_getaffinity(0)), "epochs": EPOCHS.value,
       "training_pairs": len(train), "validation_pairs": len(validation),
-      "model": arm_config("today").model.to_dict(), "warmup_steps": WARMUP.value, "arms": arms}
+      "model": arm_config("today").model.to_dict(),
+      "training": arm_config("today").training.to_dict(), "arms": arms}
   (output / "results.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
   with open(output / "curve.csv", "w", newline="", encoding="utf-8") as f:
     writer = csv.DictWriter(f, fieldnames=list(arms[0]["curve"][0]))
