@@ -52,7 +52,8 @@ RATE_SCALE = flags.DEFINE_float(
     "learning_rate_scale", 0.224,
     "multiplies the schedule; 0.224 at d_model 64 and 400 warm-up steps peaks at the "
     "tutorial's 1.4e-3")
-SMALL = flags.DEFINE_bool("small", False, "a check in seconds: 256 pairs, one small layer")
+SMALL = flags.DEFINE_bool("small", False,
+                          "a check in a minute or two: 256 pairs, one small layer, one epoch")
 flags.mark_flags_as_required(["data", "output"])
 
 ARMS = ("today", "buckets")
@@ -86,8 +87,9 @@ def run_arm(arm: str, train: shards.Split, validation: shards.Split, manifest: d
   trainer = JaxTrainer(config, input_vocab_size=manifest["vocab_sizes"]["pt"],
                        target_vocab_size=manifest["vocab_sizes"]["en"],
                        model_dir=output / arm, progress=False)
+  epochs = 1 if SMALL.value else EPOCHS.value
   epoch_tokens = sum(len(en) - 1 for en in train.en)
-  interval = epoch_tokens / EVALUATIONS.value
+  interval = epoch_tokens / (2 if SMALL.value else EVALUATIONS.value)
   curve, seen, steps, next_evaluation = [], 0, 0, interval
   cpu_start, wall_start = time.process_time(), time.time()
 
@@ -102,7 +104,7 @@ def run_arm(arm: str, train: shards.Split, validation: shards.Split, manifest: d
 
   evaluate()
   statistics = None
-  for epoch in range(EPOCHS.value):
+  for epoch in range(epochs):
     batches = shards.epoch_batches(train, config.data,
                                    seed=shards.epoch_seed(int(config.training.seed), epoch))
     statistics = statistics or batch_statistics(batches)
@@ -110,7 +112,7 @@ def run_arm(arm: str, train: shards.Split, validation: shards.Split, manifest: d
       trainer.train_step(batch)
       steps += 1
       seen += int(np.count_nonzero(batch[1]))
-      if seen >= next_evaluation - 0.5 or (epoch == EPOCHS.value - 1 and batch is batches[-1]):
+      if seen >= next_evaluation - 0.5 or (epoch == epochs - 1 and batch is batches[-1]):
         evaluate()
         next_evaluation += interval
   return {"arm": arm, "bucket_lengths": list(config.data.bucket_lengths),
@@ -141,7 +143,8 @@ def main(argv):
   arms = [run_arm(arm, train, validation, manifest, output) for arm in ARMS]
   results = {
       "command": " ".join(sys.argv), "machine": machine(),
-      "cores_allowed": sorted(os.sched_getaffinity(0)), "epochs": EPOCHS.value,
+      "cores_allowed": sorted(os.sched_getaffinity(0)),
+      "epochs": 1 if SMALL.value else EPOCHS.value,
       "training_pairs": len(train), "validation_pairs": len(validation),
       "model": arm_config("today").model.to_dict(),
       "training": arm_config("today").training.to_dict(), "arms": arms}

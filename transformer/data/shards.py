@@ -45,7 +45,10 @@ batch shape:
 * the length buckets are those padded lengths (:func:`bucket_boundaries`),
   not the pipeline's buckets growing by 10%, which would give each of their
   40 lengths and batch sizes a step of its own; ``tokens_per_batch`` counts
-  a bucket's padded length, as in the pipeline;
+  a bucket's padded length, as in the pipeline. With ``bucket_lengths`` the
+  buckets are those lengths and every batch is padded to its bucket's: one
+  shape a bucket, its rows ``tokens_per_batch // length`` rounded down to
+  the devices' multiple (or ``batch_size``), training and validation alike;
 * the shuffle is a full permutation of the split seeded by the epoch
   (:func:`epoch_seed`), not ``tf.data``'s windowed
   shuffle buffer: the same batches in the same order for the same epoch, as
