@@ -54,11 +54,13 @@ RATE_SCALE = flags.DEFINE_float(
     "learning_rate_scale", 0.097,
     "multiplies the schedule; 0.097 at d_model 32 and 150 warm-up steps peaks at the "
     "tutorial's 1.4e-3")
+ARMS_RUN = flags.DEFINE_list("arms", ["today", "buckets"], "the arms to train, in order")
+STOP_AFTER = flags.DEFINE_integer(
+    "stop_after_evaluations", 0,
+    "stop an arm after this many validations past the first (0: train --epochs)")
 SMALL = flags.DEFINE_bool("small", False,
-                          "a check in a minute or two: 256 pairs, one small layer, one epoch")
+                          "a check in a minute or two: 128 pairs, one small layer, one epoch")
 flags.mark_flags_as_required(["data", "output"])
-
-ARMS = ("today", "buckets")
 
 
 def arm_config(arm: str):
@@ -83,7 +85,8 @@ def batch_statistics(batches) -> dict:
 
 def run_arm(arm: str, train: shards.Split, validation: shards.Split, manifest: dict,
             output: Path) -> dict:
-  """Trains ``arm`` for --epochs; returns its statistics and validation curve."""
+  """Trains ``arm`` for --epochs (or --stop_after_evaluations); returns its
+  first epoch's batch statistics and its validation curve."""
   from transformer.training.jax_trainer import JaxTrainer  # Deferred: after KERAS_BACKEND is set
   config = arm_config(arm)
   trainer = JaxTrainer(config, input_vocab_size=manifest["vocab_sizes"]["pt"],
@@ -105,21 +108,23 @@ def run_arm(arm: str, train: shards.Split, validation: shards.Split, manifest: d
     print(json.dumps(curve[-1]), flush=True)
 
   evaluate()
-  statistics = None
-  for epoch in range(epochs):
-    batches = shards.epoch_batches(train, config.data,
-                                   seed=shards.epoch_seed(int(config.training.seed), epoch))
-    statistics = statistics or batch_statistics(batches)
-    for batch in batches:
-      trainer.train_step(batch)
-      steps += 1
-      seen += int(np.count_nonzero(batch[1]))
-      if seen >= next_evaluation - 0.5 or (epoch == epochs - 1 and batch is batches[-1]):
-        evaluate()
-        next_evaluation += interval
+  epoch_lists = [shards.epoch_batches(train, config.data,
+                                      seed=shards.epoch_seed(int(config.training.seed), epoch))
+                 for epoch in range(epochs)]
+  last_batch = epoch_lists[-1][-1]
+  for batch in (batch for batches in epoch_lists for batch in batches):
+    trainer.train_step(batch)
+    steps += 1
+    seen += int(np.count_nonzero(batch[1]))
+    if seen >= next_evaluation - 0.5 or batch is last_batch:
+      evaluate()
+      next_evaluation += interval
+      if len(curve) - 1 == STOP_AFTER.value:
+        break
   return {"arm": arm, "bucket_lengths": list(config.data.bucket_lengths),
           "tokens_per_batch": config.data.tokens_per_batch,
-          "batch_size": config.data.batch_size, **statistics, "curve": curve}
+          "batch_size": config.data.batch_size, **batch_statistics(epoch_lists[0]),
+          "curve": curve}
 
 
 def machine() -> str:
@@ -140,9 +145,9 @@ def main(argv):
   max_tokens = tutorial.get_config().data.max_tokens
   train = shards.load_split(DATA.value, "train").trimmed(max_tokens)
   validation = shards.load_split(DATA.value, "validation").trimmed(max_tokens)
-  pairs = 256 if SMALL.value else PAIRS.value
+  pairs = 128 if SMALL.value else PAIRS.value
   train, validation = train.take(pairs), validation.take(64 if SMALL.value else 0)
-  arms = [run_arm(arm, train, validation, manifest, output) for arm in ARMS]
+  arms = [run_arm(arm, train, validation, manifest, output) for arm in ARMS_RUN.value]
   results = {
       "command": " ".join(sys.argv), "machine": machine(),
       "cores_allowed": sorted(os.sched_getaffinity(0)),
