@@ -50,6 +50,11 @@ def default_config() -> ml_collections.ConfigDict:
   # (lab/results/learning_parity/); training.length_groups saves the padding's cost
   # without it.
   config.data.bucketing = False
+  # Explicit length buckets, e.g. (24, 48, 80, 128), the last one max_tokens: each
+  # batch is padded to its bucket's length, rows = tokens_per_batch // length (or
+  # batch_size), so an epoch has one shape per bucket (docs/data.md). () keeps
+  # the buckets above (bucketing, tokens_per_batch).
+  config.data.bucket_lengths = ()
   config.data.shuffle_buffer = 20000
   # "separate": one WordPiece vocabulary per language (tutorial).
   # "joint": one vocabulary over both languages (needed by output_weights="shared").
@@ -114,6 +119,7 @@ def validate_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigD
           "data.tokens_per_batch",
           f"{config.data.tokens_per_batch} cannot hold one sentence of "
           f"max_tokens={config.data.max_tokens}")
+  _validate_bucket_lengths(config.data)
   require(config.data.max_tokens <= config.model.max_position, "data.max_tokens",
           f"{config.data.max_tokens} exceeds model.max_position={config.model.max_position}")
   training = config.training
@@ -146,6 +152,18 @@ def validate_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigD
   require(config.decoding.length_penalty >= 0, "decoding.length_penalty",
           f"must be >= 0, got {config.decoding.length_penalty}")
   return config
+
+
+def _validate_bucket_lengths(data) -> None:
+  lengths = tuple(data.bucket_lengths)
+  if not lengths:
+    return
+  require(all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in lengths)
+          and all(a < b for a, b in zip(lengths, lengths[1:])), "data.bucket_lengths",
+          f"must be positive whole numbers in increasing order, got {lengths}")
+  require(lengths[-1] == data.max_tokens, "data.bucket_lengths",
+          f"the last, {lengths[-1]}, must be data.max_tokens={data.max_tokens}: sentences are "
+          "trimmed to max_tokens and the longest bucket must hold them, no longer")
 
 
 # Fields that shape the model's weights: a checkpoint cannot be resumed with

@@ -56,7 +56,8 @@ def pairs_of(split):
   return collections.Counter((tuple(p), tuple(e)) for p, e in zip(split.pt, split.en))
 
 
-BATCHINGS = [dict(), dict(bucketing=True), dict(tokens_per_batch=60)]
+BATCHINGS = [dict(), dict(bucketing=True), dict(tokens_per_batch=60),
+             dict(bucket_lengths=(8, 16, 24), tokens_per_batch=60), dict(bucket_lengths=(12, 24))]
 
 
 @pytest.mark.parametrize("rows_multiple", [1, 2])

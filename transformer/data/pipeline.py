@@ -21,6 +21,10 @@ Differences from the tutorial's ``make_batches``:
 * ``tokens_per_batch > 0`` sizes each length bucket's batches to a token budget
   (paper §5.1: about 25,000 source and 25,000 target tokens per batch); it
   implies bucketing, since a budget needs the batch's length to be known.
+* ``bucket_lengths`` (``config.data.bucket_lengths``) replaces the growing
+  buckets by the given ones, the last being ``max_tokens``: a sentence goes to
+  the shortest that holds it, and with ``static_shapes`` is padded to it, so
+  batches have one length a bucket, as the NumPy batches of prepared shards.
 * ``static_shapes=True`` pads every batch to a length known in advance (its
   bucket's longest, or ``max_tokens`` without buckets) instead of its own
   longest sentence. XLA (``--jit_compile``, and every TPU step) compiles once
@@ -119,7 +123,8 @@ def make_batches(pairs_dataset: tf.data.Dataset, tokenizers, *,
 
 def batch_tokenized(tokenized: tf.data.Dataset, *, max_tokens: int = 128,
                     batch_size: int = 64, tokens_per_batch: int = 0,
-                    bucketing: bool = False, shuffle: bool = True,
+                    bucketing: bool = False, bucket_lengths: Sequence[int] = (),
+                    shuffle: bool = True,
                     shuffle_buffer: int = 20000, seed: int = 0,
                     drop_remainder: bool = False,
                     static_shapes: bool = False) -> tf.data.Dataset:
@@ -137,6 +142,9 @@ def batch_tokenized(tokenized: tf.data.Dataset, *, max_tokens: int = 128,
       `batch size * padded length <= tokens_per_batch` on each side; implies
       bucketing.
     bucketing: group sentences of similar length before batching.
+    bucket_lengths: if given, the buckets' longest lengths, increasing, the
+      last ``max_tokens`` (instead of :func:`bucket_boundaries`'); implies
+      bucketing.
     shuffle: shuffle the sentences (each iteration anew) before batching.
     shuffle_buffer: size of the shuffle buffer.
     seed: the shuffle seed; the same seed gives the same batches in the same
@@ -154,13 +162,17 @@ def batch_tokenized(tokenized: tf.data.Dataset, *, max_tokens: int = 128,
   if tokens_per_batch and tokens_per_batch < max_tokens:
     raise ValueError(f"tokens_per_batch={tokens_per_batch} cannot hold one "
                      f"sentence of max_tokens={max_tokens}")
+  if bucket_lengths and bucket_lengths[-1] != max_tokens:
+    raise ValueError(f"bucket_lengths={tuple(bucket_lengths)}: the last must be "
+                     f"max_tokens={max_tokens}")
   dataset = tokenized
   if shuffle:
     dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
   dataset = dataset.map(_split_target, num_parallel_calls=tf.data.AUTOTUNE)
 
-  if bucketing or tokens_per_batch:
-    boundaries = bucket_boundaries(max_tokens)
+  if bucketing or tokens_per_batch or bucket_lengths:
+    boundaries = ([length + 1 for length in bucket_lengths[:-1]] if bucket_lengths
+                  else bucket_boundaries(max_tokens))
     if static_shapes:
       # Padding to the boundary needs one above every length, the last bucket's too.
       boundaries.append(max_tokens + 1)
@@ -224,7 +236,8 @@ def training_batches(tokenized: tf.data.Dataset, config, epoch: int, *,
   return batch_tokenized(
       tokenized, max_tokens=config.data.max_tokens, batch_size=config.data.batch_size,
       tokens_per_batch=config.data.tokens_per_batch, bucketing=config.data.bucketing,
-      shuffle=True, shuffle_buffer=config.data.shuffle_buffer,
+      bucket_lengths=tuple(config.data.bucket_lengths), shuffle=True,
+      shuffle_buffer=config.data.shuffle_buffer,
       seed=epoch_seed(config.training.seed, epoch), drop_remainder=drop_remainder,
       static_shapes=static_shapes)
 
@@ -236,5 +249,7 @@ def evaluation_batches(pairs: Sequence, tokenizers, data_config, *,
   return make_batches(
       ted.pairs_to_dataset(list(pairs)), tokenizers, max_tokens=data_config.max_tokens,
       batch_size=data_config.batch_size, tokens_per_batch=data_config.tokens_per_batch,
-      bucketing=data_config.bucketing, shuffle=False, drop_remainder=drop_remainder,
-      static_shapes=static_shapes)
+      bucketing=data_config.bucketing,
+      # A run's config.json from before the field has none: the default, no buckets.
+      bucket_lengths=tuple(data_config.get("bucket_lengths", ())), shuffle=False,
+      drop_remainder=drop_remainder, static_shapes=static_shapes)

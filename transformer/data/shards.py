@@ -45,7 +45,10 @@ batch shape:
 * the length buckets are those padded lengths (:func:`bucket_boundaries`),
   not the pipeline's buckets growing by 10%, which would give each of their
   40 lengths and batch sizes a step of its own; ``tokens_per_batch`` counts
-  a bucket's padded length, as in the pipeline;
+  a bucket's padded length, as in the pipeline. With ``bucket_lengths`` the
+  buckets are those lengths and every batch is padded to its bucket's: one
+  shape a bucket, its rows ``tokens_per_batch // length`` rounded down to
+  the devices' multiple (or ``batch_size``), training and validation alike;
 * the shuffle is a full permutation of the split seeded by the epoch
   (:func:`epoch_seed`), not ``tf.data``'s windowed
   shuffle buffer: the same batches in the same order for the same epoch, as
@@ -237,27 +240,43 @@ def bucket_boundaries(max_tokens: int) -> List[int]:
   return list(range(LENGTH_MULTIPLE + 1, max_tokens + 1, LENGTH_MULTIPLE))
 
 
-def _group(order: np.ndarray, bucket_lengths: np.ndarray,
-           data_config) -> List[Tuple[List[int], int]]:
-  """The batches' rows in ``order``, each with its full number of rows: the
-  ``bucket_by_sequence_length`` / ``padded_batch`` grouping of the pipeline
-  (with :func:`bucket_boundaries`)."""
-  if not (data_config.bucketing or data_config.tokens_per_batch):
-    size = data_config.batch_size
-    return [(list(order[i:i + size]), size) for i in range(0, len(order), size)]
+def _buckets(data_config, rows_multiple: int) -> Tuple[List[int], List[int]]:
+  """Each length bucket's longest length and its batches' rows (before padding
+  rows to ``rows_multiple``): :func:`bucket_boundaries`' buckets, or the
+  configuration's ``bucket_lengths`` with as many rows as fit the token budget,
+  rounded down to ``rows_multiple`` (at least one row a device)."""
+  explicit = list(data_config.get("bucket_lengths", ()))
   boundaries = bucket_boundaries(data_config.max_tokens)
-  max_lengths = [boundary - 1 for boundary in boundaries] + [data_config.max_tokens]
-  sizes = ([data_config.tokens_per_batch // length for length in max_lengths]
-           if data_config.tokens_per_batch else [data_config.batch_size] * len(max_lengths))
+  max_lengths = explicit or [boundary - 1 for boundary in boundaries] + [data_config.max_tokens]
+  if not data_config.tokens_per_batch:
+    return max_lengths, [data_config.batch_size] * len(max_lengths)
+  sizes = [data_config.tokens_per_batch // length for length in max_lengths]
+  if explicit:
+    sizes = [max(rows_multiple, size // rows_multiple * rows_multiple) for size in sizes]
+  return max_lengths, sizes
+
+
+def _group(order: np.ndarray, bucket_lengths: np.ndarray, data_config,
+           rows_multiple: int) -> List[Tuple[List[int], int, int]]:
+  """The batches' rows in ``order``, each with its full number of rows and its
+  bucket's longest length (0: padded to the rows' own, :func:`_padded_length`):
+  the ``bucket_by_sequence_length`` / ``padded_batch`` grouping of the pipeline.
+  A sentence goes to the first bucket that holds it."""
+  explicit = bool(data_config.get("bucket_lengths", ()))
+  if not (data_config.bucketing or data_config.tokens_per_batch or explicit):
+    size = data_config.batch_size
+    return [(list(order[i:i + size]), size, 0) for i in range(0, len(order), size)]
+  max_lengths, sizes = _buckets(data_config, rows_multiple)
   open_batches = [[] for _ in max_lengths]
   batches = []
   for row in order:  # a bucket's batch leaves as soon as it is full, as in tf.data
-    bucket = int(np.searchsorted(boundaries, bucket_lengths[row], side="right"))
+    bucket = int(np.searchsorted(max_lengths, bucket_lengths[row], side="left"))
     open_batches[bucket].append(row)
     if len(open_batches[bucket]) == sizes[bucket]:
-      batches.append((open_batches[bucket], sizes[bucket]))
+      batches.append((open_batches[bucket], sizes[bucket], max_lengths[bucket] if explicit else 0))
       open_batches[bucket] = []
-  batches.extend((rows, sizes[bucket]) for bucket, rows in enumerate(open_batches) if rows)
+  batches.extend((rows, sizes[bucket], max_lengths[bucket] if explicit else 0)
+                 for bucket, rows in enumerate(open_batches) if rows)
   return batches
 
 
@@ -267,7 +286,8 @@ def epoch_batches(split: Split, data_config, *, seed: int = 0, shuffle: bool = T
 
   Args:
     split: trimmed to ``data_config.max_tokens`` already (:meth:`Split.trimmed`).
-    data_config: ``config.data`` (batch_size, tokens_per_batch, bucketing, max_tokens).
+    data_config: ``config.data`` (batch_size, tokens_per_batch, bucketing,
+      bucket_lengths, max_tokens).
     seed: the shuffle's seed (:func:`epoch_seed` of the epoch).
     shuffle: False keeps the split's order (validation).
     rows_multiple: each batch's rows are padded to a multiple of this (the
@@ -281,9 +301,10 @@ def epoch_batches(split: Split, data_config, *, seed: int = 0, shuffle: bool = T
   source_lengths = np.array([len(p) for p in split.pt], np.int64)
   label_lengths = np.array([max(len(e) - 1, 0) for e in split.en], np.int64)
   batches = []
-  for rows, full_rows in _group(order, np.maximum(source_lengths, label_lengths), data_config):
-    length = _padded_length(int(max(max(source_lengths[rows]), max(label_lengths[rows]))),
-                            data_config.max_tokens)
+  for rows, full_rows, bucket_length in _group(
+      order, np.maximum(source_lengths, label_lengths), data_config, rows_multiple):
+    length = bucket_length or _padded_length(
+        int(max(max(source_lengths[rows]), max(label_lengths[rows]))), data_config.max_tokens)
     height = -(-full_rows // rows_multiple) * rows_multiple
     source, target_input, labels = (np.zeros((height, length), np.int32) for _ in range(3))
     for i, row in enumerate(rows):
