@@ -131,7 +131,7 @@ MUTATIONS = (
              (f"{DECODING}::test_cached_greedy_equals_uncached",)),
     Mutation("beam_cache_reorder", "hypotheses keep the cache rows of their old place, not "
              "of their parent", "transformer/inference/decoding.py",
-             "ops.take(x, _flat_rows(new_parents, beam_size), axis=0)", "x",
+             "ops.take(x, new_rows, axis=0)", "x",
              (f"{DECODING}::test_cached_beam_search_equals_uncached_reference",)),
     Mutation("length_penalty", "beam scores not divided by the length penalty",
              "transformer/inference/decoding.py",
