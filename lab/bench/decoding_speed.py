@@ -15,7 +15,11 @@ a module whose ``translate`` and ``translate_greedy`` tokenize, decode with
 the oracle and detokenize as the translator does. Both are loaded back and
 each is called once untimed; then the two alternate, old/new then new/old,
 ``--rounds`` times on the first ``--sentences`` validation sentences in
-batches of ``--batch_size``. Each figure is the fastest round's seconds.
+batches of ``--batch_size``. Each figure is the fastest round's seconds, in
+wall time and in this process's CPU time (on shared cores the CPU time is the
+steadier: other processes' use of the cores lengthens the wall time only), and
+the median over rounds of old over new in CPU time (each round's pair ran back
+to back, so under the same load).
 
 The JSON holds the machine, what else was running at the start and the end
 (the cores may be shared), and per method both arms' seconds and old over new
@@ -24,6 +28,7 @@ The JSON holds the machine, what else was running at the start and the end
 
 import json
 from pathlib import Path
+import statistics
 import sys
 import tempfile
 import time
@@ -82,9 +87,10 @@ def old_translator(tokenizers, model, decoding_config):
 
 
 def seconds(fn, batches):
-  start = time.perf_counter()
+  """``(wall seconds, this process's CPU seconds, outputs)`` of translating ``batches``."""
+  start, start_cpu = time.perf_counter(), time.process_time()
   outputs = [fn(batch).numpy().tolist() for batch in batches]
-  return time.perf_counter() - start, outputs
+  return time.perf_counter() - start, time.process_time() - start_cpu, outputs
 
 
 def main(argv):
@@ -116,15 +122,22 @@ def main(argv):
             "sentences": len(sources), "batch_size": _BATCH_SIZE.value, "methods": {}}
   for method, function in (("greedy", "translate_greedy"), ("beam", "translate")):
     fns = {name: getattr(arm, function) for name, arm in arms.items()}
-    outputs = {name: seconds(fn, batches[:1])[1] for name, fn in fns.items()}  # untimed
+    outputs = {name: seconds(fn, batches[:1])[2] for name, fn in fns.items()}  # untimed
     times = {name: [] for name in fns}
+    cpu_times = {name: [] for name in fns}
     for round_index in range(_ROUNDS.value):
       for name in (("old", "new") if round_index % 2 == 0 else ("new", "old")):
-        elapsed, outputs[name] = seconds(fns[name], batches)
+        elapsed, cpu, outputs[name] = seconds(fns[name], batches)
         times[name].append(elapsed)
+        cpu_times[name].append(cpu)
     best = {name: min(values) for name, values in times.items()}
+    best_cpu = {name: min(values) for name, values in cpu_times.items()}
+    paired = [old / new for old, new in zip(cpu_times["old"], cpu_times["new"])]
     result["methods"][method] = {"seconds": best, "rounds": times,
                                  "old_over_new": best["old"] / best["new"],
+                                 "cpu_seconds": best_cpu, "cpu_rounds": cpu_times,
+                                 "cpu_old_over_new": best_cpu["old"] / best_cpu["new"],
+                                 "cpu_old_over_new_median": statistics.median(paired),
                                  "same_translations": outputs["old"] == outputs["new"]}
     print(method, json.dumps(result["methods"][method]), flush=True)
   result["ended"] = machine.other_activity()

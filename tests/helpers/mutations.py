@@ -13,6 +13,8 @@ BUDGET = "tests/unit/test_budget.py"
 DECODING = "tests/unit/test_decoding.py"
 EMBEDDING = "tests/unit/test_embedding.py"
 EVALUATION = "tests/unit/test_evaluation.py"
+FUSED = ("tests/unit/test_fused_attention.py::"
+         "test_fused_attention_matches_the_explicit_path_under_tensorflow")
 LOSSES = "tests/unit/test_losses.py"
 MASKING = "tests/unit/test_masking.py"
 MODEL = "tests/unit/test_model.py"
@@ -45,14 +47,13 @@ MUTATIONS = (
              (f"{MASKING}::test_padding_the_source_changes_nothing_at_real_positions",)),
     Mutation("causal_mask", "decoder self-attention sees later target positions",
              "transformer/model/attention.py",
-             "x, x, attention_mask=causal_mask(ops.shape(x)[1]), training=training)",
-             "x, x, attention_mask=None, training=training)",
+             "self.mha(x, x, use_causal_mask=True, training=training)",
+             "self.mha(x, x, use_causal_mask=False, training=training)",
              (f"{MASKING}::test_no_look_ahead_leakage_in_training_mode_with_dropout",)),
     Mutation("causal_mask_lost_in_training", "the causal mask dropped in training mode only "
              "(what Keras' use_causal_mask did with dropout)", "transformer/model/attention.py",
-             "x, x, attention_mask=causal_mask(ops.shape(x)[1]), training=training)",
-             "x, x, attention_mask=None if training else causal_mask(ops.shape(x)[1]), "
-             "training=training)",
+             "self.mha(x, x, use_causal_mask=True, training=training)",
+             "self.mha(x, x, use_causal_mask=not training, training=training)",
              (f"{MASKING}::test_no_look_ahead_leakage_in_training_mode_with_dropout",)),
     Mutation("causal_mask_off_by_one", "query i also sees key i + 1",
              "transformer/model/attention.py",
@@ -76,6 +77,18 @@ MUTATIONS = (
              "x, weights = self.cross_attention.step(x, cache[\"context_key\"], "
              "cache[\"context_value\"],\n                                           None)",
              (f"{MODEL}::test_decode_step_equals_the_last_position_of_a_full_pass",)),
+    # Fused attention (keras.ops.dot_product_attention) against the explicit path.
+    Mutation("fused_attention_mask", "fused attention attends to source padding",
+             "transformer/model/attention.py",
+             "self.per_head(self.value_dense(value)), mask=mask,",
+             "self.per_head(self.value_dense(value)), mask=None,", (FUSED,)),
+    Mutation("fused_attention_causal", "fused self-attention sees later target positions",
+             "transformer/model/attention.py", "is_causal=use_causal_mask)", "is_causal=False)",
+             (FUSED,)),
+    Mutation("fused_attention_scale", "fused attention ignores scale_attention_logits=False",
+             "transformer/model/attention.py",
+             "scale=1.0 / np.sqrt(self.key_dim) if self.scale_attention_logits else 1.0,",
+             "scale=None,", (FUSED,)),
     # Scalings.
     Mutation("attention_logit_scale", "QKᵀ not divided by √d_k", "transformer/model/attention.py",
              "logits = logits / ops.sqrt(ops.cast(ops.shape(key)[-1], logits.dtype))",
@@ -118,7 +131,7 @@ MUTATIONS = (
              (f"{DECODING}::test_cached_greedy_equals_uncached",)),
     Mutation("beam_cache_reorder", "hypotheses keep the cache rows of their old place, not "
              "of their parent", "transformer/inference/decoding.py",
-             "ops.take(x, _flat_rows(new_parents, beam_size), axis=0)", "x",
+             "ops.take(x, new_rows, axis=0)", "x",
              (f"{DECODING}::test_cached_beam_search_equals_uncached_reference",)),
     Mutation("length_penalty", "beam scores not divided by the length penalty",
              "transformer/inference/decoding.py",

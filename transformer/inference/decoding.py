@@ -100,6 +100,13 @@ def _gather_beams(x, indices):
   return ops.reshape(picked, (shape[0], ops.shape(indices)[1], *shape[2:]))
 
 
+def _best_token(logits):
+  """The argmax of ``logits`` ``(batch, vocab)``: ``(batch,)`` int32, the first on ties.
+  A top-1, not ``ops.argmax``: Keras' argmax makes four more passes over the
+  logits (its fix for -0.0 on flush-to-zero devices) at every step."""
+  return ops.top_k(logits, 1)[1][:, 0]
+
+
 def _greedy_loop(next_logits, max_lengths, length, end_id, state):
   """Shared loop of both greedy decoders: ``next_logits(i, ids, state)`` returns
   the logits ``(batch, vocab)`` of the token after position ``i`` and the new
@@ -107,7 +114,7 @@ def _greedy_loop(next_logits, max_lengths, length, end_id, state):
 
   def body(i, ids, done, state):
     logits, state = next_logits(i, ids, state)
-    tokens = ops.where(done, PAD_ID, ops.cast(ops.argmax(logits, axis=-1), "int32"))
+    tokens = ops.where(done, PAD_ID, _best_token(logits))
     ids = _write(ids, i + 1, tokens)
     done = done | ops.equal(tokens, end_id) | (i + 1 >= max_lengths)
     return i + 1, ids, done, state
@@ -230,9 +237,8 @@ def beam_steps(model, source_ids, max_lengths, length, beam_size: int = 4,
     next_log_probs, keep = ops.top_k(ops.where(ending, _LOWEST, top_log_probs), beam_size)
     next_alive = _gather_beams(top_ids, keep)
     # Each surviving hypothesis takes over its parent's cache rows.
-    new_parents = _gather_beams(parents[..., None], keep)[..., 0]
-    new_cache = model.reorder_cache(
-        new_cache, lambda x: ops.take(x, _flat_rows(new_parents, beam_size), axis=0))
+    new_rows = _flat_rows(_gather_beams(parents[..., None], keep)[..., 0], beam_size)
+    new_cache = model.reorder_cache(new_cache, lambda x: ops.take(x, new_rows, axis=0))
 
     scores = ops.where(ends, top_log_probs / length_penalty(i + 1, alpha), _LOWEST)
     next_scores, best = ops.top_k(ops.concatenate([finished_scores, scores], 1), beam_size)

@@ -11,8 +11,7 @@ or returned scores (keras-team/keras#23038). The tests in
 ``tests/unit/test_masking.py`` check every layer.
 
 The layers are written in ``keras.ops`` and run on every Keras backend
-(TensorFlow, JAX, PyTorch); under TensorFlow the ops return ``tf`` tensors, so
-``tf.function`` code (decoding, export, the trainer) calls them as before.
+(TensorFlow, JAX, PyTorch).
 """
 
 import warnings
@@ -21,9 +20,8 @@ import keras
 from keras import ops
 import numpy as np
 
-# Keras warns when a softmax runs over an axis of size 1; in attention that is
-# a query with one key to attend to (the first target position, decoded
-# without a cache), whose weight is rightly 1.
+# Keras warns when a softmax runs over an axis of size 1; in attention that is a query
+# with one key to attend to (the first target position, uncached), rightly weighted 1.
 warnings.filterwarnings("ignore", message="You are using a softmax over axis -1 of a tensor",
                         category=UserWarning, module=r"keras\.src\.ops\.nn")
 
@@ -93,11 +91,9 @@ class MultiHeadAttention(keras.layers.Layer):
   back to the query width.
 
   ``call(query, value, attention_mask)``: query ``(batch, q_len, d_model)``, value
-  ``(batch, k_len, d_model)`` (also used as the keys) → output
-  ``(batch, q_len, d_model)`` and weights ``(batch, heads, q_len, k_len)``.
-
-  Incremental decoding uses the two halves separately: :meth:`project_key_value`
-  once per key, and :meth:`attend` for each new query.
+  ``(batch, k_len, d_model)`` (also the keys) → output ``(batch, q_len, d_model)``
+  and weights ``(batch, heads, q_len, k_len)``. Incremental decoding uses the halves
+  :meth:`project_key_value` (once per key) and :meth:`attend` (per new query).
 
   ``attention_dropout_rate`` drops attention weights (the tutorial's choice,
   via Keras' ``MultiHeadAttention(dropout=...)``); the paper drops none.
@@ -105,6 +101,10 @@ class MultiHeadAttention(keras.layers.Layer):
 
   ``scale_attention_logits=False`` drops the 1/√d_k of eq. 1 (logits are
   exactly QKᵀ), in training and in both halves used by decoding.
+
+  ``fused`` (a runtime switch, off by default; see :meth:`Transformer.use_fused_attention`) lets
+  ``call`` use ``keras.ops.dot_product_attention`` when no attention dropout is in
+  effect, returning weights None.
   """
 
   def __init__(self, num_heads: int, key_dim: int, attention_dropout_rate: float = 0.0,
@@ -120,6 +120,7 @@ class MultiHeadAttention(keras.layers.Layer):
     self.value_dense = keras.layers.Dense(width, name="value")
     self.output_dense = None  # Built once the query width is known.
     self.weights_dropout = keras.layers.Dropout(attention_dropout_rate)
+    self.fused = False
 
   def build(self, query_shape, value_shape=None):
     value_shape = value_shape or query_shape
@@ -130,11 +131,17 @@ class MultiHeadAttention(keras.layers.Layer):
     self.output_dense.build((*query_shape[:-1], self.num_heads * self.key_dim))
     self.built = True
 
+  def per_head(self, x):
+    """``(batch, length, heads * key_dim)`` → ``(batch, length, heads, key_dim)``."""
+    return ops.reshape(x, (*ops.shape(x)[:2], self.num_heads, self.key_dim))
+
+  def merge_heads(self, x):
+    """``(batch, length, heads, key_dim)`` → ``(batch, length, heads * key_dim)``."""
+    return ops.reshape(x, (*ops.shape(x)[:2], self.num_heads * self.key_dim))
+
   def split_heads(self, x):
     """``(batch, length, heads * key_dim)`` → ``(batch, heads, length, key_dim)``."""
-    batch, length = ops.shape(x)[:2]
-    x = ops.reshape(x, (batch, length, self.num_heads, self.key_dim))
-    return ops.transpose(x, (0, 2, 1, 3))
+    return ops.transpose(self.per_head(x), (0, 2, 1, 3))
 
   def project_key_value(self, value):
     """Keys and values per head, each ``(batch, heads, k_len, key_dim)``."""
@@ -147,12 +154,25 @@ class MultiHeadAttention(keras.layers.Layer):
         queries, keys, values, mask,
         weights_dropout=lambda w: self.weights_dropout(w, training=training),
         scale_attention_logits=self.scale_attention_logits)
-    batch, length = ops.shape(query)[:2]
-    merged = ops.reshape(ops.transpose(heads, (0, 2, 1, 3)),
-                         (batch, length, self.num_heads * self.key_dim))
-    return self.output_dense(merged), weights
+    return self.output_dense(self.merge_heads(ops.transpose(heads, (0, 2, 1, 3)))), weights
 
-  def call(self, query, value, attention_mask=None, training=None):
+  def fused_attention(self, query, value, mask=None, use_causal_mask=False):
+    """:meth:`call` by ``keras.ops.dot_product_attention``, in its
+    ``(batch, length, heads, key_dim)`` layout (no transposes); no weights, no dropout."""
+    heads = ops.dot_product_attention(
+        self.per_head(self.query_dense(query)), self.per_head(self.key_dense(value)),
+        self.per_head(self.value_dense(value)), mask=mask,
+        scale=1.0 / np.sqrt(self.key_dim) if self.scale_attention_logits else 1.0,
+        is_causal=use_causal_mask)
+    return self.output_dense(self.merge_heads(heads))
+
+  def call(self, query, value, attention_mask=None, use_causal_mask=False, training=None):
+    """``use_causal_mask`` adds :func:`causal_mask` to ``attention_mask`` (self-attention)."""
+    if self.fused and not (training and self.attention_dropout_rate > 0):
+      return self.fused_attention(query, value, attention_mask, use_causal_mask), None
+    if use_causal_mask:
+      causal = causal_mask(ops.shape(query)[1])
+      attention_mask = causal if attention_mask is None else ops.logical_and(attention_mask, causal)
     keys, values = self.project_key_value(value)
     return self.attend(query, keys, values, attention_mask, training=training)
 
@@ -170,12 +190,9 @@ class BaseAttention(keras.layers.Layer):
   """An attention sub-layer with its residual connection and post-LayerNorm (§3.1, §5.4):
   ``LayerNorm(x + Dropout(MultiHeadAttention(x, context)))``.
 
-  The keyword names and defaults are the tutorial's, whose
-  ``BaseAttention(**kwargs)`` hands ``num_heads``, ``key_dim`` and ``dropout``
-  to Keras' ``MultiHeadAttention`` (its ``EncoderLayer`` passes
-  ``dropout=dropout_rate``): ``dropout`` is the attention weights' dropout,
-  ``config.model.attention_dropout_rate``, the one setting whose layer name
-  is not its field's. ``scale_attention_logits`` is
+  The keyword names and defaults are the tutorial's (its ``BaseAttention(**kwargs)``
+  hands them to Keras' ``MultiHeadAttention``): ``dropout`` is the attention
+  weights' dropout, ``config.model.attention_dropout_rate``. ``scale_attention_logits`` is
   :class:`MultiHeadAttention`'s; ``dropout_rate`` drops out the sub-layer
   output (the paper's residual dropout, §5.4), which the tutorial leaves out
   (0); ``layer_norm_epsilon`` 1e-3 is Keras' default. The attention weights of
@@ -221,8 +238,7 @@ class BaseAttention(keras.layers.Layer):
 class GlobalSelfAttention(BaseAttention):
   """Encoder self-attention: every position attends to every real source token.
 
-  ``call(x, attention_mask)``: x ``(batch, src_len, d_model)``, mask from :func:`padding_mask`.
-  """
+  ``call(x, attention_mask)``: x ``(batch, src_len, d_model)``, mask from :func:`padding_mask`."""
 
   def call(self, x, attention_mask=None, training=None):
     attended, self.last_attn_scores = self.mha(
@@ -236,7 +252,6 @@ class CausalSelfAttention(BaseAttention):
 
   ``call(x)``: x ``(batch, tgt_len, d_model)``. Padding at the end of the target
   needs no mask of its own: a real position never sees a later (padded) one.
-
   ``step(x, cache, index)`` is the incremental form used in decoding: x is the
   one new position ``(batch, 1, d_model)`` at ``index``; ``cache`` holds the keys
   and values of all positions, ``{"key", "value"}`` each
@@ -244,8 +259,7 @@ class CausalSelfAttention(BaseAttention):
   """
 
   def call(self, x, training=None):
-    attended, self.last_attn_scores = self.mha(
-        x, x, attention_mask=causal_mask(ops.shape(x)[1]), training=training)
+    attended, self.last_attn_scores = self.mha(x, x, use_causal_mask=True, training=training)
     return self.residual(x, attended, training=training)
 
   def step(self, x, cache, index):
@@ -266,7 +280,6 @@ class CrossAttention(BaseAttention):
 
   ``call(x, context, attention_mask)``: x ``(batch, tgt_len, d_model)``, context (the encoder
   output) ``(batch, src_len, d_model)``, mask from :func:`padding_mask` of the source.
-
   In decoding the context's keys and values are projected once
   (``mha.project_key_value``) and ``step`` attends over them.
   """

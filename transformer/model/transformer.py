@@ -6,7 +6,7 @@ import keras
 from keras import ops
 
 from transformer.model import settings
-from transformer.model.attention import padding_mask
+from transformer.model.attention import MultiHeadAttention, padding_mask
 from transformer.model.decoder import Decoder
 from transformer.model.embedding import PositionalEmbedding
 from transformer.model.encoder import Encoder, Stack
@@ -145,6 +145,16 @@ class Transformer(settings.StoredArguments, keras.Model):
     context, source_mask = self.encode(source_ids, training=training)
     x = self.decoder(target_ids, context, source_mask=source_mask, training=training)
     return self.logits(x)
+
+  def use_fused_attention(self, enabled: bool = True):
+    """Lets every attention layer compute with ``keras.ops.dot_product_attention``
+    (cuDNN flash attention under JAX on a GPU) where no attention dropout is in
+    effect; ``last_attn_scores`` are then None. Off by default, since the tutorial
+    reads those scores; a runtime switch, not a setting: no weight or config.json
+    field changes, so a run may resume with it either way."""
+    for layer in self._flatten_layers():  # pylint: disable=protected-access
+      if isinstance(layer, MultiHeadAttention):
+        layer.fused = enabled
 
   def initial_cache(self, context, max_length):
     """Decoding state for :meth:`decode_step` (see :meth:`Decoder.initial_cache`)."""

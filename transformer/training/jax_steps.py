@@ -45,6 +45,10 @@ def make_steps(model, optimizer, smoothing: float):
   """``(train_step, eval_step)``, ``jax.jit``-compiled: the training step
   donates the values it is given (their buffers become the new values'), the
   evaluation step (no dropout) returns the sums only."""
+  # Nothing here reads attention weights: fused attention (cuDNN's on a GPU) where
+  # it applies. The TensorFlow trainer keeps the explicit path: TensorFlow has no
+  # fused kernel, and keras' fallback is the same einsums.
+  model.use_fused_attention()
 
   def sums(labels, logits, loss_sum, tokens):
     correct, _ = losses.masked_correct_sum(labels, logits)
