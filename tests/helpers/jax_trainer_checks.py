@@ -55,8 +55,8 @@ def sgd_steps(dropout_rate, learning_rate):
   model.build(((None, None), (None, None)))
   optimizer = keras.optimizers.SGD(learning_rate)
   optimizer.build(model.trainable_variables)
-  train_step, _ = jax_steps.make_steps(model, optimizer, smoothing=0.1)
-  return model, optimizer, train_step
+  train_step, _ = jax_steps.step_functions(model, optimizer, smoothing=0.1)
+  return model, optimizer, jax.jit(train_step, donate_argnums=0)
 
 
 def update(train_step, values, batch):
