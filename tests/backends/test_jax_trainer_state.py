@@ -25,11 +25,13 @@ REPO_DIR = Path(__file__).resolve().parents[2]
 def measured(tmp_path_factory):
   folder = tmp_path_factory.mktemp("jax_trainer")
   prepared = random_prepared_folder(folder / "prepared")  # 4 steps an epoch
+  # Lengths up to 60: with bucketing, 14 batches of 4 shapes an epoch.
+  varied = random_prepared_folder(folder / "varied", pairs=200, max_length=60)
   env = {**os.environ, "PYTHONPATH": f"{REPO_DIR}{os.pathsep}{REPO_DIR / 'tests'}",
          "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "2"}
   result = subprocess.run(
       [sys.executable, str(REPO_DIR / "tests" / "helpers" / "jax_trainer_checks.py"),
-       str(prepared), str(folder)], cwd=folder, env=env, capture_output=True, text=True,
+       str(prepared), str(folder), str(varied)], cwd=folder, env=env, capture_output=True, text=True,
       timeout=600, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
   return json.loads(result.stdout.strip().splitlines()[-1])
@@ -62,3 +64,30 @@ def test_a_resumed_run_repeats_the_uninterrupted_one(measured):
   resume = measured["resume"]
   assert resume["steps"] == [4, 4]
   assert resume["differences"] == {"weights": 0.0, "optimizer": 0.0, "non_trainable": 0.0}
+
+
+def test_eight_steps_a_dispatch_train_as_one_and_resume_mid_stack(measured):
+  """An epoch of batches of 4 shapes at 8 steps a dispatch (stacks that the
+  shapes' runs do not fill end in inactive steps) leaves the weights, Adam's
+  state and the dropout random state of 1 step a dispatch, bit for bit; so
+  does a run stopped after 5 steps, mid-stack, and resumed."""
+  stacks = measured["stacks"]
+  assert stacks["steps"] == [14, 14, 14], stacks
+  nothing = {"weights": 0.0, "optimizer": 0.0, "non_trainable": 0.0}
+  assert stacks["eight"] == nothing and stacks["resumed"] == nothing, stacks
+  assert stacks["record"]["complete"] and stacks["record"]["steps_in_epoch"] == 14
+
+
+def test_each_shape_compiles_once_and_says_how_long_it_took(measured):
+  """One line per training shape and trainer, at 1 and at 8 steps a
+  dispatch, that names the shape and the seconds."""
+  stacks = measured["stacks"]
+  shapes = stacks["shapes"]
+  assert len(shapes) == 4, shapes
+  lines = stacks["compiled"]
+  for shape in shapes:
+    once = [line for line in lines if line.startswith(f"compiled the training step for {shape} in ")]
+    eight = [line for line in lines
+             if line.startswith(f"compiled the training step (8 a dispatch) for {shape} in ")]
+    assert len(once) == 1 and len(eight) == 3, lines  # three trainers at 8: each compiles its own
+  assert all(line.endswith(" s") for line in lines), lines

@@ -109,7 +109,7 @@ class JaxTrainer(loop.Trainer):
       logging.warning("no TensorBoard scalars: %s", self.summaries.scalars_off)
     self.progress = progress_lib.EpochProgress(enabled=progress)
     self.planned = (None, False)
-    self._train_split = None  # what fit gives run_epoch
+    self.train_split = None  # what fit gives run_epoch (the training pairs)
     self._checkpoints = jax_checkpointing.Checkpoints(
         self.model_dir, self.model, self.optimizer, self.budget,
         keep=int(config.training.keep_checkpoints))
@@ -207,7 +207,7 @@ class JaxTrainer(loop.Trainer):
       self.summaries.append_if_missing(self._pending_record)
     logging.info("training from step %d on %s", self.step,
                  progress_lib.plural(len(self.devices), f"{self.devices[0].platform} device"))
-    self._train_split = train_split
+    self.train_split = train_split
     return loop.run_epochs(self, validation_split)
 
   @property
@@ -246,7 +246,7 @@ class JaxTrainer(loop.Trainer):
     dispatch; returns its metrics record and the seconds this run spent on it."""
     skip = self.step_in_epoch
     seed = shards.epoch_seed(int(self.config.training.seed), self.epoch)
-    batches = jax_stacks.in_runs(self._batches(self._train_split, seed, shuffle=True))
+    batches = jax_stacks.in_runs(self._batches(self.train_split, seed, shuffle=True))
     if not batches:
       raise TrainingError(f"the training split of epoch {self.epoch + 1} is empty")
     self.planned, last = loop.start_progress(self, epoch_steps=len(batches), skip=skip,
