@@ -7,8 +7,9 @@ the ``(trainable, non_trainable, optimizer)`` lists of arrays, which live on
 the devices between steps. The loss is the mean over the global batch's real
 target tokens (:func:`transformer.model.losses.masked_cross_entropy_sum`); on several
 devices the array program is the whole batch's, so its gradients are those of
-the global batch, as under ``tf.distribute``. XLA compiles a step once per
-batch shape.
+the global batch, as under ``tf.distribute``. The trainer runs the step K
+times per call (:func:`make_stack_step`, ``training.steps_per_dispatch``),
+compiled once per batch shape, at its first use.
 """
 
 import sys
