@@ -14,7 +14,7 @@ asserts on them. Prints one JSON object; measures, judges nothing.
 * ``resume``: a run of 4 steps straight, and one stopped after 2 and resumed
   to 4 in a new trainer: the largest difference of their weights, optimizer
   and non-trainable variables, and their step counts.
-* ``stacks``: on the third argument's pairs (lengths that make batches of 4
+* ``stacks``: on the third argument's pairs (lengths that make batches of 3
   shapes with bucketing), an epoch at 1 step a dispatch, at 8, and at 8
   stopped after 5 steps and resumed: the differences of the last two from the
   first, and the lines that said what was compiled.
@@ -44,7 +44,7 @@ def config(dropout_rate=0.0, train_steps=0, steps_per_dispatch=1, bucketing=Fals
   result.model.dropout_rate = dropout_rate
   result.training.train_steps = train_steps
   result.training.steps_per_dispatch = steps_per_dispatch
-  result.data.bucketing = bucketing  # batches of 4 shapes: stacks that their runs do not fill
+  result.data.bucketing = bucketing  # batches of several shapes: stacks their runs do not fill
   result.training.checkpoint_every_steps = 1000
   return result
 
@@ -144,7 +144,7 @@ def resume(prepared, work):
 
 
 def stacks(prepared, work):
-  """An epoch of batches of 4 shapes at 1 step a dispatch, at 8, and at 8
+  """An epoch of batches of 3 shapes at 1 step a dispatch, at 8, and at 8
   stopped after 5 steps (mid-stack) and resumed: their differences from the
   first, their steps, the epoch's batch shapes and the compile lines."""
   compiled = []
@@ -162,6 +162,7 @@ def stacks(prepared, work):
   return {"eight": differences(one, eight), "resumed": differences(one, resumed),
           "steps": [one.step, eight.step, resumed.step], "record": result.history[-1],
           "shapes": sorted({shards_shape(batch) for batch in batches}),
+          "batches": [shards_shape(batch) for batch in batches],
           "compiled": [line for line in compiled if line.startswith("compiled")]}
 
 
