@@ -32,6 +32,7 @@ import numpy as np
 from configs import tiny
 from transformer.data import shards
 from transformer.model import Transformer
+from transformer.training import jax_stacks
 from transformer.training import jax_steps
 from transformer.training import jax_trainer
 
@@ -162,7 +163,7 @@ def stacks(prepared, work):
   return {"eight": differences(one, eight), "resumed": differences(one, resumed),
           "steps": [one.step, eight.step, resumed.step], "record": result.history[-1],
           "shapes": sorted({shards_shape(batch) for batch in batches}),
-          "batches": [shards_shape(batch) for batch in batches],
+          "batches": [shards_shape(batch) for batch in jax_stacks.in_runs(batches)],
           "compiled": [line for line in compiled if line.startswith("compiled")]}
 
 
