@@ -95,6 +95,10 @@ def default_config() -> ml_collections.ConfigDict:
   # its longest sentence (transformer/training/step.py): the same gradient on fewer
   # padded positions. Pays with random batches; 1 computes batches as they are.
   config.training.length_groups = 1
+  # JAX trainer only: optimizer steps per call of the compiled function, a
+  # jax.lax.scan over that many batches of one shape (the host's cost per call
+  # is paid once per this many steps). 1 calls it for every step.
+  config.training.steps_per_dispatch = 1
 
   config.decoding = ml_collections.ConfigDict()
   # §6.1: beam size 4, length penalty alpha 0.6, output length input + 50.
@@ -144,7 +148,8 @@ def validate_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigD
             "training.time_budget_minutes",
             "plans the run's length and its cooldown itself; set training.train_steps "
             "and training.cooldown_steps to 0")
-  for name in ("checkpoint_every_steps", "keep_checkpoints", "length_groups"):
+  for name in ("checkpoint_every_steps", "keep_checkpoints", "length_groups",
+               "steps_per_dispatch"):
     require_count(f"training.{name}", training[name])
   require_rate("training.label_smoothing", training.label_smoothing)
   require_count("decoding.beam_size", config.decoding.beam_size)

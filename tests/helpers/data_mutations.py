@@ -168,6 +168,11 @@ MUTATIONS = (
              "    if int(self.budget.planned.numpy()) != planned_before:\n"
              "      self._steps.recompile()",
              (f"{JAX_RUNS}::test_the_time_budget_plans_the_epochs_and_cools_the_rate_to_zero",)),
+    Mutation("jax_stack_padding_trains", "a stack's padding steps train on empty batches "
+             "(Adam's step and moments move)", "transformer/training/jax_steps.py",
+             "values, sums = jax.lax.cond(is_active, train_step, skipped, values, batch)",
+             "values, sums = train_step(values, batch)",
+             (f"{JAX_STATE}::test_eight_steps_a_dispatch_train_as_one_and_resume_mid_stack",)),
     Mutation("keras_checkpoint_averaging", "averaging the JAX trainer's checkpoints keeps the "
              "last one's weights", "transformer/run/keras_checkpoints.py",
              "sums = values if sums is None else [total + v for total, v in zip(sums, values)]",

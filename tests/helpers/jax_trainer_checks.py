@@ -14,9 +14,14 @@ asserts on them. Prints one JSON object; measures, judges nothing.
 * ``resume``: a run of 4 steps straight, and one stopped after 2 and resumed
   to 4 in a new trainer: the largest difference of their weights, optimizer
   and non-trainable variables, and their step counts.
+* ``stacks``: on the third argument's pairs (lengths that make batches of 3
+  shapes with bucketing), an epoch at 1 step a dispatch, at 8, and at 8
+  stopped after 5 steps and resumed: the differences of the last two from the
+  first, and the lines that said what was compiled.
 """
 
 import json
+import logging
 from pathlib import Path
 import sys
 
@@ -27,6 +32,7 @@ import numpy as np
 from configs import tiny
 from transformer.data import shards
 from transformer.model import Transformer
+from transformer.training import jax_stacks
 from transformer.training import jax_steps
 from transformer.training import jax_trainer
 
@@ -34,10 +40,12 @@ VOCAB = 300  # helpers.prepared.random_prepared_folder's
 PARTIAL_PAIRS = 61  # batches of 16: 3 full and one of 13 pairs
 
 
-def config(dropout_rate=0.0, train_steps=0):
+def config(dropout_rate=0.0, train_steps=0, steps_per_dispatch=1, bucketing=False):
   result = tiny.get_config()
   result.model.dropout_rate = dropout_rate
   result.training.train_steps = train_steps
+  result.training.steps_per_dispatch = steps_per_dispatch
+  result.data.bucketing = bucketing  # batches of several shapes: stacks their runs do not fill
   result.training.checkpoint_every_steps = 1000
   return result
 
@@ -55,8 +63,8 @@ def sgd_steps(dropout_rate, learning_rate):
   model.build(((None, None), (None, None)))
   optimizer = keras.optimizers.SGD(learning_rate)
   optimizer.build(model.trainable_variables)
-  train_step, _ = jax_steps.make_steps(model, optimizer, smoothing=0.1)
-  return model, optimizer, train_step
+  train_step, _ = jax_steps.step_functions(model, optimizer, smoothing=0.1)
+  return model, optimizer, jax.jit(train_step, donate_argnums=0)
 
 
 def update(train_step, values, batch):
@@ -97,11 +105,11 @@ def dropout(batch):
   return {"losses": losses}
 
 
-def trained(prepared, model_dir, train_steps, pairs=0):
-  """A Trainer of ``config`` in ``model_dir``, restored, fitted to ``train_steps``
-  (0: one epoch) on the first ``pairs`` training pairs (0: all); and what its
-  ``fit`` returned."""
-  run_config = config(dropout_rate=0.3, train_steps=train_steps)
+def trained(prepared, model_dir, train_steps, pairs=0, **settings):
+  """A Trainer of ``config`` (with ``settings``) in ``model_dir``, restored,
+  fitted to ``train_steps`` (0: one epoch) on the first ``pairs`` training
+  pairs (0: all); and what its ``fit`` returned."""
+  run_config = config(dropout_rate=0.3, train_steps=train_steps, **settings)
   trainer = jax_trainer.JaxTrainer(run_config, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
                                model_dir=model_dir, progress=False)
   trainer.restore()
@@ -122,23 +130,55 @@ def state_of(trainer):
           "non_trainable": trainer.model.non_trainable_variables}
 
 
+def differences(trainer, other):
+  """The largest difference of each kind of variable of two trainers."""
+  return {name: max(float(np.abs(np.asarray(a.value) - np.asarray(b.value)).max())
+                    for a, b in zip(ours, theirs))
+          for (name, ours), theirs in zip(state_of(trainer).items(), state_of(other).values())}
+
+
 def resume(prepared, work):
   straight, _ = trained(prepared, work / "straight", 4)
   trained(prepared, work / "resumed", 2)
   resumed, _ = trained(prepared, work / "resumed", 4)
-  differences = {}
-  for (name, ours), theirs in zip(state_of(straight).items(), state_of(resumed).values()):
-    differences[name] = max(float(np.abs(np.asarray(a.value) - np.asarray(b.value)).max())
-                            for a, b in zip(ours, theirs))
-  return {"differences": differences, "steps": [straight.step, resumed.step]}
+  return {"differences": differences(straight, resumed), "steps": [straight.step, resumed.step]}
 
 
-def main(prepared, work):
+def stacks(prepared, work):
+  """An epoch of batches of 3 shapes at 1 step a dispatch, at 8, and at 8
+  stopped after 5 steps (mid-stack) and resumed: their differences from the
+  first, their steps, the epoch's batch shapes and the compile lines."""
+  compiled = []
+  handler = logging.Handler()
+  handler.emit = lambda record: compiled.append(record.getMessage())
+  logging.getLogger("absl").addHandler(handler)
+  logging.getLogger("absl").setLevel(logging.INFO)  # train.py's console shows INFO lines
+  one, _ = trained(prepared, work / "one", 0, bucketing=True)
+  eight, result = trained(prepared, work / "eight", 0, bucketing=True, steps_per_dispatch=8)
+  trained(prepared, work / "stopped", 5, bucketing=True, steps_per_dispatch=8)
+  resumed, _ = trained(prepared, work / "stopped", 0, bucketing=True, steps_per_dispatch=8)
+  logging.getLogger("absl").removeHandler(handler)
+  split = shards.load_split(prepared, "train").trimmed(config().data.max_tokens)
+  batches = shards.epoch_batches(split, config(bucketing=True).data, seed=0)
+  return {"eight": differences(one, eight), "resumed": differences(one, resumed),
+          "steps": [one.step, eight.step, resumed.step], "record": result.history[-1],
+          "shapes": sorted({shards_shape(batch) for batch in batches}),
+          "batches": [shards_shape(batch) for batch in jax_stacks.in_runs(batches)],
+          "compiled": [line for line in compiled if line.startswith("compiled")]}
+
+
+def shards_shape(batch):
+  """A batch's ``rows × length``, as the compile lines say it."""
+  return " × ".join(map(str, batch[1].shape))
+
+
+def main(prepared, work, varied):
   split = shards.load_split(prepared, "train").trimmed(config().data.max_tokens)
   batch = shards.epoch_batches(split, config().data, seed=0)[0]
   print(json.dumps({"step_on": step_on(batch), "dropout": dropout(batch),
-                    "epoch": epoch(prepared, work), "resume": resume(prepared, work)}))
+                    "epoch": epoch(prepared, work), "resume": resume(prepared, work),
+                    "stacks": stacks(varied, work)}))
 
 
 if __name__ == "__main__":
-  main(Path(sys.argv[1]), Path(sys.argv[2]))
+  main(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))

@@ -166,8 +166,14 @@ MUTATIONS = (
              "transformer/model/optimization.py", "step * float(self.warmup_steps) ** -1.5",
              "step * float(self.warmup_steps) ** -1.0", (OPTIMIZATION,)),
     Mutation("schedule_step_offset", "the schedule at iteration, not the step number (0 at "
-             "the first update)", "transformer/model/optimization.py", "step = iteration + 1.0",
-             "step = iteration", (OPTIMIZATION,)),
+             "the first update)", "transformer/model/optimization.py",
+             "iteration = ops.cast(iteration, \"float32\")\n    step = iteration + 1.0",
+             "iteration = ops.cast(iteration, \"float32\")\n    step = iteration",
+             (OPTIMIZATION,)),
+    Mutation("host_rate_without_cooldown", "the rate the JAX trainer shows and logs ignores "
+             "the cooldown", "transformer/model/optimization.py",
+             "return rate * min(max((float(self.cooldown_end_step) - iteration) / steps, 0.0), 1.0)",
+             "return rate", (f"{OPTIMIZATION}::test_the_rate_on_the_host_is_the_schedules",)),
     Mutation("cooldown", "the cooldown never lowers the rate", "transformer/model/optimization.py",
              "return rate * ops.where(steps > 0.0, ops.clip(remaining, 0.0, 1.0), 1.0)",
              "return rate", (OPTIMIZATION,)),

@@ -82,6 +82,20 @@ def test_cooldown_round_trips_and_reaches_the_optimizer():
                                           config.training.learning_rate_scale)(35)), rel=1e-5)
 
 
+@pytest.mark.parametrize("cooldown", [(0, 0), (3000, 9000), (500, 700)])
+def test_the_rate_on_the_host_is_the_schedules(cooldown):
+  """The JAX trainer's console and TensorBoard rate (plain Python) is the
+  schedule's ``keras.ops`` rate at every step: warm-up, peak, decay, cooldown
+  and the zeros after it."""
+  schedule = WarmupInverseSquareRoot(d_model=128, warmup_steps=400, scale=1.3,
+                                     cooldown_steps=cooldown[0], cooldown_end_step=cooldown[1])
+  iterations = np.arange(0, 12000, 7)
+  expected = keras.ops.convert_to_numpy(schedule(iterations))
+  on_host = np.array([schedule.rate_on_host(int(i)) for i in iterations])
+  np.testing.assert_allclose(on_host, expected, rtol=1e-6, atol=1e-12)
+  assert (on_host == 0).sum() == (expected == 0).sum()
+
+
 def test_cooldown_end_step_before_its_length_is_refused():
   config = configs.tiny.get_config()
   config.training.cooldown_steps, config.training.cooldown_end_step = 300, 200

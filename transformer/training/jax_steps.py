@@ -7,12 +7,15 @@ the ``(trainable, non_trainable, optimizer)`` lists of arrays, which live on
 the devices between steps. The loss is the mean over the global batch's real
 target tokens (:func:`transformer.model.losses.masked_cross_entropy_sum`); on several
 devices the array program is the whole batch's, so its gradients are those of
-the global batch, as under ``tf.distribute``. XLA compiles a step once per
-batch shape.
+the global batch, as under ``tf.distribute``. The trainer runs the step K
+times per call (:func:`make_stack_step`, ``training.steps_per_dispatch``),
+compiled once per batch shape, at its first use.
 """
 
 import sys
+import time
 
+from absl import logging
 import jax
 import keras
 
@@ -41,10 +44,9 @@ def set_random_seed(seed: int) -> None:
     sys.meta_path.remove(hook)
 
 
-def make_steps(model, optimizer, smoothing: float):
-  """``(train_step, eval_step)``, ``jax.jit``-compiled: the training step
-  donates the values it is given (their buffers become the new values'), the
-  evaluation step (no dropout) returns the sums only."""
+def step_functions(model, optimizer, smoothing: float):
+  """``(train_step, eval_step)`` as plain functions of the values and a batch
+  (what :func:`make_stack_step` and the evaluation compile)."""
   # Nothing here reads attention weights: fused attention (cuDNN's on a GPU) where
   # it applies. The TensorFlow trainer keeps the explicit path: TensorFlow has no
   # fused kernel, and keras' fallback is the same einsums.
@@ -80,7 +82,39 @@ def make_steps(model, optimizer, smoothing: float):
                                      training=False)
     return sums(labels, logits, *losses.masked_cross_entropy_sum(labels, logits, smoothing))
 
-  return jax.jit(train_step, donate_argnums=0), jax.jit(eval_step)
+  return train_step, eval_step
+
+
+def make_stack_step(train_step):
+  """``train_step`` (one step, unjitted: :func:`step_functions`) run over a
+  stack, ``jax.jit``-compiled with the values donated: ``(values, (batches,
+  active)) -> (values, (loss_sum, tokens, correct), step_losses)`` where every
+  array of ``batches`` has a leading axis of K steps and ``active`` is K
+  booleans. An inactive step (padding of a stack that its shape's batches do
+  not fill) leaves the values exactly as they are and adds nothing, so each
+  shape compiles once, at K; the sums are of the stack's active steps, summed
+  on the device, and ``step_losses`` the K loss sums (0 where inactive), read
+  only to name the step of a NaN."""
+
+  def train_stack(values, stack):
+    batches, active = stack
+    first = jax.tree_util.tree_map(lambda array: array[0], batches)
+    sums_shape = jax.eval_shape(train_step, values, first)[1]
+    zeros = jax.tree_util.tree_map(lambda s: jax.numpy.zeros(s.shape, s.dtype), sums_shape)
+
+    def skipped(values, batch):  # pylint: disable=unused-argument
+      return values, zeros
+
+    def one_step(carry, inputs):
+      values, totals = carry
+      batch, is_active = inputs
+      values, sums = jax.lax.cond(is_active, train_step, skipped, values, batch)
+      return (values, tuple(t + s for t, s in zip(totals, sums))), sums[0]
+
+    (values, totals), step_losses = jax.lax.scan(one_step, (values, zeros), (batches, active))
+    return values, totals, step_losses
+
+  return jax.jit(train_stack, donate_argnums=0)
 
 
 class DeviceSteps:
@@ -88,7 +122,10 @@ class DeviceSteps:
 
   The values, ``(trainable, non_trainable, optimizer)`` lists of arrays, stay
   on the devices between steps; the Keras variables hold them only after
-  :meth:`write_variables` (a checkpoint, the final weights).
+  :meth:`write_variables` (a checkpoint, the final weights). Training runs in
+  stacks of ``steps_per_dispatch`` steps (:func:`make_stack_step`); each
+  shape's step is compiled at its first use, and the console says how long
+  that took, once per shape.
 
   Args:
     model: the built Keras model.
@@ -97,12 +134,15 @@ class DeviceSteps:
     distribution: the ``keras.distribution.DataParallel`` over them, or None
       for one device.
     smoothing: label smoothing of the training loss.
+    steps_per_dispatch: K, the steps of a stack.
   """
 
-  def __init__(self, model, optimizer, devices, distribution, smoothing: float):
+  def __init__(self, model, optimizer, devices, distribution, smoothing: float,
+               steps_per_dispatch: int = 1):
     self._model, self._optimizer, self._smoothing = model, optimizer, smoothing
     self._devices, self._distribution = devices, distribution
-    self._train_step = self._eval_step = None
+    self.steps_per_dispatch = steps_per_dispatch
+    self._compiled = {}  # (kind, the batch's shapes) -> its compiled step
     self.values = None
     self.read_variables()
 
@@ -124,35 +164,61 @@ class DeviceSteps:
         variable.assign(value)
 
   def recompile(self) -> None:
-    """Traces the steps again at their next call (the schedule has changed)."""
-    self._train_step = self._eval_step = None
+    """Compiles the steps again at their next use (the schedule has changed)."""
+    self._compiled = {}
 
-  def _compiled(self):
-    if self._train_step is None:
-      self._train_step, self._eval_step = make_steps(self._model, self._optimizer,
-                                                     self._smoothing)
-    return self._train_step, self._eval_step
+  def _step_for(self, kind: str, inputs):
+    """The compiled ``kind`` step ("train": a stack, "validation": a batch) for
+    the shapes of ``inputs``, compiled now if they are new."""
+    key = (kind, tuple(array.shape for array in jax.tree_util.tree_leaves(inputs)))
+    if key not in self._compiled:
+      train_step, eval_step = step_functions(self._model, self._optimizer, self._smoothing)
+      function = (make_stack_step(train_step) if kind == "train" else jax.jit(eval_step))
+      start = time.monotonic()
+      self._compiled[key] = function.lower(self.values, inputs).compile()
+      labels = inputs[0][1] if kind == "train" else inputs[1]
+      logging.info("compiled the %s for %s in %.1f s", _step_name(kind, self.steps_per_dispatch),
+                   " × ".join(map(str, labels.shape[-2:])), time.monotonic() - start)
+    return self._compiled[key]
 
-  def on_devices(self, batch):
-    """A NumPy batch as device arrays, split on its rows over the devices."""
+  def on_devices(self, batch, stacked: bool = False):
+    """NumPy arrays (a batch, or a stack of batches and its active flags) as
+    device arrays, each batch split on its rows over the devices."""
     if self._distribution is None:
       return jax.device_put(batch, self._devices[0])
-    return jax.tree_util.tree_map(
-        lambda array: keras.distribution.distribute_tensor(
-            array, self._distribution.get_data_layout(array.shape)), batch)
+    mesh, rows = self._distribution.device_mesh, self._distribution.batch_dim_name
 
-  def train(self, batch):
-    """One training step on ``batch``; returns its ``(loss_sum, tokens,
-    correct)`` as device arrays, not waited for."""
-    train_step, _ = self._compiled()
-    self.values, step_sums = train_step(self.values, self.on_devices(batch))
-    return step_sums
+    def layout(array):  # a stack's rows are its arrays' second axis; its flags are whole
+      axes = [None] * array.ndim
+      if array.ndim > 1:
+        axes[1 if stacked else 0] = rows
+      return keras.distribution.TensorLayout(axes, mesh)
+    return jax.tree_util.tree_map(
+        lambda array: keras.distribution.distribute_tensor(array, layout(array)), batch)
+
+  def train_stack(self, stack):
+    """Trains on ``stack`` (device arrays: :meth:`on_devices` of a
+    :func:`transformer.training.jax_stacks.stacked`); returns its summed
+    ``(loss_sum, tokens, correct)`` and its steps' loss sums, device arrays,
+    not waited for."""
+    self.values, sums, step_losses = self._step_for("train", stack)(self.values, stack)
+    return sums, step_losses
 
   def evaluate(self, batches) -> losses.TokenMetrics:
     """The sums over ``batches`` without dropout."""
-    _, eval_step = self._compiled()
     metrics = losses.TokenMetrics()
-    device_sums = [eval_step(self.values, self.on_devices(batch)) for batch in batches]
+    device_sums = []
+    for batch in batches:
+      batch = self.on_devices(batch)
+      device_sums.append(self._step_for("validation", batch)(self.values, batch))
     for batch_sums in jax.device_get(device_sums):
       metrics.add(*batch_sums)
     return metrics
+
+
+def _step_name(kind: str, steps_per_dispatch: int) -> str:
+  if kind == "validation":
+    return "validation step"
+  if steps_per_dispatch == 1:
+    return "training step"
+  return f"training step ({steps_per_dispatch} a dispatch)"

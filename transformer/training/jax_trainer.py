@@ -15,17 +15,19 @@ The steps (:class:`transformer.training.jax_steps.DeviceSteps`) are functions
 of the variables' values, which live on the devices between steps and go back
 into the Keras variables only for a checkpoint; :func:`transformer.data.shards.epoch_batches`
 pads batches to few shapes, and with more than one device
-``keras.distribution.DataParallel`` splits them on their rows. The host reads
-the steps' sums only when it needs them: to redraw the progress line, for
-TensorBoard, before a checkpoint and at an epoch's end (a NaN/Inf loss stops
-the run there, before anything is saved).
+``keras.distribution.DataParallel`` splits them on their rows. Each dispatch
+trains a stack of ``training.steps_per_dispatch`` batches of one shape
+(:mod:`transformer.training.jax_stacks`), put on the devices while the one
+before trains; the host reads a stack's sums after the next is dispatched,
+and all of them before a checkpoint and at an epoch's end (a NaN/Inf loss
+stops the run there, before anything is saved). Checkpoints, TensorBoard
+scalars and the progress line come at stack boundaries.
 
 Not here: ``training.length_groups`` (the TensorFlow step's sub-batches; the
 padded shapes do its work) and ``mixed_float16`` (no loss scaling; use
 ``mixed_bfloat16``).
 """
 
-import math
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
@@ -43,6 +45,7 @@ from transformer.run.errors import TrainingError
 from transformer.model import Transformer
 from transformer.training import budget as budget_lib
 from transformer.training import jax_checkpointing
+from transformer.training import jax_stacks
 from transformer.training import jax_steps
 from transformer.training import loop
 from transformer.training import summaries
@@ -97,15 +100,16 @@ class JaxTrainer(loop.Trainer):
     self.epoch = self.step_in_epoch = self.steps_per_epoch = 0
     # The current epoch's sums and training seconds, checkpointed for a resumed epoch.
     self.epoch_sums, self.epoch_seconds = losses.TokenMetrics(), 0.0
-    self._steps = jax_steps.DeviceSteps(self.model, self.optimizer, self.devices,
-                                        self.distribution, float(config.training.label_smoothing))
+    self._steps = jax_steps.DeviceSteps(
+        self.model, self.optimizer, self.devices, self.distribution,
+        float(config.training.label_smoothing), int(config.training.steps_per_dispatch))
     self._step = 0
     self.summaries = summaries.Summaries(self.model_dir, is_chief=True, tensorflow=False)
     if self.summaries.scalars_off:
       logging.warning("no TensorBoard scalars: %s", self.summaries.scalars_off)
     self.progress = progress_lib.EpochProgress(enabled=progress)
     self.planned = (None, False)
-    self._train_split = None  # what fit gives run_epoch
+    self.train_split = None  # what fit gives run_epoch (the training pairs)
     self._checkpoints = jax_checkpointing.Checkpoints(
         self.model_dir, self.model, self.optimizer, self.budget,
         keep=int(config.training.keep_checkpoints))
@@ -121,9 +125,9 @@ class JaxTrainer(loop.Trainer):
 
   @property
   def learning_rate(self) -> float:
-    """The schedule's rate at the current step (the optimizer's own counter
-    is synced only at checkpoints)."""
-    return float(keras.ops.convert_to_numpy(self._schedule(self.step)))
+    """The schedule's rate at the current step, on the host (the optimizer's
+    own counter is synced only at checkpoints)."""
+    return self._schedule.rate_on_host(self.step)
 
   def _cooldown(self):
     """``(cooldown_steps, cooldown_end_step)`` for the schedule: the budget's
@@ -172,11 +176,13 @@ class JaxTrainer(loop.Trainer):
 
   # --------------------------------------------------------------- steps
 
-  def train_step(self, batch):
-    """One training step on ``batch``, ``((source, target_in), target_out)`` of
-    ``(rows, length)`` ids; returns its ``(loss_sum, tokens, correct)`` as device
-    arrays, not waited for (the devices run ahead of the host)."""
-    return self._steps.train(batch)
+  def train_stack(self, stack):
+    """Trains on ``stack``, :func:`transformer.training.jax_stacks.stacked` of
+    ``((source, target_in), target_out)`` batches of ``(rows, length)`` ids
+    (NumPy or on the devices); returns its summed ``(loss_sum, tokens,
+    correct)`` as device arrays, not waited for (the devices run ahead)."""
+    sums, _ = self._steps.train_stack(self._steps.on_devices(stack, stacked=True))
+    return sums
 
   def _batches(self, split: shards.Split, seed: int, shuffle: bool):
     return shards.epoch_batches(split, self.config.data, seed=seed, shuffle=shuffle,
@@ -201,7 +207,7 @@ class JaxTrainer(loop.Trainer):
       self.summaries.append_if_missing(self._pending_record)
     logging.info("training from step %d on %s", self.step,
                  progress_lib.plural(len(self.devices), f"{self.devices[0].platform} device"))
-    self._train_split = train_split
+    self.train_split = train_split
     return loop.run_epochs(self, validation_split)
 
   @property
@@ -236,51 +242,45 @@ class JaxTrainer(loop.Trainer):
 
   def run_epoch(self, max_steps: Optional[int], interval: int,
                 stop: stop_signals.StopSignals) -> Tuple[Dict, float]:
-    """Trains on one epoch's batches, or what is left of them; returns its
-    metrics record and the seconds this run spent on it."""
+    """Trains on one epoch's batches, or what is left of them, a stack per
+    dispatch; returns its metrics record and the seconds this run spent on it."""
     skip = self.step_in_epoch
     seed = shards.epoch_seed(int(self.config.training.seed), self.epoch)
-    batches = self._batches(self._train_split, seed, shuffle=True)
+    batches = jax_stacks.in_runs(self._batches(self.train_split, seed, shuffle=True))
     if not batches:
       raise TrainingError(f"the training split of epoch {self.epoch + 1} is empty")
     self.planned, last = loop.start_progress(self, epoch_steps=len(batches), skip=skip,
                                              max_steps=max_steps, seconds_before=self.epoch_seconds)
     epoch_metrics, seconds_before = ((self.epoch_sums, self.epoch_seconds) if skip
                                      else (losses.TokenMetrics(), 0.0))
-    pending = []  # the device sums of the steps not yet read
     clock = loop.EpochClock(seconds_before)
-    redrawn = clock.start  # when the progress line was last drawn
     scalars = loop.TrainScalars(self.summaries, self.log_every_steps, clock.start)
+    unread = jax_stacks.UnreadSums(lambda loss, step: loop.non_finite_loss(
+        loss, step, self.epoch, self._checkpoints.latest()))
+    size = self._steps.steps_per_dispatch
+    ranges = jax_stacks.stack_ranges(batches, skip, last, size)
     done = skip
-    for index in range(skip, last):
-      step_sums = self.train_step(batches[index])
-      self._step += 1
-      pending.append((self.step, step_sums))
-      done = index + 1
-      step, now = self.step, clock.now()
-      logging_due = scalars.due(step)
-      saving_due = self._checkpoints.due(step, interval)
-      if not (logging_due or saving_due or done == last or stop.received is not None
-              or now - redrawn >= progress_lib.REDRAW_SECONDS):
-        continue
-      for pending_step, (loss_sum, tokens, correct) in jax.device_get(pending):
-        if not math.isfinite(float(loss_sum)):
-          raise loop.non_finite_loss(loss_sum / max(float(tokens), 1.0), pending_step,
-                                     self.epoch, self._checkpoints.latest())
-        epoch_metrics.add(loss_sum, tokens, correct)
-        scalars.metrics.add(loss_sum, tokens, correct)
-      pending = []
-      self.step_in_epoch = done
-      self.epoch_sums, self.epoch_seconds = epoch_metrics, clock.epoch_seconds(now)
-      learning_rate, redrawn = self.learning_rate, now
-      self.progress.update(done, **{"loss": epoch_metrics.loss, "acc": epoch_metrics.accuracy,
-                                    "lr": learning_rate,
-                                    "tok/s": epoch_metrics.tokens / self.epoch_seconds})
-      if logging_due:
-        scalars.write(step, learning_rate, now)
+    for first, stop_at, stack in jax_stacks.device_stacks(batches, ranges, size,
+                                                          self._steps.on_devices):
+      unread.add(self.step, stop_at - first, stop_at, *self._steps.train_stack(stack))
+      self._step += stop_at - first
+      saving_due = self._checkpoints.due(self.step, interval)
+      # A checkpoint, the epoch's end or a signal reads every stack; else the
+      # one just dispatched stays unread, so the host does not wait for it.
+      read_all = saving_due or stop_at == last or stop.received is not None
+      for step_before, step, done, sums in unread.read(keep_last=not read_all):
+        epoch_metrics.add(*sums)
+        scalars.metrics.add(*sums)
+        if scalars.due(step, step - step_before):
+          scalars.write(step, self._schedule.rate_on_host(step), clock.now())
+        self.step_in_epoch = done
+        self.epoch_sums, self.epoch_seconds = epoch_metrics, clock.epoch_seconds()
+        self.progress.update(done, **{"loss": epoch_metrics.loss, "acc": epoch_metrics.accuracy,
+                                      "lr": self._schedule.rate_on_host(step),
+                                      "tok/s": epoch_metrics.tokens / self.epoch_seconds})
       if stop.received is not None:
         break
-      if saving_due and done < last:
+      if saving_due and stop_at < last:
         self.save_checkpoint()
     self.progress.end()
     now = clock.now()

@@ -191,8 +191,9 @@ class TrainScalars:
     self._summaries, self.every = summaries, every
     self.metrics, self._start = losses.TokenMetrics(), now
 
-  def due(self, step: int) -> bool:
-    return step % self.every == 0
+  def due(self, step: int, steps: int = 1) -> bool:
+    """Whether the ``steps`` steps up to ``step`` passed a multiple of ``every``."""
+    return step // self.every > (step - steps) // self.every
 
   def write(self, step: int, learning_rate: float, now: float) -> None:
     self._summaries.write_scalars("train", step, {
