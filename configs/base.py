@@ -22,4 +22,7 @@ def get_config(device: str = "cpu"):
     # real target tokens instead of 67.4% (the tutorial's tokenizer;
     # lab/bench/results/bucket_batches.json).
     config.data.bucket_lengths = (16, 32, 48, 64, 128)
+    # Under JAX, 8 steps a call: one dispatch of the step's hundreds of arrays
+    # per 8 batches (lab/bench/accelerator/README.md, loop_speed.py).
+    config.training.steps_per_dispatch = 8
   return config

@@ -39,4 +39,7 @@ def get_config(device: str = "cpu"):
     config.data.bucket_lengths = (16, 32, 48, 64, 128)
     config.data.tokens_per_batch = 2048
     config.training.length_groups = 1  # the buckets leave little padding to cut
+    # Under JAX, 8 steps a call: one dispatch of the step's hundreds of arrays
+    # per 8 batches (lab/bench/accelerator/README.md, loop_speed.py).
+    config.training.steps_per_dispatch = 8
   return config

@@ -29,16 +29,22 @@ def test_small_runs_of_the_tutorial_and_base_configurations(tmp_path):
                           text=True, timeout=900, env={**os.environ, "PYTHONPATH": ""})
   assert result.returncode == 0, result.stderr[-3000:]
   summary = json.loads((output / "summary.json").read_text())
-  assert [run["run"] for run in summary] == ["tutorial", "base"]
+  assert [run["run"] for run in summary] == ["tutorial", "tutorial_warm", "base"]
   printed = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
   assert printed == summary
   for run in summary:
     assert run["epochs"] == 2 and run["target_tokens_per_second"] > 0 and run["val_loss"] > 0
+    assert run["wall_seconds"] > run["training_seconds"]
+  # The GPU configurations: length buckets, 8 steps a dispatch, a cache of the run's own.
+  tutorial = json.loads((output / "tutorial" / "config.json").read_text())
+  assert tutorial["data"]["bucket_lengths"] == [16, 32]
+  assert tutorial["training"]["steps_per_dispatch"] == 8
+  assert any((output / "jax_cache").iterdir())
   # Shards of separate vocabularies: base's three-way sharing becomes a tied output.
   config = json.loads((output / "base" / "config.json").read_text())
   assert config["model"]["output_weights"] == "tied" and config["data"]["tokens_per_batch"] == 1024
   # The epoch lines of train.py, with validation and tokens/s.
-  assert result.stdout.count(" | val loss ") == 4 and result.stdout.count(" tok/s | ") == 4
+  assert result.stdout.count(" | val loss ") == 6 and result.stdout.count(" tok/s | ") == 6
 
 
 def test_step_speed_times_both_arms(tmp_path):

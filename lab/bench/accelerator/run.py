@@ -8,9 +8,12 @@ TensorFlow or Keras, and how to install it offline.) Two runs of
 other, each printing per epoch its training loss, validation loss and
 accuracy and target tokens/s (train.py's epoch lines):
 
-``tutorial``  ``configs/tutorial.py`` as it is: 20 epochs of 64-sentence
-              batches, float32.
-``base``      ``configs/base.py`` (6 layers, d_model 512, batches of 25,000
+``tutorial``  ``configs/tutorial.py:gpu``: 20 epochs of length-bucketed
+              batches of 2,048 tokens, 8 steps a dispatch, float32, with an
+              empty compilation cache (``<output>/jax_cache``).
+``tutorial_warm``  the same again in a new run folder, with the cache the
+              first run filled: a rerun's start.
+``base``      ``configs/base.py:gpu`` (6 layers, d_model 512, batches of 25,000
               tokens a side) in ``mixed_bfloat16`` for ``--base_epochs``
               epochs. Its three-way sharing needs one joint vocabulary
               (shards prepared with ``--config=configs/base.py
@@ -20,7 +23,7 @@ accuracy and target tokens/s (train.py's epoch lines):
               says.
 
 Then one JSON line per run on stdout (also ``<output>/summary.json``): the
-device, epochs, the target tokens/s of the epochs after the first (whose time
+device, the run's wall seconds end to end (train.py's start to its exit), epochs, the target tokens/s of the epochs after the first (whose time
 holds the compilations) and the last validation loss and accuracy. Exit
 status: 0 when both runs finished, else the first failing run's (1 for a
 NaN/Inf loss, with train.py's one line saying so).
@@ -45,36 +48,38 @@ from transformer.data import shards  # pylint: disable=g-import-not-at-top,wrong
 # Overrides of --small: both runs take seconds on a CPU.
 SMALL = ["--train_examples=256", "--validation_examples=64", "--config.model.num_layers=1",
          "--config.model.d_model=32", "--config.model.dff=64", "--config.model.num_heads=4",
-         "--config.data.max_tokens=32"]
+         "--config.data.max_tokens=32", "--config.data.bucket_lengths=(16, 32)"]
 
 
 def runs(data: str, small: bool, base_epochs: int):
   """``{name: train.py flags}``."""
   joint = shards.read_manifest(data).get("vocabulary") == "joint"  # prepare.py --tokenizer=build
-  base = ["--config=configs/base.py", "--mixed_precision=mixed_bfloat16",
+  base = ["--config=configs/base.py:gpu", "--mixed_precision=mixed_bfloat16",
           f"--config.training.epochs={base_epochs}"]
   if not joint:
     base += ["--config.model.output_weights=tied", "--config.data.vocabulary=separate"]
-  tutorial = ["--config=configs/tutorial.py"]
+  tutorial = ["--config=configs/tutorial.py:gpu"]
   if small:
     tutorial += SMALL + ["--config.training.epochs=2"]
     base += SMALL + ["--config.data.tokens_per_batch=1024", "--config.training.epochs=2"]
-  return {"tutorial": tutorial, "base": base}
+  return {"tutorial": tutorial, "tutorial_warm": tutorial, "base": base}
 
 
-def train(name: str, flags, data: str, output: Path) -> int:
-  """Runs train.py; its epoch lines and errors go to this console."""
+def train(name: str, flags, data: str, output: Path):
+  """Runs train.py; its epoch lines and errors go to this console. Returns its
+  exit status and wall seconds."""
   command = [sys.executable, "train.py", *flags, f"--data={data}",
              f"--model_dir={output / name}", "--strategy=auto", "--export=false",
-             "--log_every_steps=1000"]
+             "--log_every_steps=1000", f"--compilation_cache={output / 'jax_cache'}"]
   print(f"== {name}: {' '.join(command[1:])}", flush=True)
   # The repository first, then whatever path the offline install used (pip --target).
   python_path = os.pathsep.join(filter(None, [str(REPO_DIR), os.environ.get("PYTHONPATH")]))
   env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": python_path}
   start = time.monotonic()
   returncode = subprocess.run(command, cwd=REPO_DIR, env=env, check=False).returncode
-  print(f"== {name}: exit {returncode} after {time.monotonic() - start:.0f} s", flush=True)
-  return returncode
+  seconds = time.monotonic() - start
+  print(f"== {name}: exit {returncode} after {seconds:.0f} s", flush=True)
+  return returncode, seconds
 
 
 def summary(name: str, run_dir: Path) -> dict:
@@ -108,10 +113,10 @@ def main():
   print(f"== devices: {device}", flush=True)
   results = []
   for name, flags in runs(args.data, args.small, args.base_epochs).items():
-    returncode = train(name, flags, args.data, output)
+    returncode, seconds = train(name, flags, args.data, output)
     if returncode:
       sys.exit(returncode)
-    results.append({**summary(name, output / name), "device": device})
+    results.append({**summary(name, output / name), "wall_seconds": seconds, "device": device})
     print(json.dumps(results[-1]), flush=True)
   (output / "summary.json").write_text(json.dumps(results, indent=2) + "\n")
 
