@@ -88,6 +88,7 @@ def test_cpu_2h_sized_by_the_clock_trains_the_same_model_with_a_time_budget():
     ("data", "tokens_per_batch", 10, r"config\.data\.tokens_per_batch: 10 cannot hold"),
     ("training", "label_smoothing", -0.1, r"config\.training\.label_smoothing"),
     ("training", "learning_rate_scale", 0.0, r"config\.training\.learning_rate_scale: must be > 0"),
+    ("training", "steps_per_dispatch", 0, r"config\.training\.steps_per_dispatch: must be > 0"),
 ])
 def test_bad_fields_raise_a_clear_error(section, field, value, message):
   config = configs.tiny.get_config()
