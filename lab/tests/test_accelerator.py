@@ -67,7 +67,7 @@ def test_converge_small_trains_stops_on_validation_loss_and_scores(
   prepare = subprocess.run(
       [sys.executable, "prepare.py", "--config=configs/tiny.py", f"--data={ted_data_dir}",
        f"--tokenizer={tutorial_tokenizer_path}", f"--output={prepared}",
-       "--train_examples=256", "--validation_examples=64"],
+       "--train_examples=256", "--validation_examples=64", "--test_examples=32"],
       cwd=REPO_DIR, capture_output=True, text=True, timeout=600,
       env={**os.environ, "PYTHONPATH": str(REPO_DIR)})
   assert prepare.returncode == 0, prepare.stderr[-3000:]
@@ -89,6 +89,6 @@ def test_converge_small_trains_stops_on_validation_loss_and_scores(
     steps = [int(name.split("-")[1]) for name in record["checkpoints_averaged"]]
     assert 1 <= len(steps) <= 2 and max(steps) == record["stopped_at"]["step"]
     assert record["record"]["checkpoints"] and len(record["record"]["checkpoints"]) == len(steps)
-    assert record["split"] == "validation" and record["record"]["num_sentences"] == 24
+    assert record["split"] == "test" and record["record"]["num_sentences"] == 24
     assert 0 <= run["bleu"] <= 100 and 0 <= run["whole_word_bleu"] <= 100
     assert (output / run["run"] / "samples.txt").read_text().count("  reference: ") == 20

@@ -58,6 +58,7 @@ class Mutation:
 class Verdict:
   killed: bool
   why: str  # one line: the failed test, or why the run says nothing
+  seconds: float = 0.0  # the fork's wall time: what the mutation costs the suite
 
 
 def module_name(file: str) -> str:
@@ -173,6 +174,7 @@ def _serve(request: Path, answer: Path) -> None:
     for fields in json.loads(request.read_text(encoding="utf-8")):
       mutation = Mutation(**fields)
       report = Path(folder) / f"{mutation.name}.xml"
+      start = time.monotonic()
       with applied(Path.cwd(), mutation):
         pid = os.fork()
         if pid == 0:  # the fork never returns into this loop, whatever happens
@@ -187,6 +189,7 @@ def _serve(request: Path, answer: Path) -> None:
         verdict = Verdict(False, f"{mutation.file} does not import mutated: {error}")
       else:
         verdict = judge_report(status, report)
+      verdict = dataclasses.replace(verdict, seconds=round(time.monotonic() - start, 2))
       verdicts[mutation.name] = dataclasses.asdict(verdict)
   answer.write_text(json.dumps(verdicts), encoding="utf-8")
 
