@@ -92,3 +92,20 @@ def test_converge_small_trains_stops_on_validation_loss_and_scores(
     assert record["split"] == "test" and record["record"]["num_sentences"] == 24
     assert 0 <= run["bleu"] <= 100 and 0 <= run["whole_word_bleu"] <= 100
     assert (output / run["run"] / "samples.txt").read_text().count("  reference: ") == 20
+
+
+def test_converge_refuses_a_folder_prepared_without_the_test_split(tmp_path):
+  """It scores the test split: a folder of an older prepare.py (train and
+  validation only, as random_prepared_folder writes) is one line, before any training."""
+  prepared = random_prepared_folder(tmp_path / "prepared")
+  result = subprocess.run(
+      [sys.executable, "lab/bench/accelerator/converge.py", f"--data={prepared}",
+       f"--output={tmp_path / 'converged'}", "--small"],
+      cwd=REPO_DIR, capture_output=True, text=True, timeout=300,
+      env={**os.environ, "PYTHONPATH": ""})
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines() == [
+      f"converge.py: error: {prepared} holds no test split (prepared by an older prepare.py, "
+      "which wrote train and validation only); run prepare.py again with the same flags to "
+      "write it"]
+  assert not (tmp_path / "converged").exists()

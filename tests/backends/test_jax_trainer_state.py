@@ -21,16 +21,30 @@ pytestmark = [pytest.mark.slow, needs_jax]
 REPO_DIR = Path(__file__).resolve().parents[2]
 
 
+# What each test reads of jax_trainer_checks.py's measurements.
+MEASUREMENT = {
+    "test_the_loss_is_the_mean_over_the_batchs_real_tokens": "step_on",
+    "test_each_step_draws_new_dropout_masks": "dropout",
+    "test_an_epoch_trains_its_last_partial_batch": "epoch",
+    "test_a_resumed_run_repeats_the_uninterrupted_one": "resume",
+}
+
+
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory):
+def measured(tmp_path_factory, request):
+  """The measurements this session's tests of the module read, in one child
+  Python: all four in a whole run, one for a mutation's targeted test (the
+  resume alone is most of the child's time)."""
+  names = sorted({MEASUREMENT[item.originalname] for item in request.session.items
+                  if item.path == request.path})
   folder = tmp_path_factory.mktemp("jax_trainer")
   prepared = random_prepared_folder(folder / "prepared")  # 4 steps an epoch
   env = {**os.environ, "PYTHONPATH": f"{REPO_DIR}{os.pathsep}{REPO_DIR / 'tests'}",
          "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "2"}
   result = subprocess.run(
       [sys.executable, str(REPO_DIR / "tests" / "helpers" / "jax_trainer_checks.py"),
-       str(prepared), str(folder)], cwd=folder, env=env, capture_output=True, text=True,
-      timeout=600, check=False)
+       str(prepared), str(folder), ",".join(names)], cwd=folder, env=env,
+      capture_output=True, text=True, timeout=600, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
   return json.loads(result.stdout.strip().splitlines()[-1])
 
