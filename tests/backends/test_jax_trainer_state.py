@@ -39,8 +39,12 @@ def measured(tmp_path_factory, request):
                   if item.path == request.path})
   folder = tmp_path_factory.mktemp("jax_trainer")
   prepared = random_prepared_folder(folder / "prepared")  # 4 steps an epoch
+  # A compilation cache: the resume's three trainers compile the same step (the
+  # mutation runner gives one that its runs share).
+  cache = os.environ.get("JAX_COMPILATION_CACHE_DIR", str(folder / "jax_compilation_cache"))
   env = {**os.environ, "PYTHONPATH": f"{REPO_DIR}{os.pathsep}{REPO_DIR / 'tests'}",
-         "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "2"}
+         "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "2", "JAX_COMPILATION_CACHE_DIR": cache,
+         "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
   result = subprocess.run(
       [sys.executable, str(REPO_DIR / "tests" / "helpers" / "jax_trainer_checks.py"),
        str(prepared), str(folder), ",".join(names)], cwd=folder, env=env,
