@@ -45,6 +45,9 @@ import time
 
 REPO_DIR = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO_DIR))
+# Its own imports of the library too (the references, the refusals): Keras on JAX,
+# no TensorFlow loaded where it is installed.
+os.environ["KERAS_BACKEND"] = "jax"
 
 from transformer.data import shards  # pylint: disable=g-import-not-at-top,wrong-import-position
 
