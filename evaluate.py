@@ -109,6 +109,8 @@ def check_flags(data_dir: str) -> None:
                        "<model_dir>/export/translator")
     return
   model_dir = Path(_MODEL_DIR.value)
+  if problem := run_folder.not_a_folder(model_dir):
+    raise UsageError(problem)
   checkpoint_index = f"{run_folder.CHECKPOINT_SUBDIR}/checkpoint"
   missing = [name for name in (run_folder.CONFIG_FILE, run_folder.TOKENIZER_PATH_FILE,
                                checkpoint_index)
@@ -121,9 +123,10 @@ def check_flags(data_dir: str) -> None:
                      f"{', '.join(missing)})")
 
 
-def data_flag() -> str:
-  """--data, or the deprecated --data_dir with a warning that says so, with
-  'auto' made the local copy or 'tfds', saying which."""
+def data_flag() -> tuple:
+  """``(data, message)``: --data, or the deprecated --data_dir with a warning
+  that says so, with 'auto' made the local copy or 'tfds', and the line that
+  says which (said once the flags are known good: bad input is one line)."""
   if _DATA_DIR.value is None:
     data_dir = _DATA.value
   elif _DATA.present:
@@ -132,12 +135,9 @@ def data_flag() -> str:
     say("evaluate.py: warning: --data_dir is deprecated; use --data")
     data_dir = _DATA_DIR.value
   try:
-    data_dir, message = sources.data_source(data_dir)
+    return sources.data_source(data_dir)
   except sources.SourceError as e:
     raise UsageError(str(e)) from e
-  if message:
-    say(f"evaluate.py: {message}")
-  return data_dir
 
 
 def say(line: str) -> None:
@@ -249,11 +249,13 @@ def evaluate_translator(translator_dir, split: str, method: str, data_dir, outpu
 def main(argv):
   if len(argv) > 1:
     raise UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-  data_dir = data_flag()
+  data_dir, message = data_flag()
   if shards.is_prepared(data_dir):
     print(json.dumps(evaluate_prepared(data_dir), indent=2))
     return
   check_flags(data_dir)
+  if message:
+    say(f"evaluate.py: {message}")
   if not _VERBOSE.value:
     logging.set_verbosity(logging.ERROR)
   runtime.import_tensorflow(_VERBOSE.value)
@@ -278,6 +280,8 @@ def evaluate_prepared(data_dir) -> dict:
   if not _MODEL_DIR.value or _TRANSLATOR.value or _EXPORT_DIR.value:
     raise UsageError("a prepare.py folder is scored with --model_dir (a run trained under "
                      "JAX), without --translator or --export_dir")
+  if problem := run_folder.not_a_folder(_MODEL_DIR.value):
+    raise UsageError(problem)
   if _AVERAGE_LAST.value < 0 or _BATCH_SIZE.value < 1 or _MAX_SENTENCES.value < 0:
     raise UsageError("--average_last and --max_sentences must be >= 0 and --batch_size >= 1")
   if not _VERBOSE.value:

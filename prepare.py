@@ -1,4 +1,4 @@
-r"""Tokenizes the training and validation data once into token-id shards.
+r"""Tokenizes the training, validation and test data once into token-id shards.
 
   python prepare.py --config=configs/tutorial.py --data=../shared/data/ted_hrlr_pt_to_en \
       --tokenizer=../shared/data/tutorial_tokenizer --output=prepared/tutorial
@@ -17,6 +17,8 @@ Sentences are trimmed to the config's ``data.max_tokens`` (source) and
 ``max_tokens + 1`` (target), as train.py trims them. ``--tokenizer=build``
 learns WordPiece vocabularies as train.py does (``data.vocabulary``,
 ``data.vocab_size``) and keeps the tokenizer in ``--tokenizer_cache_dir``.
+The test split is written too: ``evaluate.py --split=test`` under JAX and
+``lab/bench/accelerator/converge.py`` score it from the folder.
 
 The folder is written whole or not at all (a staging folder renamed into
 place); rerunning replaces it. Errors are one ``prepare.py: error: ...`` line.
@@ -38,7 +40,7 @@ from transformer.data import sources
 from transformer.run.errors import describe_error
 
 REPO_DIR = Path(__file__).resolve().parent
-SPLITS = ("train", "validation")
+SPLITS = ("train", "validation", "test")
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", str(REPO_DIR / "configs" / "tutorial.py"),
@@ -59,6 +61,8 @@ _TRAIN_EXAMPLES = flags.DEFINE_integer(
     "train_examples", 0, "Only the first N training pairs (TFDS order); 0: all.")
 _VALIDATION_EXAMPLES = flags.DEFINE_integer(
     "validation_examples", 0, "Only the first N validation pairs; 0: all.")
+_TEST_EXAMPLES = flags.DEFINE_integer(
+    "test_examples", 0, "Only the first N test pairs; 0: all.")
 _VERBOSE = flags.DEFINE_bool("verbose", False, "Also show TensorFlow's own log lines.")
 
 
@@ -85,7 +89,9 @@ def check_flags(config) -> None:
     data, message = sources.data_source(_DATA.value)
   except sources.SourceError as e:
     raise UsageError(str(e)) from e
-  missing = [name for name in ("pt.train", "en.train", "pt.dev", "en.dev")
+  names = [f"{language}.{config_lib.SPLIT_FILE_SUFFIX[split]}"
+           for split in SPLITS for language in ("pt", "en")]
+  missing = [name for name in names
              if data != sources.TFDS and not (Path(data) / name).is_file()]
   if missing:
     raise UsageError(f"--data={data}: not a folder with the TED HRLR files "
@@ -93,7 +99,7 @@ def check_flags(config) -> None:
   flags.FLAGS.data = data
   if message:
     logging.info(message)
-  for flag in (_TRAIN_EXAMPLES, _VALIDATION_EXAMPLES):
+  for flag in (_TRAIN_EXAMPLES, _VALIDATION_EXAMPLES, _TEST_EXAMPLES):
     if flag.value < 0:
       raise UsageError(f"--{flag.name} must be >= 0, got {flag.value}")
 
@@ -122,7 +128,8 @@ def prepare(config) -> Path:
   from transformer.data import ted  # pylint: disable=g-import-not-at-top
   from transformer.data import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
   output = Path(_OUTPUT.value).resolve()
-  limits = {"train": _TRAIN_EXAMPLES.value, "validation": _VALIDATION_EXAMPLES.value}
+  limits = {"train": _TRAIN_EXAMPLES.value, "validation": _VALIDATION_EXAMPLES.value,
+            "test": _TEST_EXAMPLES.value}
   pairs = {}
   for split in SPLITS:
     pairs[split] = ted.split_pairs(_DATA.value, split)

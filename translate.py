@@ -155,10 +155,8 @@ def check_model_dir(model_dir: str, average_last: int) -> Tuple[Optional[str], s
   finished run trained further). InputError naming what the folder holds when
   it has neither."""
   path = Path(model_dir)
-  if not path.is_dir():
-    raise InputError(f"--model_dir={model_dir}: "
-                     f"{'not a folder' if path.exists() else 'no such folder'}; pass the "
-                     "folder given to train.py --model_dir")
+  if problem := run_folder.not_a_folder(model_dir):
+    raise InputError(problem)
   steps = checkpoint_steps(path)
   export = path / EXPORT_SUBDIR
   why = f"no export in {model_dir} yet"

@@ -73,7 +73,7 @@ def test_converge_small_trains_stops_on_validation_loss_and_scores(
   prepare = subprocess.run(
       [sys.executable, "prepare.py", "--config=configs/tiny.py", f"--data={ted_data_dir}",
        f"--tokenizer={tutorial_tokenizer_path}", f"--output={prepared}",
-       "--train_examples=256", "--validation_examples=64"],
+       "--train_examples=256", "--validation_examples=64", "--test_examples=32"],
       cwd=REPO_DIR, capture_output=True, text=True, timeout=600,
       env={**os.environ, "PYTHONPATH": str(REPO_DIR)})
   assert prepare.returncode == 0, prepare.stderr[-3000:]
@@ -95,7 +95,7 @@ def test_converge_small_trains_stops_on_validation_loss_and_scores(
     steps = [int(name.split("-")[1]) for name in record["checkpoints_averaged"]]
     assert 1 <= len(steps) <= 2 and max(steps) == record["stopped_at"]["step"]
     assert record["record"]["checkpoints"] and len(record["record"]["checkpoints"]) == len(steps)
-    assert record["split"] == "validation" and record["record"]["num_sentences"] == 24
+    assert record["split"] == "test" and record["record"]["num_sentences"] == 24
     assert 0 <= run["bleu"] <= 100 and 0 <= run["whole_word_bleu"] <= 100
     assert (output / run["run"] / "samples.txt").read_text().count("  reference: ") == 20
 
@@ -117,3 +117,20 @@ def test_loop_speed_the_whole_loop_costs_no_more_than_the_compiled_step(tmp_path
     assert record[arm]["target_tokens_per_second"] == pytest.approx(
         record["real_target_tokens"] / (record[arm]["seconds_per_step"] * record["steps"]))
   assert record["loop_over_step_1"]["cpu_seconds"] <= 1.05, record
+
+
+def test_converge_refuses_a_folder_prepared_without_the_test_split(tmp_path):
+  """It scores the test split: a folder of an older prepare.py (train and
+  validation only, as random_prepared_folder writes) is one line, before any training."""
+  prepared = random_prepared_folder(tmp_path / "prepared")
+  result = subprocess.run(
+      [sys.executable, "lab/bench/accelerator/converge.py", f"--data={prepared}",
+       f"--output={tmp_path / 'converged'}", "--small"],
+      cwd=REPO_DIR, capture_output=True, text=True, timeout=300,
+      env={**os.environ, "PYTHONPATH": ""})
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines() == [
+      f"converge.py: error: {prepared} holds no test split (prepared by an older prepare.py, "
+      "which wrote train and validation only); run prepare.py again with the same flags to "
+      "write it"]
+  assert not (tmp_path / "converged").exists()

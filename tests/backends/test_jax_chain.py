@@ -139,11 +139,18 @@ def test_evaluation_under_jax_from_the_prepared_folder_matches_tensorflows(
     tmp_path, ted_data_dir, tutorial_tokenizer_path):
   """evaluate.py --data=<prepared folder> under JAX, TensorFlow unimportable:
   the same translations, BLEU (both scorings) and record as evaluate.py on
-  TensorFlow from the TED files, for the same weights and sentences, greedy and beam."""
+  TensorFlow from the TED files, for the same weights and sentences, greedy on
+  the validation split and beam on the test split, which prepare.py writes whole."""
   prepared, model_dir = tmp_path / "prepared", tmp_path / "run"
   run("prepare.py", "--config=configs/tiny.py", f"--data={ted_data_dir}",
       f"--tokenizer={tutorial_tokenizer_path}", f"--output={prepared}",
-      f"--train_examples={BATCH}")
+      f"--train_examples={BATCH}", "--validation_examples=64",
+      # Cut where TensorFlow's translator cuts (tiny's max_position): the test
+      # split's 40 first sentences hold one longer than tiny's max_tokens of 64.
+      "--config.data.max_tokens=256")
+  test_pairs = len((ted_data_dir / "en.test").read_text(encoding="utf-8").splitlines())
+  splits = json.loads((prepared / "manifest.json").read_text())["splits"]
+  assert splits["test"]["pairs"] == test_pairs and splits["validation"]["pairs"] == 64, splits
   runner = tmp_path / "blocking_runner.py"
   runner.write_text(BLOCKING_RUNNER)
   tried = tmp_path / "tried_imports.json"
@@ -154,8 +161,8 @@ def test_evaluation_under_jax_from_the_prepared_folder_matches_tensorflows(
       env=env)
   move_weights_off(model_dir, json.loads((prepared / "manifest.json").read_text())["vocab_sizes"])
 
-  for method in ("greedy", "beam"):
-    flags = ["--split=validation", "--max_sentences=40", f"--method={method}"]
+  for method, split in (("greedy", "validation"), ("beam", "test")):
+    flags = [f"--split={split}", "--max_sentences=40", f"--method={method}"]
     on_jax = json.loads(run(str(runner), "evaluate.py", f"--model_dir={model_dir}",
                             f"--data={prepared}", f"--output_dir={tmp_path / 'jax'}", *flags,
                             env=env).stdout)
@@ -172,4 +179,5 @@ def test_evaluation_under_jax_from_the_prepared_folder_matches_tensorflows(
     assert on_jax.pop("teacher_forced") == pytest.approx(on_tensorflow.pop("teacher_forced"),
                                                          rel=1e-4)
     assert on_jax == on_tensorflow, method
+    assert on_jax["split"] == split
     assert on_jax["partial"] and on_jax["references"] == "tokenizer round trip"

@@ -22,18 +22,38 @@ pytestmark = [pytest.mark.slow, needs_jax]
 REPO_DIR = Path(__file__).resolve().parents[2]
 
 
+# What each test reads of jax_trainer_checks.py's measurements.
+MEASUREMENT = {
+    "test_the_loss_is_the_mean_over_the_batchs_real_tokens": "step_on",
+    "test_each_step_draws_new_dropout_masks": "dropout",
+    "test_an_epoch_trains_its_last_partial_batch": "epoch",
+    "test_a_resumed_run_repeats_the_uninterrupted_one": "resume",
+    "test_eight_steps_a_dispatch_train_as_one_and_resume_mid_stack": "stacks",
+    "test_each_shape_compiles_once_and_says_how_long_it_took": "stacks",
+}
+
+
 @pytest.fixture(scope="module")
-def measured(tmp_path_factory):
+def measured(tmp_path_factory, request):
+  """The measurements this session's tests of the module read, in one child
+  Python: all of them in a whole run, one for a mutation's targeted test (the
+  resume alone is most of the child's time)."""
+  names = sorted({MEASUREMENT[item.originalname] for item in request.session.items
+                  if item.path == request.path})
   folder = tmp_path_factory.mktemp("jax_trainer")
   prepared = random_prepared_folder(folder / "prepared")  # 4 steps an epoch
   # Lengths up to 44: with bucketing, batches of 3 shapes.
   varied = random_prepared_folder(folder / "varied", pairs=200, max_length=45)
+  # A compilation cache: the resume's three trainers compile the same step (the
+  # mutation runner gives one that its runs share).
+  cache = os.environ.get("JAX_COMPILATION_CACHE_DIR", str(folder / "jax_compilation_cache"))
   env = {**os.environ, "PYTHONPATH": f"{REPO_DIR}{os.pathsep}{REPO_DIR / 'tests'}",
-         "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "2"}
+         "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "2", "JAX_COMPILATION_CACHE_DIR": cache,
+         "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
   result = subprocess.run(
       [sys.executable, str(REPO_DIR / "tests" / "helpers" / "jax_trainer_checks.py"),
-       str(prepared), str(folder), str(varied)], cwd=folder, env=env, capture_output=True, text=True,
-      timeout=1500, check=False)
+       str(prepared), str(folder), str(varied), ",".join(names)], cwd=folder, env=env,
+      capture_output=True, text=True, timeout=1500, check=False)
   assert result.returncode == 0, result.stderr[-3000:]
   return json.loads(result.stdout.strip().splitlines()[-1])
 

@@ -10,9 +10,10 @@ from helpers.fault_runs import finish_driver, run_driver, start_driver, train_ar
 
 @pytest.fixture(scope="session")
 def small_data(tmp_path_factory, ted_data_dir):
-  """The first 96 training and 16 validation pairs of the real data: 6 batches an epoch."""
+  """The first 96 training, 16 validation and 16 test pairs of the real data: 6
+  batches an epoch."""
   folder = tmp_path_factory.mktemp("data")
-  for split, count in (("train", 96), ("dev", 16)):
+  for split, count in (("train", 96), ("dev", 16), ("test", 16)):
     for language in ("pt", "en"):
       lines = (ted_data_dir / f"{language}.{split}").read_text(encoding="utf-8").splitlines()
       (folder / f"{language}.{split}").write_text("".join(l + "\n" for l in lines[:count]),

@@ -1,7 +1,8 @@
 """Measurements of the JAX trainer (transformer/training/jax_steps.py, jax_trainer.py,
 jax_checkpointing.py), run as ``KERAS_BACKEND=jax python jax_trainer_checks.py
-<prepared folder> <work folder>`` by tests/backends/test_jax_trainer_state.py, which
-asserts on them. Prints one JSON object; measures, judges nothing.
+<prepared folder> <work folder> [measurement,...]`` by
+tests/backends/test_jax_trainer_state.py, which asserts on them. Prints one JSON
+object (the named measurements, or all); measures, judges nothing.
 
 * ``step_on``: one SGD step (rate 1, dropout off) on a batch, on that batch
   twice over, and on it with rows of padding added: the weights' change of
@@ -172,13 +173,18 @@ def shards_shape(batch):
   return " × ".join(map(str, batch[1].shape))
 
 
-def main(prepared, work, varied):
+MEASUREMENTS = ("step_on", "dropout", "epoch", "resume", "stacks")
+
+
+def main(prepared, work, varied, names=MEASUREMENTS):
   split = shards.load_split(prepared, "train").trimmed(config().data.max_tokens)
   batch = shards.epoch_batches(split, config().data, seed=0)[0]
-  print(json.dumps({"step_on": step_on(batch), "dropout": dropout(batch),
-                    "epoch": epoch(prepared, work), "resume": resume(prepared, work),
-                    "stacks": stacks(varied, work)}))
+  measure = {"step_on": lambda: step_on(batch), "dropout": lambda: dropout(batch),
+             "epoch": lambda: epoch(prepared, work), "resume": lambda: resume(prepared, work),
+             "stacks": lambda: stacks(varied, work)}
+  print(json.dumps({name: measure[name]() for name in names}))
 
 
 if __name__ == "__main__":
-  main(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))
+  main(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]),
+       *([sys.argv[4].split(",")] if len(sys.argv) > 4 else []))

@@ -58,6 +58,8 @@ class Mutation:
 class Verdict:
   killed: bool
   why: str  # one line: the failed test, or why the run says nothing
+  seconds: float = 0.0  # the fork's wall time
+  cpu_seconds: float = 0.0  # the fork's and its children's CPU time: what it costs the suite
 
 
 def module_name(file: str) -> str:
@@ -65,12 +67,19 @@ def module_name(file: str) -> str:
   return ".".join(Path(file).with_suffix("").parts)
 
 
-def child_environment() -> dict:
+def child_environment(copy: Path) -> dict:
   """This environment without PYTHONPATH (the copy must import itself) and
-  without this pytest's own variables (PYTEST_ADDOPTS, xdist's worker names)."""
+  without this pytest's own variables (PYTEST_ADDOPTS, xdist's worker names),
+  with a JAX compilation cache beside ``copy`` for every JAX process the
+  tests start: the unmutated run fills it, and a mutation's JAX tests then
+  compile only what the mutation changed (the cache is keyed by the compiled
+  program, so a changed one is compiled anew)."""
   return {**{k: v for k, v in os.environ.items()
              if k != "PYTHONPATH" and not k.startswith("PYTEST_")},
-          "TF_CPP_MIN_LOG_LEVEL": "2"}
+          "TF_CPP_MIN_LOG_LEVEL": "2",
+          "JAX_COMPILATION_CACHE_DIR": str(Path(copy).parent / "jax_compilation_cache"),
+          # Every program, however quick to compile: the tiny models' steps are.
+          "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
 
 
 def pytest_arguments(tests: Sequence[str], report: Path) -> list:
@@ -83,7 +92,7 @@ def run_tests(copy: Path, tests: Sequence[str], report: Path) -> subprocess.Comp
   :data:`TIMEOUT_SECONDS` a test. The copy is the rootdir, so its setup.cfg
   puts it first on ``sys.path``."""
   return subprocess.run([sys.executable, "-m", "pytest", *pytest_arguments(tests, report)],
-                        cwd=copy, env=child_environment(), capture_output=True, text=True,
+                        cwd=copy, env=child_environment(copy), capture_output=True, text=True,
                         timeout=TIMEOUT_SECONDS * len(tests), check=False)
 
 
@@ -126,7 +135,7 @@ def judge_all(copy: Path, mutations) -> Dict[str, Verdict]:
     request, answer = Path(folder) / "mutations.json", Path(folder) / "verdicts.json"
     request.write_text(json.dumps([dataclasses.asdict(m) for m in mutations]), encoding="utf-8")
     result = subprocess.run([sys.executable, __file__, str(request), str(answer)], cwd=copy,
-                            env=child_environment(), capture_output=True, text=True,
+                            env=child_environment(copy), capture_output=True, text=True,
                             timeout=TIMEOUT_SECONDS * max(1, len(mutations)), check=False)
     if result.returncode != 0:
       raise RuntimeError(f"the mutation runner failed: {result.stderr[-3000:]}")
@@ -148,17 +157,18 @@ def _in_fork(mutation, report: Path) -> int:
   return int(pytest.main(pytest_arguments(mutation.tests, report)))
 
 
-def _wait(pid: int) -> int:
-  """The fork's exit status; it is killed after :data:`TIMEOUT_SECONDS`."""
+def _wait(pid: int):
+  """``(exit status, CPU seconds)`` of the fork (and of the processes it
+  waited for); it is killed after :data:`TIMEOUT_SECONDS`."""
   deadline = time.monotonic() + TIMEOUT_SECONDS
   while True:
-    done, status = os.waitpid(pid, os.WNOHANG)
+    done, status, usage = os.wait4(pid, os.WNOHANG)
     if done:
-      return os.waitstatus_to_exitcode(status)
+      return os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime
     if time.monotonic() > deadline:
       os.kill(pid, signal.SIGKILL)
-      os.waitpid(pid, 0)
-      return -signal.SIGKILL
+      _, _, usage = os.wait4(pid, 0)
+      return -signal.SIGKILL, usage.ru_utime + usage.ru_stime
     time.sleep(0.1)
 
 
@@ -173,6 +183,7 @@ def _serve(request: Path, answer: Path) -> None:
     for fields in json.loads(request.read_text(encoding="utf-8")):
       mutation = Mutation(**fields)
       report = Path(folder) / f"{mutation.name}.xml"
+      start = time.monotonic()
       with applied(Path.cwd(), mutation):
         pid = os.fork()
         if pid == 0:  # the fork never returns into this loop, whatever happens
@@ -181,12 +192,14 @@ def _serve(request: Path, answer: Path) -> None:
             status = _in_fork(mutation, report)
           finally:
             os._exit(status)  # pylint: disable=protected-access
-        status = _wait(pid)
+        status, cpu_seconds = _wait(pid)
       if status == _NO_IMPORT:
         error = report.with_suffix(".import").read_text(encoding="utf-8")
         verdict = Verdict(False, f"{mutation.file} does not import mutated: {error}")
       else:
         verdict = judge_report(status, report)
+      verdict = dataclasses.replace(verdict, seconds=round(time.monotonic() - start, 2),
+                                    cpu_seconds=round(cpu_seconds, 2))
       verdicts[mutation.name] = dataclasses.asdict(verdict)
   answer.write_text(json.dumps(verdicts), encoding="utf-8")
 

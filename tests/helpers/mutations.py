@@ -97,19 +97,19 @@ MUTATIONS = (
     Mutation("embedding_scale", "token embeddings not multiplied by √d_model",
              "transformer/model/embedding.py",
              "x = x * ops.cast(ops.sqrt(float(self.d_model)), x.dtype)", "x = x",
-             (EMBEDDING,)),
+             (f"{EMBEDDING}::test_embedding_output_is_scaled_embedding_plus_encoding",)),
     # Positions.
     Mutation("concatenated_layout", "cosines first in the concatenated layout",
              "transformer/model/embedding.py",
              "encoding = np.concatenate([np.sin(angles), np.cos(angles)], axis=-1)",
              "encoding = np.concatenate([np.cos(angles), np.sin(angles)], axis=-1)",
-             (EMBEDDING,)),
+             (f"{EMBEDDING}::test_concatenated_layout_puts_sines_first_then_cosines",)),
     Mutation("interleaved_layout", "the interleaved layout laid out as the concatenated one",
              "transformer/model/embedding.py",
              "encoding = np.stack([np.sin(angles), np.cos(angles)], axis=-1)"
              ".reshape(length, depth)",
              "encoding = np.concatenate([np.sin(angles), np.cos(angles)], axis=-1)",
-             (EMBEDDING,)),
+             (f"{EMBEDDING}::test_interleaved_layout_is_the_papers_formula",)),
     Mutation("decoding_position_offset", "each decoded token embedded at position 0",
              "transformer/model/decoder.py", "x = self.embedding(ids[:, None], offset=index)",
              "x = self.embedding(ids[:, None], offset=0)",
@@ -128,7 +128,9 @@ MUTATIONS = (
              "transformer/inference/decoding.py",
              "logits, cache, _ = model.decode_step(ids[:, i], i, cache, source_mask)",
              "logits, _, _ = model.decode_step(ids[:, i], i, cache, source_mask)",
-             (f"{DECODING}::test_cached_greedy_equals_uncached",)),
+             # An untrained two-layer model, eager: seconds, where the trained one takes a minute.
+             (f"{DROPOUT_DECODING}::test_cached_greedy_decoding_gives_the_tokens_of_decoding_"
+              "without_the_cache",)),
     Mutation("beam_cache_reorder", "hypotheses keep the cache rows of their old place, not "
              "of their parent", "transformer/inference/decoding.py",
              "ops.take(x, new_rows, axis=0)", "x",

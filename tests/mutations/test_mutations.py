@@ -66,7 +66,7 @@ def test_the_copy_imports_itself_and_its_targeted_tests_pass(scratch):
   failure below is the mutation's doing."""
   probe = subprocess.run(
       [sys.executable, "-c", "import transformer; print(transformer.__file__)"], cwd=scratch,
-      env=mutation_runner.child_environment(), capture_output=True, text=True, check=True)
+      env=mutation_runner.child_environment(scratch), capture_output=True, text=True, check=True)
   assert Path(probe.stdout.strip()).is_relative_to(scratch), probe.stdout
   tests = sorted({test for mutation in MUTATIONS for test in mutation.tests})
   result = mutation_runner.run_tests(scratch, tests, scratch.parent / "unmutated.xml")

@@ -3,8 +3,8 @@ library, and is committed with the outputs of such a run.
 
 The run goes through a Jupyter kernel (nbclient), from ``notebooks/``, with the
 demonstration training cut to 2 steps of 8 sentences on one-layer stacks, the
-data cell pointed at the shared data fixtures and no trained run, as on a fresh
-clone; any cell error fails it. The committed outputs are those of a run with
+data found as the scripts find it (the shared data beside the repository) and
+no trained run, as on a fresh clone; any cell error fails it. The committed outputs are those of a run with
 the README's trained model.
 """
 
@@ -21,8 +21,9 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "transformer_tutorial.ipynb"
-DATA_LINE = "DATA = Path('../../shared/data/ted_hrlr_pt_to_en')  # or 'tfds'"
-TOKENIZER_LINE = "TUTORIAL_TOKENIZER = Path('../../shared/data/tutorial_tokenizer')"
+# The scripts' --data=auto (transformer/data/sources.py), not a path of its own.
+DATA_LINE = "DATA, _ = sources.resolve_data(sources.AUTO)"
+TOKENIZER_LINE = "TUTORIAL_TOKENIZER = sources.SHARED_DATA_DIR / 'tutorial_tokenizer'"
 RUN_LINE = "RUN_DIR = Path('../runs/cpu_2h')"
 # The tutorial's four sentences, and words that an English rendering of each holds.
 TUTORIAL_SENTENCES = {
@@ -38,11 +39,12 @@ def code_cells(notebook):
   return [cell for cell in notebook.cells if cell.cell_type == "code"]
 
 
-def test_one_cell_says_where_the_data_comes_from():
+def test_one_cell_finds_the_data_as_the_scripts_do():
   cells = code_cells(nbformat.read(NOTEBOOK, as_version=4))
-  with_paths = [cell.source for cell in cells if "shared/data" in cell.source]
-  assert len(with_paths) == 1
-  assert DATA_LINE in with_paths[0] and TOKENIZER_LINE in with_paths[0]
+  assert not [cell.source for cell in cells if "'../../shared" in cell.source]  # no path of its own
+  with_data = [cell.source for cell in cells if "DATA" in cell.source and "sources" in cell.source]
+  assert len(with_data) == 1
+  assert DATA_LINE in with_data[0] and TOKENIZER_LINE in with_data[0]
 
 
 def test_committed_with_the_outputs_of_a_run():
@@ -90,9 +92,7 @@ def test_notebook_runs_top_to_bottom(ted_data_dir, tutorial_tokenizer_path):
                   "Encoder(num_layers=4,": "Encoder(num_layers=1,",
                   "Decoder(num_layers=4,": "Decoder(num_layers=1,",
                   "num_layers = 4": "num_layers = 1",
-                  RUN_LINE: "RUN_DIR = Path('no-such-run')",
-                  DATA_LINE: f"DATA = Path({str(ted_data_dir)!r})",
-                  TOKENIZER_LINE: f"TUTORIAL_TOKENIZER = Path({str(tutorial_tokenizer_path)!r})"}
+                  RUN_LINE: "RUN_DIR = Path('no-such-run')"}
   for old, new in replacements.items():
     cells = [cell for cell in code_cells(notebook) if old in cell.source]
     assert len(cells) == 1, old
@@ -102,6 +102,8 @@ def test_notebook_runs_top_to_bottom(ted_data_dir, tutorial_tokenizer_path):
                  resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
   printed = "".join(output.get("text", "") for cell in code_cells(notebook)
                     for output in cell.outputs)
+  # The fixtures skip without ../shared/data; with it, --data=auto's choice.
+  assert "data: the local copy in ../shared/data" in printed
   assert "e quando melhoramos a procura" in printed
   assert "no run at no-such-run" in printed
   assert printed.count("Prediction") == 5

@@ -10,25 +10,54 @@ import sys
 import pytest
 import tensorflow as tf
 
+from helpers.backends import needs_jax
+from helpers.prepared import random_prepared_folder
 from helpers.run_folders import PAIRS, write_data_dir, write_model_dir
 
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 
 
-def run_evaluate(*args, verbose=False):
+def run_evaluate(*args, verbose=False, script="evaluate.py", **env_vars):
   env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-  env["PYTHONPATH"] = str(REPO_DIR)
-  return subprocess.run([sys.executable, "evaluate.py", *args, *(["--verbose"] * verbose)],
+  env.update(PYTHONPATH=str(REPO_DIR), **env_vars)
+  return subprocess.run([sys.executable, script, *args, *(["--verbose"] * verbose)],
                         cwd=REPO_DIR, env=env, capture_output=True, text=True, timeout=300)
 
 
-def assert_one_line_error(result, message):
+def assert_one_line_error(result, message, script="evaluate.py"):
   assert result.returncode == 1, result.stderr[-3000:]
   assert "Traceback" not in result.stderr, result.stderr[-3000:]
   lines = result.stderr.strip().splitlines()
-  assert len(lines) == 1 and lines[0].startswith("evaluate.py: error: "), result.stderr[-3000:]
+  assert len(lines) == 1 and lines[0].startswith(f"{script}: error: "), result.stderr[-3000:]
   assert message in lines[0]
+
+
+@pytest.mark.parametrize("script", ["evaluate.py", "translate.py"])
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_a_model_dir_that_is_no_folder_is_worded_alike_by_both_scripts(tmp_path, script, kind):
+  model_dir = tmp_path / "run"
+  if kind == "file":
+    model_dir.write_text("")
+  result = run_evaluate(f"--model_dir={model_dir}", *(["olá ."] if script == "translate.py"
+                                                      else []), script=script)
+  what = "no such folder" if kind == "missing" else "not a folder"
+  assert_one_line_error(result, f"{script}: error: --model_dir={model_dir}: {what}; pass the "
+                        "folder given to train.py --model_dir", script)
+
+
+@needs_jax
+def test_a_folder_prepared_without_the_test_split_names_the_fix(tmp_path):
+  """Folders prepared before prepare.py wrote the test split (train and
+  validation only, as random_prepared_folder writes) still load; asked for
+  the test split, evaluate.py under JAX says in one line how to get it."""
+  prepared = random_prepared_folder(tmp_path / "prepared")
+  (tmp_path / "run").mkdir()
+  result = run_evaluate(f"--model_dir={tmp_path / 'run'}", f"--data={prepared}", "--split=test",
+                        f"--output_dir={tmp_path / 'bleu'}", KERAS_BACKEND="jax")
+  assert_one_line_error(result, f"evaluate.py: error: {prepared} holds no test split (prepared "
+                        "by an older prepare.py, which wrote train and validation only); run "
+                        "prepare.py again with the same flags to write it")
 
 
 @pytest.fixture(scope="module")

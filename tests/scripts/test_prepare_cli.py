@@ -19,7 +19,7 @@ REPO_DIR = Path(__file__).resolve().parents[2]
      "saved_model.pb); pass one, e.g. ../shared/data/tutorial_tokenizer, or --tokenizer=build"),
     (["--output={tmp}/new", "--data={tmp}"],
      "prepare.py: error: --data={tmp}: not a folder with the TED HRLR files (missing pt.train, "
-     "en.train, pt.dev, en.dev)"),
+     "en.train, pt.dev, en.dev, pt.test, en.test)"),
 ])
 def test_bad_input_is_one_line(tmp_path, args, line):
   result = subprocess.run([sys.executable, "prepare.py", *(a.format(tmp=tmp_path) for a in args)],

@@ -249,3 +249,4 @@ def test_the_console_tells_the_truth_on_a_terminal_and_in_a_pipe(tmp_path, fake_
   again = _run(args, fake_tfds)
   assert again.returncode == 0, again.stderr[-3000:]
   assert "nothing more to train" in again.stderr and "0 steps" not in again.stderr
+  assert "training from step" not in again.stderr, again.stderr[-3000:]

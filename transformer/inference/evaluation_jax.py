@@ -109,6 +109,14 @@ def raw_references(manifest: dict, split: str, count: int) -> List[str]:
   return [en for _, en in pairs[:count]]
 
 
+def missing_split(prepared_dir, split: str) -> str:
+  """The one line for a folder without ``split``: those prepared before
+  prepare.py wrote the test split."""
+  return (f"{prepared_dir} holds no {split} split (prepared by an older prepare.py, which "
+          f"wrote train and validation only); run prepare.py again with the same flags to "
+          f"write it")
+
+
 def evaluate_prepared(model_dir, prepared_dir, split: str, method: str, *, average_last: int = 0,
                       output_dir=None, batch_size: int = 64, max_sentences: int = 0,
                       say: Callable[[str], None] = print) -> dict:
@@ -119,6 +127,8 @@ def evaluate_prepared(model_dir, prepared_dir, split: str, method: str, *, avera
   output_dir = Path(output_dir or run_folder.bleu_dir(model_dir))
   files.check_writable(output_dir)  # an OSError now, not after the decoding
   manifest = shards.read_manifest(prepared_dir)
+  if split not in manifest["splits"]:
+    raise PreparedEvaluationError(missing_split(prepared_dir, split))
   whole_split = shards.load_split(prepared_dir, split)
   pairs = whole_split.take(max_sentences)
   references = raw_references(manifest, split, len(pairs))

@@ -65,6 +65,16 @@ class RunFolderError(TrainingError):
   """A file of a ``train.py`` output folder is unreadable."""
 
 
+def not_a_folder(model_dir: PathLike) -> Optional[str]:
+  """The one wording of a ``--model_dir`` that is no folder (evaluate.py and
+  translate.py say it alike), or None when it is one."""
+  path = Path(model_dir)
+  if path.is_dir():
+    return None
+  return (f"--model_dir={model_dir}: {'not a folder' if path.exists() else 'no such folder'}; "
+          "pass the folder given to train.py --model_dir")
+
+
 def exported_step(export_dir: PathLike) -> Optional[int]:
   """The step of the export in ``export_dir`` (its :data:`EXPORT_INFO_FILE`),
   or None when there is none or it does not say."""

@@ -109,6 +109,16 @@ def end_text(training) -> str:
   return f"step {max_steps}" if max_steps else f"epoch {max_epochs}"
 
 
+def has_steps_left(trainer: Trainer) -> bool:
+  """Whether the configuration's end (``train_steps``, ``epochs`` or the time
+  budget's planned epochs) is still ahead: a rerun of a finished run is not."""
+  training = trainer.config.training
+  ahead = (trainer.step < int(training.train_steps) if int(training.train_steps)
+           else trainer.epochs_done < int(training.epochs))
+  return ahead and not (trainer.budget is not None and
+                        trainer.budget.finished(trainer.epochs_done))
+
+
 def run_epochs(trainer: Trainer, validation=None,
                epoch_end_callback: Optional[Callable[[int, Dict], Dict]] = None) -> TrainResult:
   """Runs ``trainer``'s epochs until the configuration's end, a signal or an error.
@@ -122,15 +132,12 @@ def run_epochs(trainer: Trainer, validation=None,
   training = trainer.config.training
   budget, summaries = trainer.budget, trainer.summaries
   max_steps = int(training.train_steps) or None
-  max_epochs = None if max_steps else int(training.epochs)
   interval = int(training.checkpoint_every_steps)
   history: List[Dict] = []
   start_step = trainer.step
   try:
     with stop_signals.StopSignals() as stop:
-      while not ((max_steps is not None and trainer.step >= max_steps) or (
-          max_epochs is not None and trainer.epochs_done >= max_epochs) or (
-              budget is not None and budget.finished(trainer.epochs_done))):
+      while has_steps_left(trainer):
         first_step = trainer.step
         record, run_seconds = trainer.run_epoch(max_steps, interval, stop)
         if budget is not None:

@@ -170,7 +170,8 @@ class TensorFlowTrainer(loop.Trainer):
         ``train_steps``.
       step_callback: ``(step, loss)`` after every step (tests).
     """
-    logging.info("training from step %d to %s", self.step, loop.end_text(self.config.training))
+    if loop.has_steps_left(self):  # else train.py's last line says the run had ended
+      logging.info("training from step %d to %s", self.step, loop.end_text(self.config.training))
     self._epoch_data = (make_train_dataset, step_callback)
     try:
       return loop.run_epochs(self, validation_dataset, epoch_end_callback)

@@ -19,7 +19,7 @@ validation loss: the epoch of the lowest one is the run's end, and the
 ``--average`` checkpoints up to it are averaged (§6.1) and scored with beam
 search (beam 4, α 0.6) by ``evaluate.py`` from the prepared folder
 (``transformer/inference/evaluation_jax.py``: no TensorFlow), on the test
-split when the folder holds one, else validation. As the base model's
+split (a folder prepared before prepare.py wrote it is refused: prepare it again). As the base model's
 three-way sharing needs a joint vocabulary, on shards of separate ones the
 output layer is tied to the target embedding instead (as ``run.py`` does).
 
@@ -45,6 +45,9 @@ import time
 
 REPO_DIR = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO_DIR))
+# Its own imports of the library too (the references, the refusals): Keras on JAX,
+# no TensorFlow loaded where it is installed.
+os.environ["KERAS_BACKEND"] = "jax"
 
 from transformer.data import shards  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -148,9 +151,13 @@ def main():
   output = Path(args.output)
   if output.exists():
     sys.exit(f"converge.py: error: --output={output} exists; choose a new one")
-  deadline = time.monotonic() + 60 * args.minutes
   manifest = shards.read_manifest(args.data)
-  split = "test" if "test" in manifest["splits"] else "validation"
+  split = "test"
+  if split not in manifest["splits"]:
+    # Deferred: it loads Keras and JAX, which --help and the other checks do not need.
+    from transformer.inference import evaluation_jax  # pylint: disable=g-import-not-at-top
+    sys.exit(f"converge.py: error: {evaluation_jax.missing_split(args.data, split)}")
+  deadline = time.monotonic() + 60 * args.minutes
   joint = manifest.get("vocabulary") == "joint"
   import jax  # pylint: disable=g-import-not-at-top
   device = f"{len(jax.devices())} x {jax.devices()[0].device_kind}"
