@@ -69,7 +69,9 @@ def arm_config(arm: str):
   config = tutorial.get_config("gpu" if arm == "buckets" else "cpu")
   config.model.update(num_layers=NUM_LAYERS.value, d_model=D_MODEL.value,
                       num_heads=NUM_HEADS.value, dff=DFF.value)
-  config.training.update(warmup_steps=WARMUP.value, learning_rate_scale=RATE_SCALE.value)
+  # One step a call: the arms differ in their batches, not in how steps are dispatched.
+  config.training.update(warmup_steps=WARMUP.value, learning_rate_scale=RATE_SCALE.value,
+                         steps_per_dispatch=1)
   if SMALL.value:
     config.model.update(num_layers=1, d_model=32, dff=64, num_heads=2)
   return config
@@ -87,7 +89,9 @@ def run_arm(arm: str, train: shards.Split, validation: shards.Split, manifest: d
             output: Path) -> dict:
   """Trains ``arm`` for --epochs (or --stop_after_evaluations); returns its
   first epoch's batch statistics and its validation curve."""
-  from transformer.training.jax_trainer import JaxTrainer  # Deferred: after KERAS_BACKEND is set
+  # Deferred: after KERAS_BACKEND is set.
+  from transformer.training import jax_stacks  # pylint: disable=g-import-not-at-top
+  from transformer.training.jax_trainer import JaxTrainer  # pylint: disable=g-import-not-at-top
   config = arm_config(arm)
   trainer = JaxTrainer(config, input_vocab_size=manifest["vocab_sizes"]["pt"],
                        target_vocab_size=manifest["vocab_sizes"]["en"],
@@ -113,7 +117,7 @@ def run_arm(arm: str, train: shards.Split, validation: shards.Split, manifest: d
                  for epoch in range(epochs)]
   last_batch = epoch_lists[-1][-1]
   for batch in (batch for batches in epoch_lists for batch in batches):
-    trainer.train_step(batch)
+    trainer.train_stack(jax_stacks.stacked([batch], 1))
     steps += 1
     seen += int(np.count_nonzero(batch[1]))
     if seen >= next_evaluation - 0.5 or batch is last_batch:

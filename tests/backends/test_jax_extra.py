@@ -139,7 +139,7 @@ def test_the_jax_extra_alone_runs_the_jax_training_command(tmp_path):
 
   # A TensorFlow command in the same environment names the install it needs.
   (tmp_path / "ted").mkdir()
-  for name in ("pt.train", "en.train", "pt.dev", "en.dev"):
+  for name in ("pt.train", "en.train", "pt.dev", "en.dev", "pt.test", "en.test"):
     (tmp_path / "ted" / name).write_text("a .\n")
   result = subprocess.run(
       [sys.executable, str(runner), "prepare.py", "--config=configs/tiny.py",

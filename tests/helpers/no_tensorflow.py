@@ -16,21 +16,29 @@ file). With TensorFlow installed and no blocker, the first of them loads all of
 TensorFlow (about 3 s, and its C++ log lines); with the blocker Keras finds it
 absent and goes on, as it does on a machine without TensorFlow. ``import keras``,
 its ops and layers, and ``.weights.h5`` saving and loading ask nothing.
+
+``importlib.util.find_spec("tensorflow")`` looks for the package without
+running it (JAX's compilation cache asks so through ``etils.epath`` when it
+makes its folder): the blocker answers ``None``, as on a machine without
+TensorFlow, and notes the name in ``FIND_SPEC_PROBES``, not as a tried import.
 """
 
 BLOCK_TENSORFLOW = """
+import importlib.util
 import os
 import sys
 
 TENSORFLOW_IMPORTS_TRIED = []
 KERAS_PROBES = []
+FIND_SPEC_PROBES = []
 _KERAS_LAZY_MODULES = os.path.join("keras", "src", "utils", "module_utils.py")
+_BLOCKED = ("tensorflow", "tensorflow_text")
 
 
 class _NoTensorFlow:
   # A meta-path finder consulted before all others.
   def find_spec(self, name, path=None, target=None):
-    if name.partition(".")[0] not in ("tensorflow", "tensorflow_text"):
+    if name.partition(".")[0] not in _BLOCKED:
       return None
     frame = sys._getframe(1)
     while frame and not (frame.f_code.co_name == "available"
@@ -40,5 +48,13 @@ class _NoTensorFlow:
     raise ImportError(f"{name}: this process runs without TensorFlow")
 
 
+def _find_spec_without_tensorflow(name, package=None, _find_spec=importlib.util.find_spec):
+  if name.partition(".")[0] in _BLOCKED:
+    FIND_SPEC_PROBES.append(name)
+    return None
+  return _find_spec(name, package)
+
+
 sys.meta_path.insert(0, _NoTensorFlow())
+importlib.util.find_spec = _find_spec_without_tensorflow
 """
