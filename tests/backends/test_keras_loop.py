@@ -166,6 +166,12 @@ def test_a_resumed_run_repeats_the_uninterrupted_one_bitwise(tmp_path):
   assert straight.keys() == resumed.keys() and len(straight) > 10
   for name, array in straight.items():
     np.testing.assert_array_equal(resumed[name], array, err_msg=name)
+  # Once more: the run had ended, and says only that.
+  again = train(f"--data={prepared}", f"--model_dir={tmp_path / 'straight'}",
+                "--config.training.train_steps=8", "--export=false")
+  assert again.returncode == 0, again.stderr[-3000:]
+  assert "nothing more to train" in again.stderr, again.stderr[-3000:]
+  assert "training from step" not in again.stderr, again.stderr[-3000:]
 
 
 @pytest.mark.slow

@@ -205,8 +205,9 @@ class JaxTrainer(loop.Trainer):
     (:func:`transformer.training.loop.run_epochs`). Call :meth:`restore` first."""
     if self._pending_record:  # the checkpoint's: a kill may have come before its append
       self.summaries.append_if_missing(self._pending_record)
-    logging.info("training from step %d on %s", self.step,
-                 progress_lib.plural(len(self.devices), f"{self.devices[0].platform} device"))
+    if loop.has_steps_left(self):  # else train.py's last line says the run had ended
+      logging.info("training from step %d on %s", self.step,
+                   progress_lib.plural(len(self.devices), f"{self.devices[0].platform} device"))
     self.train_split = train_split
     return loop.run_epochs(self, validation_split)
 
