@@ -117,6 +117,9 @@ def test_loop_speed_the_whole_loop_costs_no_more_than_the_compiled_step(tmp_path
     assert record[arm]["target_tokens_per_second"] == pytest.approx(
         record["real_target_tokens"] / (record[arm]["seconds_per_step"] * record["steps"]))
   assert record["loop_over_step_1"]["cpu_seconds"] <= 1.05, record
+  # A checkpoint a round: the loop's wait for it, then the write done on its thread.
+  rounds = record["checkpoint"]["rounds"]
+  assert len(rounds) == 5 and all(0 < waits <= written for waits, written in rounds), record
 
 
 def test_converge_refuses_a_folder_prepared_without_the_test_split(tmp_path):

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from helpers.backends import needs_jax
-from helpers.fault_runs import REPO_DIR, ONE_THREAD, copy_run, run_script
+from helpers.fault_runs import REPO_DIR, ONE_THREAD, assert_fails_in_one_line, copy_run, run_script
 
 pytestmark = [pytest.mark.slow, needs_jax]
 
@@ -26,10 +26,31 @@ def _train_command(prepared, model_dir):
           "--config.training.checkpoint_every_steps=3"]
 
 
-def _train(prepared, model_dir):
+def _train(prepared, model_dir, runner=None):
   env = {**os.environ, **ONE_THREAD, "PYTHONPATH": str(REPO_DIR), "KERAS_BACKEND": "jax"}
-  return subprocess.run(_train_command(prepared, model_dir), cwd=REPO_DIR, env=env,
-                        capture_output=True, text=True, timeout=600, check=False)
+  command = _train_command(prepared, model_dir)
+  if runner is not None:
+    command.insert(1, str(runner))
+  return subprocess.run(command, cwd=REPO_DIR, env=env, capture_output=True, text=True,
+                        timeout=600, check=False)
+
+
+# train.py with the disk full from the second checkpoint's optimizer file on
+# (the first checkpoint writes two .npz files).
+FULL_DISK_RUNNER = """
+import errno, runpy, sys
+import numpy as np
+
+savez, written = np.savez, []
+def savez_until_full(*args, **kwargs):
+  written.append(args[0])
+  if len(written) > 2:
+    raise OSError(errno.ENOSPC, "No space left on device")
+  savez(*args, **kwargs)
+np.savez = savez_until_full
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
 
 
 @pytest.fixture(scope="module")
@@ -114,3 +135,19 @@ def test_a_resume_that_falls_back_writes_each_epochs_record_once(tmp_path, jax_r
   records = [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
   assert [r["epoch"] for r in records] == [1, 2], records
   assert records[-1]["step"] == 12 and records[-1]["complete"]
+
+
+def test_a_full_disk_at_a_checkpoint_written_in_the_background_is_one_line(tmp_path, jax_run):
+  prepared, _ = jax_run
+  runner = tmp_path / "full_disk.py"
+  runner.write_text(FULL_DISK_RUNNER)
+  model_dir = tmp_path / "run"
+  result = _train(prepared, model_dir, runner)
+  checkpoints = model_dir / "checkpoints"
+  assert_fails_in_one_line(
+      result.returncode, result.stderr,
+      rf"train.py: error: cannot write the checkpoint {checkpoints / 'step-6'}: .*No space left "
+      rf"on device.*The last good checkpoint is {checkpoints / 'step-3'}; free space and rerun")
+  # The failure stopped the run at the next stack: no later checkpoint, nothing half written.
+  assert sorted(p.name for p in checkpoints.iterdir()) == ["step-3"]
+  assert not (model_dir / "export").exists()

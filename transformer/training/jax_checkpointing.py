@@ -7,10 +7,20 @@ written whole or not at all). Its ``state.json`` holds the trainer's position
 in the data and the current epoch's sums, the time budget's state and, in the
 checkpoint that closes an epoch, that epoch's metrics record, which a resumed
 run appends to ``metrics.jsonl`` if a kill came between the two.
+
+The files are written on a thread of their own while training goes on (one
+checkpoint at a time): the trainer hands over a copy of the values in host
+memory, and the loop learns of the end, or of an error such as a full disk,
+at its next stack (:meth:`Checkpoints.poll`) or when it waits for it
+(:meth:`Checkpoints.wait`). A kill during the write leaves the checkpoint
+before it as the newest (folders are renamed into place whole), and a
+``metrics.jsonl`` record appended meanwhile is dropped on resume, as after any
+fallback.
 """
 
+from concurrent import futures
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
 from absl import logging
 
@@ -38,6 +48,8 @@ class Checkpoints:
     self.directory = run_folder.checkpoint_dir(model_dir)
     self._model, self._optimizer, self._budget, self._keep = model, optimizer, budget, keep
     self._last_step = 0  # the step last saved or restored
+    self._writer = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint")
+    self._writing = None  # the Future of the checkpoint being written
 
   def latest(self) -> Optional[Path]:
     """The newest checkpoint's folder, or None."""
@@ -48,18 +60,36 @@ class Checkpoints:
     """Whether ``interval`` steps have passed since the last save or restore."""
     return step - self._last_step >= interval
 
-  def save(self, step: int, optimizer_values, non_trainable_values, state: Dict) -> Path:
-    """Writes a checkpoint at ``step``: the model's weights as they are (the
-    trainer has put its values into them), the optimizer's and the
-    non-trainable variables' values, and ``state`` with the budget's."""
+  def save(self, step: int, write_model: Callable[[], None], optimizer_values,
+           non_trainable_values, state: Dict) -> None:
+    """Starts writing a checkpoint at ``step`` once the one before is written:
+    ``write_model()`` (on the writing thread) puts the weights to save into
+    the model's variables; the optimizer's and the non-trainable variables'
+    values are host arrays; ``state`` goes with the budget's as it is now."""
+    self.wait()
     budget = ({name: getattr(self._budget, name).numpy() for name in BUDGET_STATE}
               if self._budget is not None else {})
-    path = keras_checkpoints.save(self.directory, step, self._model, optimizer_values,
-                                  non_trainable_values, dict(state, step=step, budget=budget),
-                                  keep=self._keep)
+    state = dict(state, step=step, budget=budget)
+
+    def write():
+      write_model()
+      return keras_checkpoints.save(self.directory, step, self._model, optimizer_values,
+                                    non_trainable_values, state, keep=self._keep)
     self._last_step = step
-    logging.info("saved checkpoint %s", path)
-    return path
+    self._writing = self._writer.submit(write)
+
+  def poll(self) -> None:
+    """Says that the checkpoint being written is done, if it is; raises its
+    :class:`CheckpointError` if writing it failed."""
+    if self._writing is not None and self._writing.done():
+      self.wait()
+
+  def wait(self) -> None:
+    """Waits for the checkpoint being written, if any (see :meth:`poll`)."""
+    if self._writing is None:
+      return
+    writing, self._writing = self._writing, None
+    logging.info("saved checkpoint %s", writing.result())
 
   def restore(self) -> Optional[Dict]:
     """Loads the newest readable checkpoint into the model, the optimizer and

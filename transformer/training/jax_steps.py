@@ -157,11 +157,17 @@ class DeviceSteps:
     self.values = (values if self._distribution is not None
                    else jax.device_put(values, self._devices[0]))
 
-  def write_variables(self) -> None:
-    """Puts the values trained on the devices back into the Keras variables."""
-    for variables, values in zip(self._variables(), self.values):
-      for variable, value in zip(variables, values):
+  def write_variables(self, values=None) -> None:
+    """Puts ``values`` (default: those trained on the devices; or their
+    :meth:`host_values`) into the Keras variables."""
+    for variables, group in zip(self._variables(), values or self.values):
+      for variable, value in zip(variables, group):
         variable.assign(value)
+
+  def host_values(self):
+    """A copy of the values in host memory, taken once the dispatched steps
+    have run: the next stack's step donates the device buffers."""
+    return jax.device_get(self.values)
 
   def recompile(self) -> None:
     """Compiles the steps again at their next use (the schedule has changed)."""

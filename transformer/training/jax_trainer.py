@@ -7,8 +7,9 @@ The same configuration gives the same model, schedule (with the time budget's
 cooldown), label smoothing, dropout and loss over the real target tokens of
 the global batch; a run leaves the same ``metrics.jsonl`` records, TensorBoard
 scalars and console lines, and checkpoints after every
-``checkpoint_every_steps`` steps and at each epoch's end, from which the same
-command resumes (:mod:`transformer.training.jax_checkpointing`: folders whose
+``checkpoint_every_steps`` steps and at each epoch's end (written while training
+goes on), from which the same command resumes
+(:mod:`transformer.training.jax_checkpointing`: folders whose
 ``model.weights.h5`` the TensorFlow side loads, ``evaluate.py``).
 
 The steps (:class:`transformer.training.jax_steps.DeviceSteps`) are functions
@@ -103,16 +104,14 @@ class JaxTrainer(loop.Trainer):
     self._steps = jax_steps.DeviceSteps(
         self.model, self.optimizer, self.devices, self.distribution,
         float(config.training.label_smoothing), int(config.training.steps_per_dispatch))
-    self._step = 0
     self.summaries = summaries.Summaries(self.model_dir, is_chief=True, tensorflow=False)
     if self.summaries.scalars_off:
       logging.warning("no TensorBoard scalars: %s", self.summaries.scalars_off)
     self.progress = progress_lib.EpochProgress(enabled=progress)
-    self.planned = (None, False)
+    self._step, self.planned = 0, (None, False)
     self.train_split = None  # what fit gives run_epoch (the training pairs)
-    self._checkpoints = jax_checkpointing.Checkpoints(
-        self.model_dir, self.model, self.optimizer, self.budget,
-        keep=int(config.training.keep_checkpoints))
+    self.checkpoints = jax_checkpointing.Checkpoints(
+        self.model_dir, self.model, self.optimizer, self.budget, config.training.keep_checkpoints)
     self._pending_record = None  # the restored checkpoint's epoch record
 
   # --------------------------------------------------------------- state
@@ -130,18 +129,16 @@ class JaxTrainer(loop.Trainer):
     return self._schedule.rate_on_host(self.step)
 
   def _cooldown(self):
-    """``(cooldown_steps, cooldown_end_step)`` for the schedule: the budget's
-    plan, or the config's."""
+    """``(cooldown_steps, cooldown_end_step)``: the budget's plan, or the config's."""
     if self.budget is not None:
       return (int(self.budget.cooldown_steps.numpy()), int(self.budget.cooldown_end_step.numpy()))
-    return (int(self.config.training.cooldown_steps),
-            int(self.config.training.cooldown_end_step))
+    return int(self.config.training.cooldown_steps), int(self.config.training.cooldown_end_step)
 
   def restore(self) -> int:
     """Restores the newest readable checkpoint; returns its step (0: none). As
     the TensorFlow trainer does, drops the ``metrics.jsonl`` records of training
     after it (a fallback past a damaged checkpoint), which the run redoes once."""
-    state = self._checkpoints.restore()
+    state = self.checkpoints.restore()
     if state is not None:
       self.epoch, self.step_in_epoch = state["epoch"], state["step_in_epoch"]
       self.steps_per_epoch = state["steps_per_epoch"]
@@ -156,13 +153,12 @@ class JaxTrainer(loop.Trainer):
     self.summaries.keep_records_up_to(self.step, self.epoch)
     return self.step
 
-  def save_checkpoint(self, record: Optional[Dict] = None) -> Path:
-    """Writes a checkpoint of the current state (``record``: the epoch's metrics
-    record, appended to ``metrics.jsonl`` on resume if the kill came first)."""
-    self._steps.write_variables()
-    _, non_trainable_values, optimizer_values = self._steps.values
-    sums = self.epoch_sums
-    return self._checkpoints.save(self.step, optimizer_values, non_trainable_values, {
+  def save_checkpoint(self, record: Optional[Dict] = None) -> None:
+    """Starts writing a checkpoint of the current state in the background (``record``:
+    the epoch's metrics record, appended to ``metrics.jsonl`` on resume if the kill came first)."""
+    values, sums = self._steps.host_values(), self.epoch_sums
+    self.checkpoints.save(self.step, lambda: self._steps.write_variables(values),
+                           values[2], values[1], {
         "epoch": self.epoch, "step_in_epoch": self.step_in_epoch,
         "steps_per_epoch": self.steps_per_epoch,
         "epoch_sums": {"loss": sums.loss_sum, "tokens": sums.tokens, "correct": sums.correct,
@@ -209,7 +205,10 @@ class JaxTrainer(loop.Trainer):
       logging.info("training from step %d on %s", self.step,
                    progress_lib.plural(len(self.devices), f"{self.devices[0].platform} device"))
     self.train_split = train_split
-    return loop.run_epochs(self, validation_split)
+    try:
+      return loop.run_epochs(self, validation_split)
+    finally:
+      self.checkpoints.wait()
 
   @property
   def epochs_done(self) -> int:
@@ -257,7 +256,7 @@ class JaxTrainer(loop.Trainer):
     clock = loop.EpochClock(seconds_before)
     scalars = loop.TrainScalars(self.summaries, self.log_every_steps, clock.start)
     unread = jax_stacks.UnreadSums(lambda loss, step: loop.non_finite_loss(
-        loss, step, self.epoch, self._checkpoints.latest()))
+        loss, step, self.epoch, self.checkpoints.latest()))
     size = self._steps.steps_per_dispatch
     ranges = jax_stacks.stack_ranges(batches, skip, last, size)
     done = skip
@@ -265,7 +264,7 @@ class JaxTrainer(loop.Trainer):
                                                           self._steps.on_devices):
       unread.add(self.step, stop_at - first, stop_at, *self._steps.train_stack(stack))
       self._step += stop_at - first
-      saving_due = self._checkpoints.due(self.step, interval)
+      saving_due = self.checkpoints.due(self.step, interval)
       # A checkpoint, the epoch's end or a signal reads every stack; else the
       # one just dispatched stays unread, so the host does not wait for it.
       read_all = saving_due or stop_at == last or stop.received is not None
@@ -281,6 +280,7 @@ class JaxTrainer(loop.Trainer):
                                       "tok/s": epoch_metrics.tokens / self.epoch_seconds})
       if stop.received is not None:
         break
+      self.checkpoints.poll()
       if saving_due and stop_at < last:
         self.save_checkpoint()
     self.progress.end()
@@ -293,6 +293,7 @@ class JaxTrainer(loop.Trainer):
 
   def final_weights(self, path: Path) -> Path:
     """Writes the trained weights to ``path`` (a ``.weights.h5``), whole or not at all."""
+    self.checkpoints.wait()
     self._steps.write_variables()
     with files.staged(path) as partial:
       self.model.save_weights(str(partial))

@@ -15,6 +15,10 @@ process so that what else runs on the machine weighs on each alike:
                 --stack``: the whole loop (stacking, transfers, reading the
                 sums, the progress line's and TensorBoard's bookkeeping).
 
+Then, ``--rounds`` times, a checkpoint of the loop's trainer: the seconds
+the loop waits for it (``save_checkpoint``: the values copied to the host,
+the write handed to its thread) and the seconds until its files are written.
+
 Each arm reports the medians over ``--rounds`` rounds of real (non-padding)
 target tokens/s, wall seconds per step and process CPU seconds per step, and
 the ratios ``loop_K ÷ step_1`` and ``loop_K ÷ step_K`` of both; one JSON
@@ -133,6 +137,13 @@ def main():
     for _ in range(args.rounds):
       for name, run in arms.items():
         times[name].append(timed(run))
+    checkpoints = []
+    for _ in range(args.rounds):
+      start = time.monotonic()
+      stacked.save_checkpoint()
+      handed_over = time.monotonic()
+      stacked.checkpoints.wait()
+      checkpoints.append((handed_over - start, time.monotonic() - start))
   result = {"device": f"{len(jax.devices())} x {jax.devices()[0].device_kind}",
             "small": args.small, "data": args.data or "random", "steps": steps,
             "real_target_tokens": real_tokens, "stack": args.stack, "rounds": args.rounds,
@@ -143,6 +154,10 @@ def main():
     result[name] = {"target_tokens_per_second": real_tokens / wall,
                     "seconds_per_step": wall / steps, "cpu_seconds_per_step": cpu / steps,
                     "rounds": [[round(w, 4), round(c, 4)] for w, c in rounds]}
+  result["checkpoint"] = {
+      "loop_waits_seconds": statistics.median(waits for waits, _ in checkpoints),
+      "written_after_seconds": statistics.median(written for _, written in checkpoints),
+      "rounds": [[round(w, 4), round(t, 4)] for w, t in checkpoints]}
   loop = result[f"loop_{args.stack}"]
   for reference in ("step_1", f"step_{args.stack}"):
     result[f"loop_over_{reference}"] = {
