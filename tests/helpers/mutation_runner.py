@@ -58,6 +58,7 @@ class Mutation:
 class Verdict:
   killed: bool
   why: str  # one line: the failed test, or why the run says nothing
+  killed_by: str = ""  # the pytest node id of the test whose assertion failed
   seconds: float = 0.0  # the fork's wall time
   cpu_seconds: float = 0.0  # the fork's and its children's CPU time: what it costs the suite
 
@@ -71,9 +72,9 @@ def child_environment(copy: Path) -> dict:
   """This environment without PYTHONPATH (the copy must import itself) and
   without this pytest's own variables (PYTEST_ADDOPTS, xdist's worker names),
   with a JAX compilation cache beside ``copy`` for every JAX process the
-  tests start: the unmutated run fills it, and a mutation's JAX tests then
-  compile only what the mutation changed (the cache is keyed by the compiled
-  program, so a changed one is compiled anew)."""
+  tests start: a mutation's JAX tests compile only the programs no run
+  before them compiled (the cache is keyed by the compiled program, so one
+  that a mutation changed is compiled anew)."""
   return {**{k: v for k, v in os.environ.items()
              if k != "PYTHONPATH" and not k.startswith("PYTEST_")},
           "TF_CPP_MIN_LOG_LEVEL": "2",
@@ -124,9 +125,14 @@ def judge_report(returncode: int, report: Path) -> Verdict:
         return Verdict(False, f"{name}: error outside the test ({first_line})")
       if outcome.tag == "failure":
         if message.startswith(_VERDICT_PREFIXES):
-          return Verdict(True, f"{name} failed: {first_line}")
+          return Verdict(True, f"{name} failed: {first_line}", killed_by=node_id(case))
         return Verdict(False, f"{name} crashed instead of failing an assertion ({first_line})")
   return Verdict(False, "the targeted tests all passed")
+
+
+def node_id(case) -> str:
+  """The pytest node id of a JUnit ``testcase`` of a module-level test."""
+  return f"{case.get('classname').replace('.', '/')}.py::{case.get('name')}"
 
 
 def judge_all(copy: Path, mutations) -> Dict[str, Verdict]:

@@ -55,6 +55,7 @@ def verdicts(package):
 def test_a_failed_assertion_is_a_kill(verdicts):
   verdict = verdicts["assertion"]
   assert verdict.killed and "test_double failed" in verdict.why
+  assert verdict.killed_by == "tests/test_arith.py::test_double", verdict
 
 
 def test_a_mutation_the_tests_pass_survives(verdicts):

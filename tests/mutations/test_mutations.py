@@ -9,9 +9,10 @@ repository, one mutation at a time is applied and the tests named for it run in
 a fork of one child Python that imported TensorFlow once (``-x``, no cache);
 the mutation is killed when one of them fails an assertion
 (helpers/mutation_runner.py: the mutated module must import, and a collection
-error or a crash is no kill; test_mutation_runner.py tests that). Before that,
-the targeted tests run once unmutated in the copy and must pass, none skipped,
-so that a failure is the mutation's doing. A mutation that survives means
+error or a crash is no kill; test_mutation_runner.py tests that). Then each
+test that killed a mutation runs unmutated in the copy and must pass, none
+skipped, so that its failure was the mutation's doing (a test that killed
+nothing cannot have killed by accident; the suite runs them all anyway). A mutation that survives means
 those tests no longer check what they are named for: strengthen them rather
 than drop the mutation.
 
@@ -61,30 +62,32 @@ def scratch(tmp_path_factory):
   return copy
 
 
-def test_the_copy_imports_itself_and_its_targeted_tests_pass(scratch):
-  """Unmutated, the targeted tests pass in the copy, on the copy's code: so a
-  failure below is the mutation's doing."""
-  probe = subprocess.run(
-      [sys.executable, "-c", "import transformer; print(transformer.__file__)"], cwd=scratch,
-      env=mutation_runner.child_environment(scratch), capture_output=True, text=True, check=True)
-  assert Path(probe.stdout.strip()).is_relative_to(scratch), probe.stdout
-  tests = sorted({test for mutation in MUTATIONS for test in mutation.tests})
-  result = mutation_runner.run_tests(scratch, tests, scratch.parent / "unmutated.xml")
-  assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
-  last_line = result.stdout.strip().splitlines()[-1]
-  assert not re.search(r"\d+ skipped", last_line), last_line
-
-
 @pytest.fixture(scope="module")
 def verdicts(scratch, request):
   """The verdicts of the mutations this session runs, judged in one run of the
   runner (helpers/mutation_runner.py: TensorFlow imported once for all)."""
   selected = [item.callspec.params["mutation"] for item in request.session.items
-              if getattr(item, "originalname", None) == "test_mutation_is_killed"]
+              if getattr(item, "originalname", None) == "test_mutation_is_killed"] or MUTATIONS
   start = time.time()
   result = mutation_runner.judge_all(scratch, selected)
   print(f"{len(selected)} mutations judged in {time.time() - start:.0f} s")
   return result
+
+
+def test_the_tests_that_killed_pass_unmutated_in_the_copy(scratch, verdicts):
+  """Unmutated, in the copy and on the copy's code, every test that killed a
+  mutation passes: so its failure was the mutation's doing."""
+  probe = subprocess.run(
+      [sys.executable, "-c", "import transformer; print(transformer.__file__)"], cwd=scratch,
+      env=mutation_runner.child_environment(scratch), capture_output=True, text=True, check=True)
+  assert Path(probe.stdout.strip()).is_relative_to(scratch), probe.stdout
+  killers = sorted({verdict.killed_by for verdict in verdicts.values() if verdict.killed})
+  assert killers, verdicts
+  result = mutation_runner.run_tests(scratch, killers, scratch.parent / "unmutated.xml")
+  assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+  last_line = result.stdout.strip().splitlines()[-1]
+  assert re.search(rf"\b{len(killers)} passed", last_line), last_line
+  assert not re.search(r"\d+ skipped", last_line), last_line
 
 
 @pytest.mark.parametrize("mutation", MUTATIONS, ids=lambda m: m.name)
