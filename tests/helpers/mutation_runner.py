@@ -59,6 +59,7 @@ class Verdict:
   killed: bool
   why: str  # one line: the failed test, or why the run says nothing
   killed_by: str = ""  # the pytest node id of the test whose assertion failed
+  skipped: str = ""  # why a targeted test skipped (e.g. ../shared/data absent), if one did
   seconds: float = 0.0  # the fork's wall time
   cpu_seconds: float = 0.0  # the fork's and its children's CPU time: what it costs the suite
 
@@ -116,17 +117,22 @@ def judge_report(returncode: int, report: Path) -> Verdict:
   if returncode not in (0, 1) or not report.is_file():
     return Verdict(False, f"pytest exited with status {returncode} (collection error, "
                           "no such test, or an interrupted run)")
+  skipped = ""
   for case in ElementTree.parse(report).iter("testcase"):
     name = f"{case.get('classname')}::{case.get('name')}"
     for outcome in case:
       message = (outcome.get("message") or "").strip()
       first_line = message.splitlines()[0] if message else ""
+      if outcome.tag == "skipped":
+        skipped = skipped or f"{name}: {first_line}"
       if outcome.tag == "error":
         return Verdict(False, f"{name}: error outside the test ({first_line})")
       if outcome.tag == "failure":
         if message.startswith(_VERDICT_PREFIXES):
           return Verdict(True, f"{name} failed: {first_line}", killed_by=node_id(case))
         return Verdict(False, f"{name} crashed instead of failing an assertion ({first_line})")
+  if skipped:
+    return Verdict(False, f"no targeted test failed; one skipped ({skipped})", skipped=skipped)
   return Verdict(False, "the targeted tests all passed")
 
 

@@ -93,5 +93,7 @@ def test_the_tests_that_killed_pass_unmutated_in_the_copy(scratch, verdicts):
 @pytest.mark.parametrize("mutation", MUTATIONS, ids=lambda m: m.name)
 def test_mutation_is_killed(verdicts, mutation):
   verdict = verdicts[mutation.name]
+  if not verdict.killed and verdict.skipped and not (ROOT.parent / "shared").exists():
+    pytest.skip(f"its tests need ../shared, absent here: {verdict.skipped}")
   assert verdict.killed, (f"{mutation.name} ({mutation.reason}) not killed by "
                           f"{' '.join(mutation.tests)}: {verdict.why}")
