@@ -39,8 +39,12 @@ def test_a_model_dir_that_is_no_folder_is_worded_alike_by_both_scripts(tmp_path,
   model_dir = tmp_path / "run"
   if kind == "file":
     model_dir.write_text("")
+  ted = tmp_path / "ted"  # evaluate.py finds its data first: a folder with the TED files' names
+  ted.mkdir()
+  for name in ("pt.train", "en.train", "pt.dev", "en.dev", "pt.test", "en.test"):
+    (ted / name).write_text("a .\n")
   result = run_evaluate(f"--model_dir={model_dir}", *(["olá ."] if script == "translate.py"
-                                                      else []), script=script)
+                                                      else [f"--data={ted}"]), script=script)
   what = "no such folder" if kind == "missing" else "not a folder"
   assert_one_line_error(result, f"{script}: error: --model_dir={model_dir}: {what}; pass the "
                         "folder given to train.py --model_dir", script)

@@ -57,8 +57,13 @@ def test_help_mentions_every_flag():
     (["--config.model.no_such_field=1"], "no_such_field"),
 ])
 def test_bad_flags_fail_fast(tmp_path, args, message):
+  # A folder with the TED files' names: found as ../shared would be, also in a clone without it.
+  ted = tmp_path / "ted"
+  ted.mkdir()
+  for name in ("pt.train", "en.train", "pt.dev", "en.dev", "pt.test", "en.test"):
+    (ted / name).write_text("a .\n")
   start = time.time()
-  result = _train(f"--model_dir={tmp_path / 'run'}",
+  result = _train(f"--model_dir={tmp_path / 'run'}", f"--data={ted}",
                   *(arg.format(tmp=tmp_path) for arg in args))
   assert result.returncode != 0
   assert re.search(message, result.stderr), result.stderr[-2000:]
