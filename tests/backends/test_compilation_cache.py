@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from helpers.backends import needs_jax
-from helpers.prepared import random_prepared_folder
+from helpers.prepared import random_prepared_folder, ted_named_folder
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 
@@ -64,8 +64,7 @@ def test_a_cache_folder_that_cannot_be_made_is_one_warning(tmp_path):
 
 
 def test_the_flag_is_refused_on_the_tensorflow_path(tmp_path):
-  for name in ("pt.train", "en.train", "pt.dev", "en.dev", "pt.test", "en.test"):
-    (tmp_path / name).write_text("")  # the TED HRLR folder's files, as far as the checks look
+  ted_named_folder(tmp_path)
   result = subprocess.run(
       [sys.executable, "train.py", "--config=configs/tiny.py", f"--data={tmp_path}",
        f"--model_dir={tmp_path / 'run'}", f"--compilation_cache={tmp_path / 'cache'}"],

@@ -21,7 +21,7 @@ from packaging.requirements import Requirement
 import pytest
 
 from helpers.backends import needs_jax
-from helpers.prepared import random_prepared_folder
+from helpers.prepared import random_prepared_folder, ted_named_folder
 
 pytestmark = [pytest.mark.slow, needs_jax]
 
@@ -138,9 +138,7 @@ def test_the_jax_extra_alone_runs_the_jax_training_command(tmp_path):
   assert (tmp_path / "run" / "export" / "transformer.weights.h5").is_file()
 
   # A TensorFlow command in the same environment names the install it needs.
-  (tmp_path / "ted").mkdir()
-  for name in ("pt.train", "en.train", "pt.dev", "en.dev", "pt.test", "en.test"):
-    (tmp_path / "ted" / name).write_text("a .\n")
+  ted_named_folder(tmp_path / "ted")
   result = subprocess.run(
       [sys.executable, str(runner), "prepare.py", "--config=configs/tiny.py",
        f"--data={tmp_path / 'ted'}", "--tokenizer=build", f"--output={tmp_path / 'out'}"],

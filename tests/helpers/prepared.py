@@ -4,6 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
+from transformer.config import SPLIT_FILE_SUFFIX
 from transformer.data import shards
 
 
@@ -21,3 +22,14 @@ def random_prepared_folder(path: Path, pairs: int = 64, vocab_size: int = 300,
   return shards.write_prepared(path, splits, vocabularies,
                                {"max_tokens": 64, "tokenizer": str(path / "no_tokenizer")},
                                "0" * 64)
+
+
+def ted_named_folder(path: Path) -> Path:
+  """A folder holding the TED HRLR files' names (``pt.train`` ... ``en.test``),
+  one short pair each: what ``--data`` checks before reading, so that a test
+  of what comes after needs no ``../shared``."""
+  path.mkdir(parents=True, exist_ok=True)
+  for suffix in SPLIT_FILE_SUFFIX.values():
+    for language in ("pt", "en"):
+      (path / f"{language}.{suffix}").write_text("a .\n")
+  return path

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from helpers.backends import needs_jax
-from helpers.prepared import random_prepared_folder
+from helpers.prepared import random_prepared_folder, ted_named_folder
 from helpers.run_folders import PAIRS, write_data_dir, write_model_dir
 
 
@@ -39,10 +39,7 @@ def test_a_model_dir_that_is_no_folder_is_worded_alike_by_both_scripts(tmp_path,
   model_dir = tmp_path / "run"
   if kind == "file":
     model_dir.write_text("")
-  ted = tmp_path / "ted"  # evaluate.py finds its data first: a folder with the TED files' names
-  ted.mkdir()
-  for name in ("pt.train", "en.train", "pt.dev", "en.dev", "pt.test", "en.test"):
-    (ted / name).write_text("a .\n")
+  ted = ted_named_folder(tmp_path / "ted")  # evaluate.py finds its data first
   result = run_evaluate(f"--model_dir={model_dir}", *(["olá ."] if script == "translate.py"
                                                       else [f"--data={ted}"]), script=script)
   what = "no such folder" if kind == "missing" else "not a folder"

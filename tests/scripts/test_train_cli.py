@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from helpers.prepared import ted_named_folder
+
 # Each test runs train.py in a fresh Python, most of them training.
 pytestmark = pytest.mark.slow
 
@@ -58,10 +60,7 @@ def test_help_mentions_every_flag():
 ])
 def test_bad_flags_fail_fast(tmp_path, args, message):
   # A folder with the TED files' names: found as ../shared would be, also in a clone without it.
-  ted = tmp_path / "ted"
-  ted.mkdir()
-  for name in ("pt.train", "en.train", "pt.dev", "en.dev", "pt.test", "en.test"):
-    (ted / name).write_text("a .\n")
+  ted = ted_named_folder(tmp_path / "ted")
   start = time.time()
   result = _train(f"--model_dir={tmp_path / 'run'}", f"--data={ted}",
                   *(arg.format(tmp=tmp_path) for arg in args))
