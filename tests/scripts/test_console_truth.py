@@ -245,7 +245,10 @@ def test_train_shows_its_progress_and_no_tensorflow_logs(piped_run):
   assert not CPP_LOG_LINE.search(output), output[-3000:]
   assert "InitializeLog" not in output and "signature_serialization" not in output
   assert not TF_PYTHON_LOG_LINE.search(output), output[-3000:]
-  for needed in ("200 training pairs", "exported", "validation BLEU (greedy, 4 sentences)"):
+  # The pairs each pass uses: --train_examples, --validation_examples (the
+  # loss), --bleu_examples; the same counts the JAX path prints.
+  for needed in ("200 training pairs, 32 validation pairs\n", "exported",
+                 "validation BLEU (greedy, 4 sentences)"):
     assert needed in output, output[-3000:]
   # Lines a person reads: no absl prefix (time, thread id, file:line), no
   # TensorFlow class names, no raw JSON record before each epoch's summary.

@@ -43,8 +43,9 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
   chief = distribute.is_chief(strategy)
   train_pairs, _ = load_pairs(options.data, "train", options.train_examples)
   validation_pairs, _ = load_pairs(options.data, "validation")
-  logging.info("%d training pairs, %d validation pairs", len(train_pairs),
-               len(validation_pairs))
+  # The validation loss's pairs (--validation_examples); BLEU says its own count.
+  loss_pairs = _take(validation_pairs, options.validation_examples)
+  logging.info("%d training pairs, %d validation pairs", len(train_pairs), len(loss_pairs))
   for split, pairs in (("training", train_pairs), ("validation", validation_pairs)):
     if not pairs:
       raise UsageError(f"--data={options.data}: the {split} split is empty")
@@ -101,7 +102,7 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
                                      drop_remainder=drop_remainder, static_shapes=static_shapes)
 
   validation_dataset = pipeline.evaluation_batches(
-      _take(validation_pairs, options.validation_examples), tokenizers, config.data,
+      loss_pairs, tokenizers, config.data,
       drop_remainder=drop_remainder, static_shapes=static_shapes)
 
   bleu_pairs = {-1: validation_pairs, 0: []}.get(
