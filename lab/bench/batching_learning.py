@@ -117,7 +117,7 @@ def run_arm(arm: str, train: shards.Split, validation: shards.Split, manifest: d
                  for epoch in range(epochs)]
   last_batch = epoch_lists[-1][-1]
   for batch in (batch for batches in epoch_lists for batch in batches):
-    trainer.train_stack(jax_stacks.stacked([batch], 1))
+    trainer.engine.train((1, jax_stacks.stacked([batch], 1)))
     steps += 1
     seen += int(np.count_nonzero(batch[1]))
     if seen >= next_evaluation - 0.5 or batch is last_batch:

@@ -152,7 +152,7 @@ def make_arm(name, config, vocabularies):
       # Unknown batch and length dimensions: one traced step for every shape.
       dataset = tf.data.Dataset.from_generator(
           lambda: (((s, t), l) for s, t, l in batches), output_signature=((spec, spec), spec))
-      return [record["loss"] for record in trainer.train_on_batches(dataset)]
+      return [record["loss"] for record in trainer.engine.train_on_batches(dataset)]
     return trainer.model, train
   model = tutorial_baseline.build(tutorial_baseline.TutorialTransformer.from_model_config(
       config.model, *vocabularies))

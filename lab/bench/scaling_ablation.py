@@ -108,7 +108,7 @@ def run_arm(arm, seed, tokenizers, train, validation, validation_pairs, out_dir:
   for start in range(0, _STEPS.value, _EVAL_EVERY.value):
     chunk = train.skip(start).take(_EVAL_EVERY.value)
     began, began_cpu = time.perf_counter(), time.process_time()
-    records = trainer.train_on_batches(chunk)
+    records = trainer.engine.train_on_batches(chunk)
     seconds += time.perf_counter() - began
     cpu_seconds += time.process_time() - began_cpu
     bad = [i for i, r in enumerate(records) if not math.isfinite(r["loss"])]

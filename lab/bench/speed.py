@@ -197,7 +197,7 @@ def build(kind, config, input_vocab, target_vocab):
   from transformer.training.tf_trainer import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
   trainer = TensorFlowTrainer(config, input_vocab_size=input_vocab, target_vocab_size=target_vocab,
                     progress=False)
-  return trainer, trainer.train_on_batches
+  return trainer, trainer.engine.train_on_batches
 
 
 # ----------------------------------------------------------------- timing

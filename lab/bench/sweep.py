@@ -101,7 +101,7 @@ def run_arm(name, overrides, tokenizers, tokenized_train, validation_pairs, writ
   while True:
     chunk = [next(stream) for _ in range(_CHUNK)]
     start = time.perf_counter()
-    records = trainer.train_on_batches(tf_dataset_from(chunk, element_spec))
+    records = trainer.engine.train_on_batches(tf_dataset_from(chunk, element_spec))
     train_seconds += time.perf_counter() - start
     print(f"{name} step {trainer.step}: {(time.perf_counter() - start) / len(chunk):.2f} s/step",
           flush=True)

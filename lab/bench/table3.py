@@ -247,7 +247,7 @@ def train_arm(trainer, train, validation, steps: int, eval_every: int, curve_pat
   curve_path.write_text("".join(json.dumps(p) + "\n" for p in curve), encoding="utf-8")
   for chunk_start in range(start, steps, eval_every):
     began, began_cpu = time.perf_counter(), time.process_time()
-    records = trainer.train_on_batches(train.skip(chunk_start).take(eval_every))
+    records = trainer.engine.train_on_batches(train.skip(chunk_start).take(eval_every))
     seconds += time.perf_counter() - began
     cpu_seconds += time.process_time() - began_cpu
     bad = [i for i, r in enumerate(records) if not math.isfinite(r["loss"])]

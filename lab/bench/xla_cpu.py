@@ -57,7 +57,7 @@ def seconds_per_step(trainer, batch, steps):
   dataset = tf.data.Dataset.from_generator(lambda: (batch for _ in range(steps)),
                                            output_signature=((spec, spec), spec))
   start = time.perf_counter()
-  trainer.train_on_batches(dataset)
+  trainer.engine.train_on_batches(dataset)
   return (time.perf_counter() - start) / steps
 
 

@@ -16,7 +16,7 @@ import pytest
 from lab.bench import table3
 from lab.bench import table3_report
 from configs import tiny
-from transformer.training.tf_trainer import TensorFlowTrainer
+from transformer.training.tf_trainer import TensorFlowEngine, TensorFlowTrainer
 from transformer.run.files import RunLock
 
 STEPS, EVAL_EVERY = 4, 2
@@ -52,14 +52,14 @@ def bench(tmp_path, monkeypatch, ted_data_dir, tutorial_tokenizer_path):
   """Runs table3.main with tiny settings; returns (run(**flags), out_dir, steps run)."""
   monkeypatch.setattr(table3, "base_config", tiny_base)
   steps_run = []
-  train_on_batches = TensorFlowTrainer.train_on_batches
+  train_on_batches = TensorFlowEngine.train_on_batches
 
   def counting(self, dataset, max_steps=None):
     records = train_on_batches(self, dataset, max_steps)
     steps_run.append(len(records))
     return records
 
-  monkeypatch.setattr(TensorFlowTrainer, "train_on_batches", counting)
+  monkeypatch.setattr(TensorFlowEngine, "train_on_batches", counting)
   if not flags.FLAGS.is_parsed():
     flags.FLAGS.mark_as_parsed()
   out_dir = tmp_path / "results"

@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 import re
+import shutil
 import subprocess
 import sys
 
@@ -193,16 +194,22 @@ def test_the_time_budget_plans_the_epochs_and_cools_the_rate_to_zero(tmp_path):
 
 @pytest.mark.slow
 @needs_jax
-def test_an_epoch_record_lost_by_a_kill_after_its_checkpoint_comes_back(tmp_path):
-  """The record of an epoch is in the checkpoint that closes it: a kill before
-  the metrics.jsonl line costs nothing once the same command runs again."""
+def test_a_kill_between_an_epochs_record_and_its_checkpoint_writes_the_record_once(tmp_path):
+  """The loop appends an epoch's record before the checkpoint that closes the
+  epoch: with that checkpoint lost, the same command drops the record, redoes
+  the epoch's end from the checkpoint before, and writes the same record once."""
   args = (f"--data={random_prepared_folder(tmp_path / 'prepared')}",
-          f"--model_dir={tmp_path / 'run'}", "--config.training.epochs=1", "--export=false")
+          f"--model_dir={tmp_path / 'run'}", "--config.training.epochs=1",
+          "--config.training.checkpoint_every_steps=1", "--export=false")
   assert train(*args).returncode == 0
   metrics = tmp_path / "run" / "metrics.jsonl"
-  record = metrics.read_text()
-  metrics.write_text("")  # as if killed between the checkpoint and the append
+  (record,) = [json.loads(line) for line in metrics.read_text().splitlines()]
+  closing = tmp_path / "run" / "checkpoints" / f"step-{record['step']}"
+  shutil.rmtree(closing)  # as if killed before the closing checkpoint was in place
   again = train(*args)
   assert again.returncode == 0, again.stderr[-3000:]
-  assert "lacked epoch 1's record" in again.stderr
-  assert metrics.read_text() == record
+  assert "dropping the records of epoch 1" in again.stderr
+  (redone,) = [json.loads(line) for line in metrics.read_text().splitlines()]
+  for name in ("epoch", "step", "steps_in_epoch", "train_loss", "train_accuracy", "val_loss"):
+    assert redone[name] == record[name], name
+  assert closing.is_dir()

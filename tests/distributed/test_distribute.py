@@ -149,8 +149,8 @@ def test_two_replicas_match_one_device(tmp_path):
   double = TensorFlowTrainer(config(), input_vocab_size=VOCAB, target_vocab_size=VOCAB,
                    strategy=mirrored, progress=False)
   double.model.set_weights(initial)
-  one = single.train_on_batches(batches())
-  two = double.train_on_batches(batches())
+  one = single.engine.train_on_batches(batches())
+  two = double.engine.train_on_batches(batches())
   np.savez("out.npz", loss1=[r["loss"] for r in one], loss2=[r["loss"] for r in two],
            tokens1=[r["tokens"] for r in one], tokens2=[r["tokens"] for r in two],
            **{f"w1_{i}": w for i, w in enumerate(single.model.get_weights())},
@@ -188,13 +188,11 @@ def test_time_budget_plans_alike_under_two_replicas(tmp_path):
   # 10 s, so 1 minute with a third cooling down is 6 epochs, as on one device
   # (tests/integration/test_trainer_runs.py).
   body = """
-  from transformer.training import distribute
-  run_epoch = TensorFlowTrainer.run_epoch
-  def timed(self, *args, **kwargs):
-    record, _ = run_epoch(self, *args, **kwargs)
-    record["seconds"] = 10.0
-    return record, 10.0
-  TensorFlowTrainer.run_epoch = timed
+  from transformer.training import distribute, loop, summaries
+  class TenSeconds(summaries.EpochClock):
+    def run_seconds(self, now=None):
+      return 10.0
+  loop.EpochClock = TenSeconds
   mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
   assert distribute.mean_over_replicas(mirrored, 2.5) == 2.5
   c = config()

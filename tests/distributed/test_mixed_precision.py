@@ -86,12 +86,12 @@ def replica_weights(trainer):
 
 
 def scale(trainer):
-  opt = trainer.optimizer
+  opt = trainer.engine.optimizer
   return float(opt.dynamic_scale.numpy()) if hasattr(opt, "dynamic_scale") else None
 
 
 def step(trainer, b):
-  return trainer.train_on_batches(dataset(b))[0]["loss"]
+  return trainer.engine.train_on_batches(dataset(b))[0]["loss"]
 
 
 mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
@@ -108,7 +108,7 @@ for output_weights in ("tied", "shared", "untied"):
     losses = [step(trainer, BATCHES[0])]
     before = replica_weights(trainer)
     if scale(trainer) is not None:
-      trainer.optimizer.dynamic_scale.assign(FORCED_SCALE)
+      trainer.engine.optimizer.dynamic_scale.assign(FORCED_SCALE)
     losses.append(step(trainer, BATCHES[1]))
     after = replica_weights(trainer)
     record = {
@@ -118,7 +118,7 @@ for output_weights in ("tied", "shared", "untied"):
             for rb, ra in zip(before, after)],
         "finite_after_overflow": [all(np.isfinite(w).all() for w in r) for r in after]}
     if scale(trainer) is not None:
-      trainer.optimizer.dynamic_scale.assign(trainer.optimizer.initial_scale)
+      trainer.engine.optimizer.dynamic_scale.assign(trainer.engine.optimizer.initial_scale)
     losses.append(step(trainer, BATCHES[2]))
     final = replica_weights(trainer)
     record.update(losses=losses, final_step=trainer.step,

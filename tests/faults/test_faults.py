@@ -220,9 +220,10 @@ def test_a_checkpoint_without_dropout_state_and_epoch_sums_resumes_marked_partia
   holds the state of the Trainer straight_and_resumed stopped at step 4."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   trainer = straight_and_resumed[2]
-  legacy = tf.train.Checkpoint(model=trainer.model, optimizer=trainer.optimizer,
-                               epoch=trainer.epoch, step_in_epoch=trainer.step_in_epoch,
-                               steps_per_epoch=trainer.steps_per_epoch)
+  position = {name: tf.Variable(getattr(trainer, name), dtype=tf.int64)
+              for name in ("epoch", "step_in_epoch", "steps_per_epoch")}
+  legacy = tf.train.Checkpoint(model=trainer.model, optimizer=trainer.engine.optimizer,
+                               **position)
   tf.train.CheckpointManager(legacy, str(tmp_path / "old" / "checkpoints"),
                              max_to_keep=5).save(checkpoint_number=4)
   trainer, result = fit_with_dropout(tmp_path / "old", 0)

@@ -7,6 +7,7 @@ lives beside the project at ``../shared/data`` (see its README); tests that need
 skip, saying why, when it is absent.
 """
 
+import itertools
 import fcntl
 import os
 from pathlib import Path
@@ -248,3 +249,20 @@ def tiny_translator_dir(tutorial_tokenizers, tiny_config, make_model, tmp_path_f
   export_dir = tmp_path_factory.mktemp("tiny_translator") / "translator"
   export.export_translator(model, tutorial_tokenizers, export_dir, config.decoding)
   return export_dir
+
+
+def fixed_epoch_clock(seconds):
+  """A stand-in for the loop's ``EpochClock`` under which the n-th epoch clocked
+  (from 1; a resumed epoch is clocked again) takes ``seconds(n)`` of training."""
+  from transformer.training import summaries  # pylint: disable=g-import-not-at-top
+  count = itertools.count(1)
+
+  class Clock(summaries.EpochClock):
+
+    def __init__(self, seconds_before=0.0):
+      super().__init__(seconds_before)
+      self._seconds = seconds(next(count))
+
+    def run_seconds(self, now=None):
+      return self._seconds
+  return Clock

@@ -127,7 +127,7 @@ def epoch(prepared, work):
 
 def state_of(trainer):
   return {"weights": trainer.model.trainable_variables,
-          "optimizer": trainer.optimizer.variables,
+          "optimizer": trainer.engine.optimizer.variables,
           "non_trainable": trainer.model.non_trainable_variables}
 
 

@@ -30,8 +30,9 @@ def write_trainer_checkpoints(model_dir, config, count, vocab=VOCAB, seed=0):
     current = [rng.normal(0.0, 0.1, v.shape).astype(np.float32) for v in trainer.model.weights]
     for variable, value in zip(trainer.model.weights, current):
       variable.assign(value)
-    trainer.optimizer.iterations.assign(step)  # checkpoints are numbered by the step
-    paths.append(trainer.save_checkpoint())
+    trainer.engine.optimizer.iterations.assign(step)  # checkpoints are numbered by the step
+    trainer.save_checkpoint()
+    paths.append(trainer.latest_checkpoint())
     values.append(current)
   return paths, values
 

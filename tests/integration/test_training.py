@@ -84,7 +84,7 @@ def test_resume_restores_step_and_optimizer_state(run_config, make_trainer, trai
   expected = float(optimization.WarmupInverseSquareRoot(32, 100)(10))
   assert trainer.learning_rate == pytest.approx(expected)
   # Adam's moments came back (they are zero in a fresh optimizer).
-  assert any(np.abs(v.numpy()).sum() > 0 for v in trainer.optimizer.variables
+  assert any(np.abs(v.numpy()).sum() > 0 for v in trainer.engine.optimizer.variables
              if "momentum" in v.path)
   # Training is done: fit does nothing more.
   result = trainer.fit(lambda epoch: pytest.fail("no data should be read"))
@@ -161,7 +161,7 @@ def test_mixed_precision_trains_and_resumes(run_config, make_trainer, random_dat
   def trainer():
     return make_trainer(config, (60, 60), tmp_path, mixed_precision=policy)
   first = trainer()
-  assert isinstance(first.optimizer, keras.optimizers.LossScaleOptimizer) == loss_scaled
+  assert isinstance(first.engine.optimizer, keras.optimizers.LossScaleOptimizer) == loss_scaled
   assert first.model.final_layer.compute_dtype == policy.split("_")[1]
   result = first.fit(lambda epoch: dataset)
   assert result.step == 4

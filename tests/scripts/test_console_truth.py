@@ -113,14 +113,11 @@ def test_a_time_budgets_epoch_count_follows_its_plan(tiny_config, random_dataset
                                                      capsys):
   # 1 minute of budget, a first epoch of 10 s (6 fit), then 20 s ones: the
   # plan fixes 3 epochs after the second.
+  from helpers.fixtures import fixed_epoch_clock  # pylint: disable=g-import-not-at-top
+  from transformer.training import loop  # pylint: disable=g-import-not-at-top
   from transformer.training.tf_trainer import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
-  run_epoch = TensorFlowTrainer.run_epoch
-
-  def timed(self, *args, **kwargs):
-    record, _ = run_epoch(self, *args, **kwargs)
-    record["seconds"] = 10.0 if record["epoch"] == 1 else 20.0
-    return record, record["seconds"]
-  monkeypatch.setattr(TensorFlowTrainer, "run_epoch", timed)
+  monkeypatch.setattr(loop, "EpochClock",
+                      fixed_epoch_clock(lambda epoch: 10.0 if epoch == 1 else 20.0))
   config = tiny_config(output_weights="untied")
   config.training.update(epochs=100, time_budget_minutes=1.0, cooldown_fraction=1 / 3,
                          warmup_steps=4)

@@ -27,21 +27,21 @@ def test_cooldown_epochs_round_up(total, fraction, expected):
 
 
 def _schedule(plan=None):
-  """The schedule alone, or with ``plan``'s cooldown variables."""
+  """The schedule alone, or with the cooldown ``plan`` has fixed (as the loop gives its engine)."""
   cooldown = (plan.cooldown_steps, plan.cooldown_end_step) if plan else (0, 0)
   return WarmupInverseSquareRoot(64, 4, 1.0, *cooldown)
 
 
 def test_plan_stays_open_until_the_cooldown_must_begin_then_is_fixed():
   plan = budget.TimeBudget(1, 1 / 3, 100)  # 60 s; epochs of 10 s, 3 steps
-  schedule = _schedule(plan)
   for done in range(1, 5):
     plan.add_seconds(10)
     plan.epoch_end(epochs_done=done, epoch_seconds=10, steps_per_epoch=3, step=3 * done)
     # 6 epochs fit; the last 2 cool down, so the plan is fixed after the 4th.
-    assert int(plan.planned.numpy()) == (6 if done == 4 else 0)
+    assert plan.planned == (6 if done == 4 else 0)
     assert not plan.finished(done)
-  assert (int(schedule.cooldown_steps.numpy()), int(schedule.cooldown_end_step.numpy())) == (6, 18)
+  assert (plan.cooldown_steps, plan.cooldown_end_step) == (6, 18)
+  schedule = _schedule(plan)
   # Saved with the model (Keras serialization) as the values the plan fixed.
   assert WarmupInverseSquareRoot.from_config(schedule.get_config()).get_config() == {
       "d_model": 64, "warmup_steps": 4, "scale": 1.0, "cooldown_steps": 6,
@@ -50,17 +50,16 @@ def test_plan_stays_open_until_the_cooldown_must_begin_then_is_fixed():
   # A slower epoch after the plan is fixed changes nothing.
   plan.add_seconds(30)
   plan.epoch_end(epochs_done=5, epoch_seconds=30, steps_per_epoch=3, step=15)
-  assert int(plan.planned.numpy()) == 6
+  assert plan.planned == 6
   plain = _schedule()
   assert float(schedule(11)) == float(plain(11))                    # before the cooldown
   assert float(schedule(15)) == pytest.approx(0.5 * float(plain(15)))  # half way down
   assert float(schedule(18)) == 0.0
 
 
-@pytest.mark.parametrize("make_variable", [budget.Number, budget.tensorflow_variable])
-def test_the_epoch_count_shown_is_unknown_then_estimated_then_fixed(make_variable):
+def test_the_epoch_count_shown_is_unknown_then_estimated_then_fixed():
   """What both trainers label their epochs with: "Epoch 1", "Epoch 2/~6", "Epoch 5/6"."""
-  plan = budget.TimeBudget(1, 1 / 3, 100, make_variable=make_variable)  # 60 s
+  plan = budget.TimeBudget(1, 1 / 3, 100)  # 60 s
   assert plan.epochs(epochs_done=0) == (None, False)
   plan.add_seconds(10)
   plan.epoch_end(epochs_done=1, epoch_seconds=10, steps_per_epoch=3, step=3)
@@ -75,23 +74,22 @@ def test_a_resumed_run_estimates_from_its_whole_epochs_mean():
   """Right after a resume in epoch 3: of the 44 s used, 14 s went to epoch 3,
   so the 2 whole epochs took 15 s each and the 16 s left fit one more (at
   22 s an epoch, counting epoch 3's part, none would)."""
-  plan = budget.TimeBudget(1, 1 / 3, 100, make_variable=budget.Number)
-  plan.used_seconds.assign(44)
+  plan = budget.TimeBudget(1, 1 / 3, 100)
+  plan.used_seconds = 44.0
   assert plan.epochs(epochs_done=2, current_epoch_seconds=14) == (3, True)
 
 
 def test_a_machine_that_slows_down_ends_without_a_cooldown_and_says_so(caplog):
   plan = budget.TimeBudget(1, 1 / 3, 100)
-  schedule = _schedule(plan)
   plan.add_seconds(10)
   plan.epoch_end(epochs_done=1, epoch_seconds=10, steps_per_epoch=3, step=3)
-  assert int(plan.planned.numpy()) == 0
+  assert plan.planned == 0
   plan.add_seconds(45)  # 55 s used: no epoch of 45 s fits any more
   with caplog.at_level("WARNING"):
     plan.epoch_end(epochs_done=2, epoch_seconds=45, steps_per_epoch=3, step=6)
   assert plan.finished(2)
-  assert int(schedule.cooldown_steps.numpy()) == 0
-  assert float(schedule(6)) == float(_schedule()(6))
+  assert plan.cooldown_steps == 0
+  assert float(_schedule(plan)(6)) == float(_schedule()(6))
   assert "used up after 2 epochs, before a cooldown could begin" in caplog.text
 
 

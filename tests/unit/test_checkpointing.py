@@ -35,22 +35,6 @@ def test_a_position_is_saved_once(tmp_path):
   assert all((got == want + 1).all() for got, want in zip(weights, saved))
 
 
-def test_the_next_checkpoint_is_due_an_interval_after_the_last(tmp_path):
-  checkpoints, _, optimizer, _ = small_checkpoints(tmp_path)
-  assert not checkpoints.due(499, 500)
-  assert checkpoints.due(500, 500)
-  # An epoch ends off the interval: the count starts again from its checkpoint.
-  optimizer.iterations.assign(656)
-  checkpoints.save()
-  assert not checkpoints.due(1000, 500)
-  assert checkpoints.due(1156, 500)
-  # A resumed run counts from the checkpoint it restored.
-  resumed = small_checkpoints(tmp_path)[0]
-  assert resumed.restore() == 656
-  assert not resumed.due(1155, 500)
-  assert resumed.due(1156, 500)
-
-
 def test_without_a_model_dir_nothing_is_kept(tmp_path):
   checkpoints = small_checkpoints(None)[0]
   assert checkpoints.save() is None and checkpoints.latest() is None

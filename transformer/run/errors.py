@@ -18,6 +18,15 @@ def describe_error(error: BaseException) -> str:
 class NonFiniteLossError(TrainingError):
   """The loss became NaN or Inf; nothing was saved after the last good checkpoint."""
 
+  @classmethod
+  def at(cls, loss: float, step: int, epoch: int, latest_checkpoint) -> "NonFiniteLossError":
+    """The error for a NaN/Inf training ``loss`` at ``step`` of ``epoch`` (from 0)."""
+    return cls(
+        f"the training loss is {loss} at step {step} (epoch {epoch + 1}); stopping without "
+        f"saving. The last good checkpoint is kept: "
+        f"{latest_checkpoint or 'none was written yet'}. Lower the learning rate "
+        "(config.training.warmup_steps), check the data, or try without mixed precision")
+
 
 class CheckpointError(TrainingError):
   """A checkpoint is missing, corrupt, or does not fit this model (either trainer's)."""

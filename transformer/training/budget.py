@@ -20,11 +20,8 @@ Under several workers each measures its own seconds; they agree on the mean
 (:func:`transformer.training.distribute.mean_over_replicas`), so every worker makes the
 same plan.
 
-The plan's state is four ``tf.Variable`` s, checkpointed with the run; the
-trainer without TensorFlow (:mod:`transformer.training.jax_trainer`) keeps it in
-:class:`Number` s instead (``make_variable``), so this module imports
-TensorFlow only for the former.
-"""
+The plan's state is four numbers (:meth:`TimeBudget.state`), which the
+training loop hands to its engine's checkpoint and back."""
 
 import math
 
@@ -47,30 +44,8 @@ def cooldown_epochs(total_epochs: int, fraction: float) -> int:
   return min(total_epochs, math.ceil(fraction * total_epochs - 1e-9))
 
 
-class Number:
-  """A plain number read and written like a ``tf.Variable`` (``numpy``, ``assign``,
-  ``assign_add``): the budget's state where TensorFlow is not used."""
-
-  def __init__(self, value, dtype: str, name: str):
-    self.name = name
-    self._cast = float if dtype.startswith("float") else int
-    self.value = self._cast(value)
-
-  def numpy(self):
-    return self.value
-
-  def assign(self, value) -> None:
-    self.value = self._cast(value)
-
-  def assign_add(self, value) -> None:
-    self.value = self._cast(self.value + value)
-
-
-def tensorflow_variable(value, dtype: str, name: str):
-  """A non-trainable ``tf.Variable``: the budget's state in the TensorFlow trainer."""
-  # Deferred: TensorFlow is kept out of the JAX process.
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return tf.Variable(value, dtype=dtype, trainable=False, name=name)
+# The plan's state, in the order checkpoints hold it.
+STATE = ("used_seconds", "planned", "cooldown_steps", "cooldown_end_step")
 
 
 class TimeBudget:
@@ -81,39 +56,38 @@ class TimeBudget:
     cooldown_fraction: the share of the planned epochs over which the rate
       falls to zero.
     max_epochs: the run never plans more epochs than this.
-    make_variable: ``(value, dtype, name) -> variable`` for the plan's state:
-      :func:`tensorflow_variable` (the default) or :class:`Number`.
 
-  ``cooldown_steps`` and ``cooldown_end_step`` are int64 variables (0 until
-  the plan is fixed) for the optimizer's ``WarmupInverseSquareRoot``.
+  ``cooldown_steps`` and ``cooldown_end_step`` (0 until the plan is fixed)
+  are for the optimizer's ``WarmupInverseSquareRoot``.
   """
 
-  def __init__(self, minutes: float, cooldown_fraction: float, max_epochs: int,
-               make_variable=tensorflow_variable):
+  def __init__(self, minutes: float, cooldown_fraction: float, max_epochs: int):
     self.budget_seconds = 60.0 * float(minutes)
     self.cooldown_fraction = float(cooldown_fraction)
     self.max_epochs = int(max_epochs)
-    self.used_seconds = make_variable(0.0, "float64", "budget_used_seconds")
+    self.used_seconds = 0.0
     # 0 until the cooldown begins; then the run's length in epochs.
-    self.planned = make_variable(0, "int64", "budget_planned_epochs")
-    self.cooldown_steps = make_variable(0, "int64", "budget_cooldown_steps")
-    self.cooldown_end_step = make_variable(0, "int64", "budget_cooldown_end_step")
+    self.planned = 0
+    self.cooldown_steps = self.cooldown_end_step = 0
     # The run's length as this run last estimated it (None: not yet); not checkpointed.
     self.estimate = None
 
-  def checkpointed(self) -> dict:
-    """The variables a checkpoint must hold to resume the plan."""
-    return {"budget_used_seconds": self.used_seconds,
-            "budget_planned_epochs": self.planned,
-            "budget_cooldown_steps": self.cooldown_steps,
-            "budget_cooldown_end_step": self.cooldown_end_step}
+  def state(self) -> dict:
+    """What a checkpoint must hold to resume the plan, by name (:data:`STATE`)."""
+    return {name: getattr(self, name) for name in STATE}
+
+  def load(self, state: dict) -> None:
+    """Takes back a checkpoint's :meth:`state`."""
+    self.used_seconds = float(state["used_seconds"])
+    for name in STATE[1:]:
+      setattr(self, name, int(state[name]))
 
   def add_seconds(self, seconds: float) -> None:
-    self.used_seconds.assign_add(float(seconds))
+    self.used_seconds += float(seconds)
 
   def finished(self, epochs_done: int) -> bool:
     """Whether the planned epochs are done (False while the plan is open)."""
-    planned = int(self.planned.numpy())
+    planned = self.planned
     return 0 < planned <= epochs_done
 
   def epoch_end(self, *, epochs_done: int, epoch_seconds: float, steps_per_epoch: int,
@@ -121,22 +95,20 @@ class TimeBudget:
     """After a complete epoch: estimates the run's length and, once its
     cooldown has to begin, fixes the plan and starts the cooldown. Returns the
     run's length in epochs as now planned."""
-    if int(self.planned.numpy()):
-      return int(self.planned.numpy())
-    total = planned_epochs(self.budget_seconds, float(self.used_seconds.numpy()), epochs_done,
+    if self.planned:
+      return self.planned
+    total = planned_epochs(self.budget_seconds, self.used_seconds, epochs_done,
                            epoch_seconds, self.max_epochs)
     cooling = cooldown_epochs(total, self.cooldown_fraction)
     if epochs_done < total - cooling:
       logging.info("time budget: about %s fit (%.1f of %.1f minutes used, %.1f per "
-                   "epoch)", plural(total, "epoch"), float(self.used_seconds.numpy()) / 60,
+                   "epoch)", plural(total, "epoch"), self.used_seconds / 60,
                    self.budget_seconds / 60, epoch_seconds / 60)
       self.estimate = total
       return total
     total = max(total, epochs_done)
     steps = (total - epochs_done) * int(steps_per_epoch)
-    self.planned.assign(total)
-    self.cooldown_steps.assign(steps)
-    self.cooldown_end_step.assign(step + steps)
+    self.planned, self.cooldown_steps, self.cooldown_end_step = total, steps, step + steps
     if steps:
       logging.info("time budget: %s in all; the learning rate falls to zero over the "
                    "last %d (steps %d to %d)", plural(total, "epoch"), total - epochs_done, step,
@@ -152,11 +124,11 @@ class TimeBudget:
     or, right after a resume, from the whole epochs' mean seconds
     (``used_seconds`` less ``current_epoch_seconds``, the part of the current
     epoch already trained); ``(None, False)`` before the first epoch's end."""
-    fixed = int(self.planned.numpy())
+    fixed = self.planned
     if fixed:
       return fixed, False
     if self.estimate is None and epochs_done:
-      used = float(self.used_seconds.numpy())
+      used = self.used_seconds
       self.estimate = planned_epochs(self.budget_seconds, used, epochs_done,
                                      (used - current_epoch_seconds) / epochs_done, self.max_epochs)
     return self.estimate, self.estimate is not None

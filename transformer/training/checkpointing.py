@@ -158,10 +158,6 @@ class Checkpoints:
           f"mixed-precision setting). Use a new --model_dir, or delete "
           f"{self._directory} to start over. Cause: {describe_error(e)}") from e
 
-  def due(self, step: int, interval: int) -> bool:
-    """Whether ``step`` is ``interval`` steps or more past the last save (or restore)."""
-    return step - (self._last_saved[0] if self._last_saved else 0) >= interval
-
   def save(self) -> Optional[str]:
     """Writes a checkpoint numbered by the step; all workers must call it.
 

@@ -18,6 +18,7 @@ import time
 from absl import logging
 import jax
 import keras
+import numpy as np
 
 from transformer.model import losses
 
@@ -85,33 +86,40 @@ def step_functions(model, optimizer, smoothing: float):
   return train_step, eval_step
 
 
-def make_stack_step(train_step):
+def make_stack_step(train_step, schedule):
   """``train_step`` (one step, unjitted: :func:`step_functions`) run over a
   stack, ``jax.jit``-compiled with the values donated: ``(values, (batches,
-  active)) -> (values, (loss_sum, tokens, correct), step_losses)`` where every
-  array of ``batches`` has a leading axis of K steps and ``active`` is K
-  booleans. An inactive step (padding of a stack that its shape's batches do
-  not fill) leaves the values exactly as they are and adds nothing, so each
-  shape compiles once, at K; the sums are of the stack's active steps, summed
-  on the device, and ``step_losses`` the K loss sums (0 where inactive), read
-  only to name the step of a NaN."""
+  active), cooldown) -> (values, (loss_sum, tokens, correct), step_losses)``
+  where every array of ``batches`` has a leading axis of K steps, ``active``
+  is K booleans and ``cooldown`` the ``(2,)`` ``cooldown_steps`` and
+  ``cooldown_end_step`` of ``schedule`` (a traced input: a time budget's plan
+  compiles nothing again). An inactive step (padding of a stack that its
+  shape's batches do not fill) leaves the values exactly as they are and adds
+  nothing, so each shape compiles once, at K; the sums are of the stack's
+  active steps, summed on the device, and ``step_losses`` the K loss sums (0
+  where inactive), read only to name the step of a NaN."""
 
-  def train_stack(values, stack):
+  def train_stack(values, stack, cooldown):
     batches, active = stack
     first = jax.tree_util.tree_map(lambda array: array[0], batches)
-    sums_shape = jax.eval_shape(train_step, values, first)[1]
-    zeros = jax.tree_util.tree_map(lambda s: jax.numpy.zeros(s.shape, s.dtype), sums_shape)
+    on_host = schedule.cooldown_steps, schedule.cooldown_end_step
+    schedule.cooldown_steps, schedule.cooldown_end_step = cooldown[0], cooldown[1]
+    try:
+      sums_shape = jax.eval_shape(train_step, values, first)[1]
+      zeros = jax.tree_util.tree_map(lambda s: jax.numpy.zeros(s.shape, s.dtype), sums_shape)
 
-    def skipped(values, batch):  # pylint: disable=unused-argument
-      return values, zeros
+      def skipped(values, batch):  # pylint: disable=unused-argument
+        return values, zeros
 
-    def one_step(carry, inputs):
-      values, totals = carry
-      batch, is_active = inputs
-      values, sums = jax.lax.cond(is_active, train_step, skipped, values, batch)
-      return (values, tuple(t + s for t, s in zip(totals, sums))), sums[0]
+      def one_step(carry, inputs):
+        values, totals = carry
+        batch, is_active = inputs
+        values, sums = jax.lax.cond(is_active, train_step, skipped, values, batch)
+        return (values, tuple(t + s for t, s in zip(totals, sums))), sums[0]
 
-    (values, totals), step_losses = jax.lax.scan(one_step, (values, zeros), (batches, active))
+      (values, totals), step_losses = jax.lax.scan(one_step, (values, zeros), (batches, active))
+    finally:  # the traced values only while tracing; the host's again for the console
+      schedule.cooldown_steps, schedule.cooldown_end_step = on_host
     return values, totals, step_losses
 
   return jax.jit(train_stack, donate_argnums=0)
@@ -130,6 +138,7 @@ class DeviceSteps:
   Args:
     model: the built Keras model.
     optimizer: its built optimizer.
+    schedule: its :class:`transformer.model.optimization.WarmupInverseSquareRoot`.
     devices: the JAX devices to run on.
     distribution: the ``keras.distribution.DataParallel`` over them, or None
       for one device.
@@ -137,14 +146,16 @@ class DeviceSteps:
     steps_per_dispatch: K, the steps of a stack.
   """
 
-  def __init__(self, model, optimizer, devices, distribution, smoothing: float,
+  def __init__(self, model, optimizer, schedule, devices, distribution, smoothing: float,
                steps_per_dispatch: int = 1):
     self._model, self._optimizer, self._smoothing = model, optimizer, smoothing
+    self._schedule = schedule
     self._devices, self._distribution = devices, distribution
     self.steps_per_dispatch = steps_per_dispatch
     self._compiled = {}  # (kind, the batch's shapes) -> its compiled step
     self.values = None
     self.read_variables()
+    self.set_cooldown(schedule.cooldown_steps, schedule.cooldown_end_step)
 
   def _variables(self):
     return (self._model.trainable_variables, self._model.non_trainable_variables,
@@ -169,19 +180,24 @@ class DeviceSteps:
     have run: the next stack's step donates the device buffers."""
     return jax.device_get(self.values)
 
-  def recompile(self) -> None:
-    """Compiles the steps again at their next use (the schedule has changed)."""
-    self._compiled = {}
+  def set_cooldown(self, steps: int, end_step: int) -> None:
+    """The schedule's cooldown: on the host for the console, on the devices for the step."""
+    self._schedule.cooldown_steps, self._schedule.cooldown_end_step = int(steps), int(end_step)
+    self._cooldown = self.on_devices(np.array([steps, end_step], np.int32))
 
   def _step_for(self, kind: str, inputs):
     """The compiled ``kind`` step ("train": a stack, "validation": a batch) for
     the shapes of ``inputs``, compiled now if they are new."""
-    key = (kind, tuple(array.shape for array in jax.tree_util.tree_leaves(inputs)))
+    key = _key(kind, inputs)
     if key not in self._compiled:
       train_step, eval_step = step_functions(self._model, self._optimizer, self._smoothing)
-      function = (make_stack_step(train_step) if kind == "train" else jax.jit(eval_step))
       start = time.monotonic()
-      self._compiled[key] = function.lower(self.values, inputs).compile()
+      if kind == "train":
+        lowered = make_stack_step(train_step, self._schedule).lower(self.values, inputs,
+                                                                     self._cooldown)
+      else:
+        lowered = jax.jit(eval_step).lower(self.values, inputs)
+      self._compiled[key] = lowered.compile()
       labels = inputs[0][1] if kind == "train" else inputs[1]
       logging.info("compiled the %s for %s in %.1f s", _step_name(kind, self.steps_per_dispatch),
                    " × ".join(map(str, labels.shape[-2:])), time.monotonic() - start)
@@ -207,8 +223,14 @@ class DeviceSteps:
     :func:`transformer.training.jax_stacks.stacked`); returns its summed
     ``(loss_sum, tokens, correct)`` and its steps' loss sums, device arrays,
     not waited for."""
-    self.values, sums, step_losses = self._step_for("train", stack)(self.values, stack)
+    self.values, sums, step_losses = self._step_for("train", stack)(self.values, stack,
+                                                                    self._cooldown)
     return sums, step_losses
+
+  def compile_stack(self, stack) -> None:
+    """Compiles the step for the shapes of ``stack`` (NumPy), if new."""
+    if _key("train", stack) not in self._compiled:
+      self._step_for("train", self.on_devices(stack, stacked=True))
 
   def evaluate(self, batches) -> losses.TokenMetrics:
     """The sums over ``batches`` without dropout."""
@@ -220,6 +242,11 @@ class DeviceSteps:
     for batch_sums in jax.device_get(device_sums):
       metrics.add(*batch_sums)
     return metrics
+
+
+def _key(kind: str, inputs):
+  """What a compiled step is kept by: its kind and its inputs' shapes."""
+  return kind, tuple(array.shape for array in jax.tree_util.tree_leaves(inputs))
 
 
 def _step_name(kind: str, steps_per_dispatch: int) -> str:

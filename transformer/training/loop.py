@@ -1,36 +1,28 @@
-"""The epoch loop both trainers run, and what it does between epochs (Orbit's controller).
+"""The training loop (Orbit's controller): one loop, whichever engine trains.
 
-A trainer (:class:`Trainer`, the interface: as Orbit's ``StandardTrainer``;
-:class:`transformer.training.tf_trainer.TensorFlowTrainer` under
-``tf.distribute`` and :class:`transformer.training.jax_trainer.JaxTrainer` under
-JAX implement it) owns the model, the optimizer and their steps: its
-``run_epoch`` trains on one epoch's batches, or what is left of them after a
-resume, and returns the epoch's metrics record. :func:`run_epochs` owns the
-epochs and calls the actions around them:
+:class:`Trainer` owns everything periodic: the position in the data, the
+epoch's clock and running sums, the TensorBoard scalars, the progress line,
+the NaN/Inf check, the checkpoint cadence, the time budget, the validation
+and the epoch's record. An engine (:mod:`transformer.training.engine`) only
+trains chunks of batches and hands back their sums, evaluates, saves and
+restores; it never calls back into the loop.
 
-* the end: ``training.train_steps`` steps (if > 0), ``training.epochs``
-  epochs counting those already done, or the epochs a time budget fits
-  (:mod:`transformer.training.budget`, told each epoch's seconds);
-* SIGTERM/SIGINT: a checkpoint, then return with ``TrainResult.interrupted_by``
-  set (the epoch stops after its current step);
-* an epoch's end: the position moves to the next epoch and the time budget
-  plans (the trainer's ``end_epoch``), the validation loss, the caller's extra
-  fields (BLEU), the console's summary, the ``metrics.jsonl``
-  record and the checkpoint that closes the epoch, in the trainer's order
-  (``close_epoch``: each trainer keeps a kill between the record and the
-  checkpoint from losing or doubling the record).
+It reads a chunk's sums once the next is dispatched (the devices run ahead of
+the host), every chunk before a checkpoint, at an epoch's end and on a signal.
+It ends at ``training.train_steps`` steps (if > 0), ``training.epochs`` epochs,
+or the epochs a time budget fits (:mod:`transformer.training.budget`); SIGTERM
+and SIGINT stop it after the current chunk, with a checkpoint; a NaN/Inf loss
+before anything is saved (the last checkpoint is the last good state).
 
-The checkpoints within an epoch (every ``training.checkpoint_every_steps``
-steps), the progress line and the TensorBoard training scalars
-(:class:`TrainScalars`) belong to the trainer's ``run_epoch``: they follow its
-steps, timed by an :class:`EpochClock`, and with the progress line opened by
-:func:`start_progress`. A NaN/Inf loss stops the run there
-(:func:`non_finite_loss`), before anything is saved: the last checkpoint on
-disk is the last good state.
+One crash-safety protocol for ``metrics.jsonl``: an epoch's record is appended
+before the checkpoint that closes the epoch, and a resume drops the records of
+training after the checkpoint it restored
+(:meth:`transformer.training.summaries.Summaries.keep_records_up_to`); a kill
+between the two redoes the epoch's end once, a kill after both loses nothing.
 """
 
-import time
-from typing import Callable, Dict, List, Optional, Protocol, Tuple
+import math
+from typing import Callable, Dict, List, Optional, Tuple
 
 from absl import logging
 
@@ -38,69 +30,15 @@ from transformer.model import losses
 from transformer.model import optimization
 from transformer.run import progress as progress_lib
 from transformer.run import stop_signals
-from transformer.run.errors import NonFiniteLossError
+from transformer.run.errors import NonFiniteLossError, TrainingError
 from transformer.training.budget import TimeBudget
 from transformer.training.result import TrainResult
-from transformer.training.summaries import Summaries
-
-
-class Trainer(Protocol):
-  """What :func:`run_epochs` needs of a trainer; both trainers implement it.
-
-  Attributes:
-    config: the full configuration (see :mod:`transformer.config`).
-    budget: the run's time budget, or None.
-    summaries: its TensorBoard scalars and ``metrics.jsonl``.
-    progress: its console progress line and epoch summaries.
-    planned: the run's length in epochs as the progress line shows it (None:
-      not known yet), and whether that is the time budget's estimate.
-  """
-
-  config: object
-  budget: Optional[TimeBudget]
-  summaries: Summaries
-  progress: progress_lib.EpochProgress
-  planned: Tuple[Optional[int], bool]
-
-  @property
-  def step(self) -> int:
-    """Optimizer steps taken, restored on resume."""
-
-  @property
-  def epochs_done(self) -> int:
-    """Epochs completed, restored on resume."""
-
-  @property
-  def learning_rate(self) -> float:
-    """The schedule's rate at the current step."""
-
-  def run_epoch(self, max_steps: Optional[int], interval: int,
-                stop: stop_signals.StopSignals) -> Tuple[Dict, float]:
-    """Trains on one epoch, or what is left of it, until ``max_steps`` steps (None:
-    no limit) or ``stop``, checkpointing every ``interval`` steps; returns the
-    epoch's record (``record["complete"]`` False for an epoch cut short) and
-    this run's seconds of it."""
-
-  def save_checkpoint(self):
-    """Writes a checkpoint of the current state."""
-
-  def evaluate(self, validation) -> Dict[str, float]:
-    """``{"loss", "accuracy"}`` over the validation batches (no dropout)."""
-
-  def budget_seconds(self, run_seconds: float) -> float:
-    """The seconds the time budget is told of ``run_seconds`` this run trained."""
-
-  def end_epoch(self, record: Dict, steps_run: int) -> None:
-    """Moves the position to the next epoch, and lets the time budget plan."""
-
-  def close_epoch(self, record: Dict, report: Callable[[], None]) -> None:
-    """Calls ``report`` (the record's log line, summary and append) and writes
-    the checkpoint that closes the epoch, in the order that keeps a kill from
-    losing or doubling the record."""
+from transformer.training.engine import Engine
+from transformer.training.summaries import EpochClock, Summaries, TrainScalars
 
 
 def end_text(training) -> str:
-  """Where a run of ``config.training`` ends, as the log line says it."""
+  """Where a run of ``config.training`` ends, as the start line says it."""
   max_steps = int(training.train_steps) or None
   max_epochs = None if max_steps else int(training.epochs)
   if training.time_budget_minutes:
@@ -109,153 +47,254 @@ def end_text(training) -> str:
   return f"step {max_steps}" if max_steps else f"epoch {max_epochs}"
 
 
-def has_steps_left(trainer: Trainer) -> bool:
-  """Whether the configuration's end (``train_steps``, ``epochs`` or the time
-  budget's planned epochs) is still ahead: a rerun of a finished run is not."""
-  training = trainer.config.training
-  ahead = (trainer.step < int(training.train_steps) if int(training.train_steps)
-           else trainer.epochs_done < int(training.epochs))
-  return ahead and not (trainer.budget is not None and
-                        trainer.budget.finished(trainer.epochs_done))
-
-
-def run_epochs(trainer: Trainer, validation=None,
-               epoch_end_callback: Optional[Callable[[int, Dict], Dict]] = None) -> TrainResult:
-  """Runs ``trainer``'s epochs until the configuration's end, a signal or an error.
+class Trainer:
+  """Trains ``engine``'s model as ``config.training`` says, and records it.
 
   Args:
-    trainer: either trainer (:class:`Trainer`).
-    validation: the trainer's validation batches, or None.
-    epoch_end_callback: ``(epoch, record) -> extra fields`` for the epoch's
-      record (e.g. BLEU); ``epoch`` counts from 1.
+    config: the full configuration (see :mod:`transformer.config`).
+    engine: what trains (:class:`Engine`).
+    model_dir: where ``metrics.jsonl`` and the TensorBoard logs go (None: nowhere).
+    is_chief: whether this process writes them.
+    log_every_steps: TensorBoard training scalars every this many steps.
+    progress: show the progress line and the epoch summaries.
   """
-  training = trainer.config.training
-  budget, summaries = trainer.budget, trainer.summaries
-  max_steps = int(training.train_steps) or None
-  interval = int(training.checkpoint_every_steps)
-  history: List[Dict] = []
-  start_step = trainer.step
-  try:
-    with stop_signals.StopSignals() as stop:
-      while has_steps_left(trainer):
-        first_step = trainer.step
-        record, run_seconds = trainer.run_epoch(max_steps, interval, stop)
-        if budget is not None:
-          budget.add_seconds(trainer.budget_seconds(run_seconds))
-        if stop.received is not None:
-          trainer.save_checkpoint()  # train.py's last line says so (finish.exit_if_stopped)
-          break
-        if record["complete"]:
-          if not history:  # the first epoch counted in this run
-            mismatch = optimization.cooldown_mismatch(training, record["steps_in_epoch"])
-            if mismatch:
-              logging.warning(mismatch)
-          trainer.end_epoch(record, steps_run=trainer.step - first_step)
-        if validation is not None:
-          val = trainer.evaluate(validation)
-          record.update(val_loss=val["loss"], val_accuracy=val["accuracy"])
-          summaries.write_scalars("validation", trainer.step,
-                                  {"loss": val["loss"], "accuracy": val["accuracy"]})
-        if epoch_end_callback is not None:
-          record.update(epoch_end_callback(record["epoch"], dict(record)) or {})
 
-        def report(record=record):  # the record itself goes to metrics.jsonl
-          summarize(trainer, record)
-          summaries.append_metrics(record)
+  def __init__(self, config, engine: Engine, *, model_dir=None, is_chief: bool = True,
+               log_every_steps: int = 100, progress: bool = True):
+    self.config, self.engine = config, engine
+    training = config.training
+    self.budget = (TimeBudget(training.time_budget_minutes, training.cooldown_fraction,
+                              int(training.epochs)) if training.time_budget_minutes else None)
+    self.summaries = Summaries(model_dir, is_chief=is_chief)
+    self.progress = progress_lib.EpochProgress(enabled=progress and is_chief)
+    self.log_every_steps = max(1, int(log_every_steps))
+    # Completed epochs, batches done in this one, per epoch (0: not known yet).
+    self.epoch = self.step_in_epoch = self.steps_per_epoch = 0
+    # The current epoch's sums and training seconds, across a resume.
+    self.epoch_sums, self.epoch_seconds = losses.TokenMetrics(), 0.0
+    self._partial = False  # the resumed epoch's earlier sums were not checkpointed
+    self._saved = None  # (step, epoch, step_in_epoch) last saved or restored
+    self._planned = (None, False)  # the run's epochs as the progress line shows them
+    if self.budget is not None:  # no cooldown until the budget plans one
+      engine.set_cooldown(0, 0)
+
+  @property
+  def model(self):
+    return self.engine.model
+
+  @property
+  def step(self) -> int:
+    return self.engine.step
+
+  @property
+  def learning_rate(self) -> float:
+    return self.engine.learning_rate(self.step)
+
+  def latest_checkpoint(self):
+    return self.engine.latest_checkpoint()
+
+  def _position(self) -> Tuple[int, int, int]:
+    return self.step, self.epoch, self.step_in_epoch
+
+  def save_checkpoint(self) -> None:
+    """Writes a checkpoint, unless this position is the last one saved."""
+    if self._saved == self._position():
+      return
+    sums = self.epoch_sums
+    self.engine.save({
+        "step": self.step, "epoch": self.epoch, "step_in_epoch": self.step_in_epoch,
+        "steps_per_epoch": self.steps_per_epoch,
+        "epoch_sums": {"loss": sums.loss_sum, "tokens": sums.tokens, "correct": sums.correct,
+                       "seconds": self.epoch_seconds},
+        "budget": self.budget.state() if self.budget is not None else {}})
+    self._saved = self._position()
+
+  def restore(self) -> int:
+    """Restores the newest intact checkpoint, drops the ``metrics.jsonl`` records
+    of training after it (the run redoes them once); returns its step (0: none)."""
+    state = self.engine.restore()
+    if state is not None:
+      self.epoch, self.step_in_epoch = state["epoch"], state["step_in_epoch"]
+      self.steps_per_epoch = state["steps_per_epoch"]
+      sums = state["epoch_sums"]
+      self._partial = sums is None and self.step_in_epoch > 0
+      if sums is not None:
+        self.epoch_sums = losses.TokenMetrics(sums["loss"], sums["tokens"], sums["correct"])
+        self.epoch_seconds = sums["seconds"]
+      if self.budget is not None and state["budget"]:
+        self.budget.load(state["budget"])
+        self.engine.set_cooldown(self.budget.cooldown_steps, self.budget.cooldown_end_step)
+      self._saved = self._position()
+    self.summaries.keep_records_up_to(self.step, self.epoch)
+    return self.step
+
+  def has_steps_left(self) -> bool:
+    """Whether the configuration's end (``train_steps``, ``epochs`` or the time
+    budget's planned epochs) is still ahead: a rerun of a finished run is not."""
+    training = self.config.training
+    ahead = (self.step < int(training.train_steps) if int(training.train_steps)
+             else self.epoch < int(training.epochs))
+    return ahead and not (self.budget is not None and self.budget.finished(self.epoch))
+
+  def evaluate(self, validation) -> Dict[str, float]:
+    """Mean token loss and accuracy over ``validation`` (no dropout)."""
+    metrics = self.engine.evaluate(validation)
+    if metrics.tokens == 0:
+      raise TrainingError("the validation data is empty")
+    return {"loss": metrics.loss, "accuracy": metrics.accuracy}
+
+  def fit(self, train_data, validation=None, *,
+          epoch_end_callback: Optional[Callable[[int, Dict], Dict]] = None,
+          step_callback: Optional[Callable[[int, float], None]] = None) -> TrainResult:
+    """Trains until the configuration's end, a signal or an error; call
+    :meth:`restore` first to resume.
+
+    Args:
+      train_data: what the engine reads epochs from (the TensorFlow engine:
+        ``epoch -> dataset`` of global batches, the same batches for the same
+        epoch; the JAX engine: a prepared split).
+      validation: the validation batches (or split), or None.
+      epoch_end_callback: ``(epoch, record) -> extra fields`` for the epoch's
+        record (e.g. BLEU); ``epoch`` counts from 1.
+      step_callback: ``(step, loss)`` after every chunk, read at once (tests).
+    """
+    training = self.config.training
+    if self.has_steps_left():  # else train.py's last line says the run had ended
+      logging.info("training from step %d to %s on %s", self.step, end_text(training),
+                   self.engine.describe())
+    max_steps = int(training.train_steps) or None
+    history: List[Dict] = []
+    start_step = self.step
+    try:
+      with stop_signals.StopSignals() as stop:
+        while self.has_steps_left():
+          first_step = self.step
+          record, run_seconds = self._train_epoch(train_data, max_steps, stop, step_callback)
+          if self.budget is not None:
+            self.budget.add_seconds(self.engine.agree(run_seconds))
+          if stop.received is not None:
+            self.save_checkpoint()  # train.py's last line says so (finish.exit_if_stopped)
+            break
+          mismatch = optimization.cooldown_mismatch(training, record["steps_in_epoch"])
+          if mismatch and record["complete"] and not history:  # the run's first epoch
+            logging.warning(mismatch)
+          if record["complete"]:
+            self._end_epoch(record, steps_run=self.step - first_step)
+          if validation is not None:
+            val = self.evaluate(validation)
+            record.update(val_loss=val["loss"], val_accuracy=val["accuracy"])
+            self.summaries.write_scalars("validation", self.step, val)
+          if epoch_end_callback is not None:
+            record.update(epoch_end_callback(record["epoch"], dict(record)) or {})
+          self._summarize(record)
+          self.summaries.append_metrics(record)  # before the checkpoint: see the module's doc
           history.append(record)
-        trainer.close_epoch(record, report)
-  finally:
-    summaries.flush()
-  return TrainResult(step=trainer.step, start_step=start_step, epoch=trainer.epochs_done,
-                     interrupted_by=stop.received, history=history)
+          self.save_checkpoint()
+    finally:
+      self.summaries.flush()
+      self.engine.finish()
+    return TrainResult(step=self.step, start_step=start_step, epoch=self.epoch,
+                       interrupted_by=stop.received, history=history)
 
+  def _end_epoch(self, record: Dict, steps_run: int) -> None:
+    """Moves the position to the next epoch, and lets the time budget plan."""
+    self.epoch += 1
+    self.steps_per_epoch, self.step_in_epoch = record["steps_in_epoch"], 0
+    self.epoch_sums, self.epoch_seconds = losses.TokenMetrics(), 0.0
+    if self.budget is None:
+      return
+    # A resumed epoch whose checkpoint predates its sums timed only this run's
+    # share of it: scaled up to all of its steps.
+    seconds = self.engine.agree(record["seconds"])
+    if record.get("partial"):
+      seconds *= record["steps_in_epoch"] / max(steps_run, 1)
+    record["planned_epochs"] = self.budget.epoch_end(
+        epochs_done=self.epoch, epoch_seconds=seconds,
+        steps_per_epoch=record["steps_in_epoch"], step=self.step)
+    self.engine.set_cooldown(self.budget.cooldown_steps, self.budget.cooldown_end_step)
 
-def summarize(trainer: Trainer, record: Dict) -> None:
-  """The console's summary of the epoch of ``record``: with the time budget's
-  plan when the epoch's end made one."""
-  if "planned_epochs" in record:
-    trainer.progress.summary(record, record["planned_epochs"],
-                             estimated=not int(trainer.budget.planned.numpy()))
-  else:
-    trainer.progress.summary(record, *trainer.planned)
+  def _summarize(self, record: Dict) -> None:
+    """The console's summary of the epoch: with the budget's plan when its end made one."""
+    if "planned_epochs" in record:
+      self.progress.summary(record, record["planned_epochs"], estimated=not self.budget.planned)
+    else:
+      self.progress.summary(record, *self._planned)
 
+  def _start_progress(self, epoch_steps: int, skip: int, max_steps: Optional[int]) -> int:
+    """Opens the epoch's progress line; returns the batch this run's epoch ends
+    at (``train_steps`` may cut it)."""
+    if self.budget is None:
+      epochs, estimated = int(self.config.training.epochs), False
+    else:  # the part of this epoch trained before a resume is not a whole epoch's
+      epochs, estimated = self.budget.epochs(self.epoch, self.epoch_seconds if skip else 0.0)
+    steps_left = max_steps - self.step if max_steps else None
+    planned = progress_lib.planned_epochs(self.epoch, epoch_steps, skip, steps_left, epochs)
+    self._planned = (planned, estimated)
+    last = epoch_steps if steps_left is None else min(epoch_steps, skip + steps_left)
+    self.progress.start(progress_lib.epoch_label(self.epoch + 1, planned, estimated), skip, last)
+    return last
 
-def non_finite_loss(loss: float, step: int, epoch: int, latest_checkpoint) -> NonFiniteLossError:
-  """The error for a NaN/Inf training ``loss`` at ``step`` of ``epoch`` (from 0)."""
-  return NonFiniteLossError(
-      f"the training loss is {loss} at step {step} (epoch {epoch + 1}); stopping without "
-      f"saving. The last good checkpoint is kept: {latest_checkpoint or 'none was written yet'}. "
-      "Lower the learning rate (config.training.warmup_steps), check the data, or try "
-      "without mixed precision")
-
-
-class TrainScalars:
-  """TensorBoard's training scalars: the sums of the steps since the last write
-  (``metrics``, a :class:`transformer.model.losses.TokenMetrics`), written every
-  ``every`` steps with the learning rate and the tokens per second since then."""
-
-  def __init__(self, summaries, every: int, now: float):
-    self._summaries, self.every = summaries, every
-    self.metrics, self._start = losses.TokenMetrics(), now
-
-  def due(self, step: int, steps: int = 1) -> bool:
-    """Whether the ``steps`` steps up to ``step`` passed a multiple of ``every``."""
-    return step // self.every > (step - steps) // self.every
-
-  def write(self, step: int, learning_rate: float, now: float) -> None:
-    self._summaries.write_scalars("train", step, {
-        "loss": self.metrics.loss, "accuracy": self.metrics.accuracy,
-        "learning_rate": learning_rate,
-        "tokens_per_second": self.metrics.tokens / max(now - self._start, 1e-9)})
-    self.metrics, self._start = losses.TokenMetrics(), now
-
-
-def epoch_record(*, epoch: int, step: int, complete: bool, steps_in_epoch: int,
-                 metrics: losses.TokenMetrics, learning_rate: float, seconds: float) -> Dict:
-  """The ``metrics.jsonl`` record of ``epoch`` (from 0): its training sums
-  ``metrics`` over ``seconds``, both the whole epoch's across a resume."""
-  return {"epoch": epoch + 1, "step": step, "complete": complete,
-          "steps_in_epoch": steps_in_epoch,
-          "train_loss": metrics.loss, "train_accuracy": metrics.accuracy,
-          "learning_rate": learning_rate,
-          "tokens_per_second": metrics.tokens / max(seconds, 1e-9), "seconds": seconds}
-
-
-class EpochClock:
-  """An epoch's training seconds on ``time.monotonic``: this run's share, and
-  the whole epoch's across a resume (``seconds_before`` the earlier runs')."""
-
-  def __init__(self, seconds_before: float = 0.0):
-    self.start = time.monotonic()
-    self.seconds_before = seconds_before
-
-  @staticmethod
-  def now() -> float:
-    return time.monotonic()
-
-  def run_seconds(self, now: Optional[float] = None) -> float:
-    """This run's seconds of the epoch, until ``now`` (default: the present)."""
-    return max((self.now() if now is None else now) - self.start, 1e-9)
-
-  def epoch_seconds(self, now: Optional[float] = None) -> float:
-    """The epoch's seconds across a resume, until ``now``."""
-    return self.seconds_before + self.run_seconds(now)
-
-
-def start_progress(trainer: Trainer, *, epoch_steps: int, skip: int, max_steps: Optional[int],
-                   seconds_before: float) -> Tuple[Tuple[Optional[int], bool], int]:
-  """Opens the progress line of the trainer's current epoch of ``epoch_steps``
-  batches, ``skip`` of them (``seconds_before`` of training) done before a
-  resume. Returns the run's planned epochs as known now, whether that is an
-  estimate (the trainer's ``planned``), and the batch this run's epoch ends at
-  (``train_steps`` may cut it)."""
-  epoch, step = trainer.epochs_done, trainer.step
-  if trainer.budget is None:
-    epochs, estimated = int(trainer.config.training.epochs), False
-  else:  # the part of this epoch trained before a resume is not a whole epoch's
-    epochs, estimated = trainer.budget.epochs(epoch, seconds_before if skip else 0.0)
-  steps_left = max_steps - step if max_steps else None
-  planned = progress_lib.planned_epochs(epoch, epoch_steps, skip, steps_left, epochs)
-  last = epoch_steps if steps_left is None else min(epoch_steps, skip + steps_left)
-  trainer.progress.start(progress_lib.epoch_label(epoch + 1, planned, estimated), skip, last)
-  return (planned, estimated), last
+  def _train_epoch(self, train_data, max_steps: Optional[int], stop,
+                   step_callback) -> Tuple[Dict, float]:
+    """Trains the current epoch, or what is left of it; returns its record
+    (``complete`` False when cut short) and the seconds this run spent on it."""
+    skip = self.step_in_epoch
+    batches = self.engine.epoch_batches(train_data, self.epoch, skip, self.steps_per_epoch)
+    if not batches.length:
+      raise TrainingError(f"the training data of epoch {self.epoch + 1} is empty")
+    last = self._start_progress(batches.length, skip, max_steps)
+    if not skip:
+      self.epoch_sums, self.epoch_seconds = losses.TokenMetrics(), 0.0
+    clock = EpochClock(self.epoch_seconds)
+    scalars = TrainScalars(self.summaries, self.log_every_steps, clock.start)
+    unread = []  # (step before, steps, batch of the epoch after, the engine's sums)
+    dispatched = skip
+    for steps, chunk in batches.chunks(last):
+      step_before = self.step
+      unread.append((step_before, steps, dispatched + steps, self.engine.train(chunk)))
+      dispatched += steps
+      saving_due = (self.step - (self._saved[0] if self._saved else 0)
+                    >= int(self.config.training.checkpoint_every_steps))
+      # A checkpoint, the epoch's end or a signal reads every chunk; else the
+      # one just dispatched stays unread, so the host does not wait for it.
+      read_all = (saving_due or dispatched == last or stop.received is not None
+                  or step_callback is not None)
+      reading, unread = (unread, []) if read_all else (unread[:-1], unread[-1:])
+      for (before, steps_read, done, trained), sums in zip(
+          reading, self.engine.read([trained for *_, trained in reading])):
+        if not math.isfinite(sums[0]):
+          offset, loss = self.engine.non_finite(trained)
+          raise NonFiniteLossError.at(loss, before + offset + 1, self.epoch,
+                                      self.latest_checkpoint())
+        batch_metrics = losses.TokenMetrics(*sums)
+        self.epoch_sums += batch_metrics
+        scalars.metrics += batch_metrics
+        step = before + steps_read
+        rate = self.engine.learning_rate(step)
+        if scalars.due(step, steps_read):
+          scalars.write(step, rate, clock.now())
+        self.step_in_epoch, self.epoch_seconds = done, clock.epoch_seconds()
+        self.progress.update(done, **{"loss": self.epoch_sums.loss,
+                                      "acc": self.epoch_sums.accuracy, "lr": rate,
+                                      "tok/s": self.epoch_sums.tokens / self.epoch_seconds})
+        if step_callback is not None:
+          step_callback(step, batch_metrics.loss)
+      if stop.received is not None:
+        break
+      self.engine.poll()
+      if saving_due and dispatched < last:  # at the epoch's end, its close saves
+        self.save_checkpoint()
+    self.progress.end()
+    now = clock.now()
+    self.epoch_seconds = clock.epoch_seconds(now)
+    record = {"epoch": self.epoch + 1, "step": self.step,
+              "complete": self.step_in_epoch >= batches.length,
+              "steps_in_epoch": self.step_in_epoch,
+              "train_loss": self.epoch_sums.loss, "train_accuracy": self.epoch_sums.accuracy,
+              "learning_rate": self.engine.learning_rate(self.step),
+              "tokens_per_second": self.epoch_sums.tokens / self.epoch_seconds,
+              "seconds": self.epoch_seconds}
+    if self._partial:  # train_*, tokens_per_second and seconds cover this run's batches only
+      record["partial"] = True
+      self._partial = False
+    return record, clock.run_seconds(now)

@@ -22,7 +22,6 @@ from transformer.run import stop_signals
 from transformer.run.errors import TrainingError, describe_error
 from transformer.training import distribute
 from transformer.training import finish
-from transformer.training import summaries as summaries_lib
 from transformer.training.run_checks import RunError, RunOptions, UsageError
 
 
@@ -107,7 +106,7 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
 
   bleu_pairs = {-1: validation_pairs, 0: []}.get(
       options.bleu_examples, validation_pairs[:options.bleu_examples])
-  summaries = summaries_lib.Summaries(model_dir, is_chief=chief)
+  summaries = trainer.summaries
   bleu = finish.Bleu(trainer.model, tokenizers, config, model_dir, bleu_pairs, chief, summaries,
                      options.bleu_method)
 
@@ -186,7 +185,7 @@ def train_on_shards(config, options: RunOptions, model_dir: Path) -> None:
     logging.info(progress.run_summary(result.step, result.start_step, result.history))
     if options.export:
       export_dir = run_folder.export_dir(model_dir)
-      weights = trainer.final_weights(export_dir / "transformer.weights.h5")
+      weights = trainer.engine.final_weights(export_dir / "transformer.weights.h5")
       logging.info("wrote %s (step %d). BLEU and the translator SavedModel come from the "
                    "TensorFlow side: python evaluate.py --model_dir=%s --export_dir=%s",
                    weights, result.step, model_dir, export_dir / run_folder.EXPORT_TRANSLATOR)

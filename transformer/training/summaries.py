@@ -6,10 +6,9 @@ scalars in ``logs/<name>`` (the loop in :mod:`transformer.training.tf_trainer` w
 epoch; train.py adds the validation BLEU there, a ``bleu`` scalar beside the
 loss and accuracy), and one JSON line per epoch in :data:`METRICS_FILE`.
 
-The scalars go through ``tf.summary`` in the TensorFlow trainer and through
-:class:`EventFileScalars` (the ``tensorboard`` package's record writer, no
-TensorFlow) in the Keras-on-JAX one; TensorBoard reads both alike. TensorFlow
-is imported only by the former.
+Both engines write the scalars through :class:`EventFileScalars` (the
+``tensorboard`` package's record writer, no TensorFlow), one writer per log
+folder; TensorBoard reads them as it reads ``tf.summary``'s.
 """
 
 import json
@@ -21,32 +20,11 @@ from typing import Dict, Optional
 
 from absl import logging
 
+from transformer.model import losses
 from transformer.run import run_folder
 from transformer.run.files import write_text_atomically
 
 METRICS_FILE = run_folder.METRICS_FILE
-
-
-def _scalar_metadata() -> bytes:
-  # What tensorboard.summary.scalar attaches: the "scalars" plugin's marker.
-  # Deferred: TensorFlow is kept out of the JAX process.
-  from tensorflow.core.framework import summary_pb2  # pylint: disable=g-import-not-at-top
-  metadata = summary_pb2.SummaryMetadata()
-  metadata.plugin_data.plugin_name = "scalars"
-  metadata.plugin_data.content = b""
-  return metadata.SerializeToString()
-
-
-def write_scalar(name: str, value: float, step: int) -> None:
-  # Deferred: TensorFlow is kept out of the JAX process.
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  """``tf.summary.scalar`` without needing the tensorboard package installed.
-
-  Writes the same event TensorBoard's scalar summary writes (a float32 tensor
-  tagged for the "scalars" plugin), to the default summary writer.
-  """
-  tf.summary.write(name, tf.constant(value, tf.float32), step=step,
-                   metadata=_scalar_metadata())
 
 
 class EventFileScalars:
@@ -59,7 +37,7 @@ class EventFileScalars:
   """
 
   def __init__(self, logdir: Path):
-    # Deferred: TensorBoard's writer is needed only by the JAX trainer: not at the start of every run.
+    # Deferred: not at the start of every script that imports this module.
     # pylint: disable=g-import-not-at-top
     from tensorboard.compat.proto import event_pb2
     from tensorboard.compat.proto import summary_pb2
@@ -90,62 +68,26 @@ class EventFileScalars:
     self._records.flush()
 
 
-def event_file_scalars_missing() -> Optional[str]:
-  """Why :class:`EventFileScalars` cannot be used here, or None."""
-  try:
-    # Deferred: TensorBoard's writer is needed only by the JAX trainer: not at the start of every run.
-    # pylint: disable=g-import-not-at-top,unused-import
-    from tensorboard.summary.writer import record_writer
-    from tensorboard.compat.proto import event_pb2
-  except ImportError as e:
-    return (f"the tensorboard package cannot be imported ({e}); pip install tensorboard "
-            "to get TensorBoard scalars")
-  return None
-
-
 class Summaries:
   """The run's TensorBoard writers (one per name, made on first use) and metrics file.
 
   Args:
     model_dir: the run's folder (a ``Path``); None writes nothing (tests).
     is_chief: whether this process writes (see :func:`transformer.training.distribute.is_chief`).
-    tensorflow: write the scalars with ``tf.summary``; False: with
-      :class:`EventFileScalars`, or none when :func:`event_file_scalars_missing`
-      says why not (``metrics.jsonl`` is written either way).
   """
 
-  def __init__(self, model_dir: Optional[Path], *, is_chief: bool, tensorflow: bool = True):
+  def __init__(self, model_dir: Optional[Path], *, is_chief: bool):
     self._dir = model_dir if is_chief else None
-    self._tensorflow = tensorflow
-    self._scalars_off = None if tensorflow else event_file_scalars_missing()
     self._writers = {}
 
   def write_scalars(self, name: str, step: int, scalars: Dict[str, Optional[float]]) -> None:
     """Writes ``scalars`` (None values skipped) at ``step`` to ``logs/<name>``, then flushes."""
-    if self._dir is None or self._scalars_off:
+    if self._dir is None:
       return
-    if not self._tensorflow:
-      if name not in self._writers:
-        self._writers[name] = EventFileScalars(self._dir / run_folder.LOGS_SUBDIR / name)
-      self._writers[name].write(step, {k: v for k, v in scalars.items() if v is not None})
-      self._writers[name].flush()
-      return
-    # Deferred: TensorFlow is kept out of the JAX process.
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     if name not in self._writers:
-      self._writers[name] = tf.summary.create_file_writer(
-          str(self._dir / run_folder.LOGS_SUBDIR / name))
-    writer = self._writers[name]
-    with writer.as_default(step=step):
-      for key, value in scalars.items():
-        if value is not None:
-          write_scalar(key, value, step)
-    writer.flush()
-
-  @property
-  def scalars_off(self) -> Optional[str]:
-    """Why no TensorBoard scalars are written, or None."""
-    return self._scalars_off
+      self._writers[name] = EventFileScalars(self._dir / run_folder.LOGS_SUBDIR / name)
+    self._writers[name].write(step, {k: v for k, v in scalars.items() if v is not None})
+    self._writers[name].flush()
 
   def append_metrics(self, record: Dict) -> None:
     """Appends ``record`` as one JSON line (keys sorted) to :data:`METRICS_FILE`,
@@ -166,26 +108,6 @@ class Summaries:
       f.write((json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
       f.flush()
       os.fsync(f.fileno())
-
-  def append_if_missing(self, record: Dict) -> None:
-    """Appends ``record`` unless :data:`METRICS_FILE`'s last record is of its
-    step and epoch: a checkpoint holding its epoch's record was followed by a
-    kill before the append."""
-    if self._dir is None:
-      return
-    path = self._dir / METRICS_FILE
-    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
-    for line in reversed(lines):
-      try:
-        last = json.loads(line)
-      except ValueError:
-        continue
-      if last.get("step") == record["step"] and last.get("epoch") == record["epoch"]:
-        return
-      break
-    logging.warning("metrics.jsonl lacked epoch %d's record (a kill after its checkpoint); "
-                    "appended it from the checkpoint", record["epoch"])
-    self.append_metrics(record)
 
   def keep_records_up_to(self, step: int, epoch: int) -> None:
     """Drops from :data:`METRICS_FILE` the records of training after the
@@ -220,3 +142,45 @@ class Summaries:
   def flush(self) -> None:
     for writer in self._writers.values():
       writer.flush()
+
+
+class TrainScalars:
+  """TensorBoard's training scalars: the sums of the steps since the last write
+  (``metrics``, a :class:`transformer.model.losses.TokenMetrics`), written every
+  ``every`` steps with the learning rate and the tokens per second since then."""
+
+  def __init__(self, summaries, every: int, now: float):
+    self._summaries, self.every = summaries, every
+    self.metrics, self._start = losses.TokenMetrics(), now
+
+  def due(self, step: int, steps: int = 1) -> bool:
+    """Whether the ``steps`` steps up to ``step`` passed a multiple of ``every``."""
+    return step // self.every > (step - steps) // self.every
+
+  def write(self, step: int, learning_rate: float, now: float) -> None:
+    self._summaries.write_scalars("train", step, {
+        "loss": self.metrics.loss, "accuracy": self.metrics.accuracy,
+        "learning_rate": learning_rate,
+        "tokens_per_second": self.metrics.tokens / max(now - self._start, 1e-9)})
+    self.metrics, self._start = losses.TokenMetrics(), now
+
+
+class EpochClock:
+  """An epoch's training seconds on ``time.monotonic``: this run's share, and
+  the whole epoch's across a resume (``seconds_before`` the earlier runs')."""
+
+  def __init__(self, seconds_before: float = 0.0):
+    self.start = time.monotonic()
+    self.seconds_before = seconds_before
+
+  @staticmethod
+  def now() -> float:
+    return time.monotonic()
+
+  def run_seconds(self, now: Optional[float] = None) -> float:
+    """This run's seconds of the epoch, until ``now`` (default: the present)."""
+    return max((self.now() if now is None else now) - self.start, 1e-9)
+
+  def epoch_seconds(self, now: Optional[float] = None) -> float:
+    """The epoch's seconds across a resume, until ``now``."""
+    return self.seconds_before + self.run_seconds(now)

@@ -1,9 +1,9 @@
 """What the TensorFlow trainer trains, built apart from its steps and its loop.
 
 :func:`build` makes the model and the optimizer under a ``tf.distribute``
-strategy, with Keras' dtype policy and random seed set first, and the time
-budget whose cooldown the schedule follows; the rest is the state checkpointed
-beside them: dropout's random state (:func:`dropout_random_state`) and the
+strategy, with Keras' dtype policy and random seed set first, and the
+schedule's cooldown as variables (a time budget sets them while training);
+the rest is the state checkpointed beside them: dropout's random state (:func:`dropout_random_state`) and the
 current epoch's running sums (:class:`EpochSums`).
 
 Mixed precision: ``"mixed_float16"`` wraps the optimizer in
@@ -11,7 +11,7 @@ Mixed precision: ``"mixed_float16"`` wraps the optimizer in
 ``"mixed_bfloat16"`` needs no loss scaling.
 """
 
-from typing import Optional, Tuple
+from typing import Tuple
 
 import keras
 import tensorflow as tf
@@ -19,34 +19,31 @@ import tensorflow as tf
 from transformer.model import losses
 from transformer.model import optimization
 from transformer.model import Transformer
-from transformer.training import budget as budget_lib
 
 
 def build(config, strategy, mixed_precision: str, input_vocab_size: int,
           target_vocab_size: int) -> Tuple[keras.Model, keras.optimizers.Optimizer,
-                                           Optional[budget_lib.TimeBudget]]:
-  """``(model, optimizer, budget)`` built under ``strategy``: the model from
+                                           Tuple[tf.Variable, tf.Variable]]:
+  """``(model, optimizer, cooldown)`` built under ``strategy``: the model from
   ``config.model``, the optimizer's slots created (so that a checkpoint
-  restores into them at once, and a mismatch shows at restore), and the time
-  budget of ``config.training.time_budget_minutes`` (None without one)."""
+  restores into them at once, and a mismatch shows at restore), and the
+  schedule's ``(cooldown_steps, cooldown_end_step)``, int64 variables that
+  start at the config's values and change without a new trace."""
   keras.mixed_precision.set_global_policy(
       "float32" if mixed_precision == "none" else mixed_precision)
   keras.utils.set_random_seed(int(config.training.seed))
   with strategy.scope():
     model = Transformer.from_model_config(config.model, input_vocab_size, target_vocab_size)
     model.build(((None, None), (None, None)))
-    budget = None
-    cooldown = None  # the config's
-    if config.training.time_budget_minutes:
-      budget = budget_lib.TimeBudget(
-          config.training.time_budget_minutes, config.training.cooldown_fraction,
-          int(config.training.epochs))
-      cooldown = (budget.cooldown_steps, budget.cooldown_end_step)
+    cooldown = tuple(tf.Variable(int(value), dtype=tf.int64, trainable=False, name=name)
+                     for name, value in (
+                         ("budget_cooldown_steps", config.training.cooldown_steps),
+                         ("budget_cooldown_end_step", config.training.cooldown_end_step)))
     optimizer = optimization.make_optimizer(config, cooldown)
     if mixed_precision == "mixed_float16":
       optimizer = AllReplicaLossScaleOptimizer(optimizer)
     optimizer.build(model.trainable_variables)
-  return model, optimizer, budget
+  return model, optimizer, cooldown
 
 
 class AllReplicaLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):

@@ -24,7 +24,6 @@ import keras
 import tensorflow as tf
 
 from transformer.model import losses
-from transformer.run.errors import TrainingError
 from transformer.training import distribute
 from transformer.training import step as step_lib
 
@@ -119,13 +118,11 @@ class DistributedSteps:
                       "correct": batch_metrics.correct})
     return records
 
-  def evaluate(self, dataset) -> Dict[str, float]:
-    """Mean token loss and accuracy over ``dataset`` (no dropout)."""
+  def evaluate(self, dataset) -> losses.TokenMetrics:
+    """The sums over ``dataset`` (no dropout)."""
     dist = distribute.distribute_dataset(self.strategy, dataset)
     fn = self.eval_fn(dist.element_spec)
     metrics = losses.TokenMetrics()
     for batch in dist:
       metrics.add(*fn(batch))
-    if metrics.tokens == 0:
-      raise TrainingError("the evaluation dataset is empty")
-    return {"loss": metrics.loss, "accuracy": metrics.accuracy, "tokens": metrics.tokens}
+    return metrics
