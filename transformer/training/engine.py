@@ -18,7 +18,8 @@ class EpochBatches(Protocol):
   length: int  # batches in the whole epoch
 
   def chunks(self, last: int) -> Iterator[Tuple[int, object]]:
-    """``(steps, chunk)`` from the resumed position up to batch ``last``."""
+    """``(steps, chunk)`` from the resumed position up to batch ``last``,
+    ready to train: what is compiled ahead is compiled by the time it returns."""
 
 
 class Engine(Protocol):

@@ -45,17 +45,20 @@ from transformer.training import loop
 
 
 class _Stacks:
-  """An epoch's batches, a stack a chunk (:class:`transformer.training.engine.EpochBatches`)."""
+  """An epoch's batches, a stack a chunk (:class:`transformer.training.engine.EpochBatches`);
+  every shape up to the last batch is compiled before the chunks are handed out."""
 
-  def __init__(self, batches: List, skip: int, size: int, on_devices):
-    self._batches, self._skip, self._size, self._on_devices = batches, skip, size, on_devices
+  def __init__(self, batches: List, skip: int, steps):
+    self._batches, self._skip, self._size = batches, skip, steps.steps_per_dispatch
+    self._compile, self._on_devices = steps.compile_stack, steps.on_devices
     self.length = len(batches)
 
   def chunks(self, last: int):
+    for batch in {jax_stacks.shape_of(b): b for b in self._batches[self._skip:last]}.values():
+      self._compile(jax_stacks.stacked([batch], self._size))
     ranges = jax_stacks.stack_ranges(self._batches, self._skip, last, self._size)
-    for first, stop, stack in jax_stacks.device_stacks(self._batches, ranges, self._size,
-                                                       self._on_devices):
-      yield stop - first, (stop - first, stack)
+    return ((stop - first, (stop - first, stack)) for first, stop, stack in
+            jax_stacks.device_stacks(self._batches, ranges, self._size, self._on_devices))
 
 
 class JaxEngine:
@@ -118,14 +121,11 @@ class JaxEngine:
 
   def epoch_batches(self, train_data: shards.Split, epoch: int, skip: int,
                     length: int) -> _Stacks:
-    """The epoch's batches in runs of one shape, each shape's step compiled now."""
+    """The epoch's batches in runs of one shape."""
     del length  # known from the batches themselves
     seed = shards.epoch_seed(int(self.config.training.seed), epoch)
-    batches = jax_stacks.in_runs(self._batches(train_data, seed, shuffle=True))
-    size = self._steps.steps_per_dispatch
-    for batch in {jax_stacks.shape_of(batch): batch for batch in batches[skip:]}.values():
-      self._steps.compile_stack(jax_stacks.stacked([batch], size))
-    return _Stacks(batches, skip, size, self._steps.on_devices)
+    return _Stacks(jax_stacks.in_runs(self._batches(train_data, seed, shuffle=True)), skip,
+                   self._steps)
 
   def train(self, chunk):
     steps, stack = chunk

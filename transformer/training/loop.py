@@ -221,8 +221,7 @@ class Trainer:
       self.progress.summary(record, *self._planned)
 
   def _start_progress(self, epoch_steps: int, skip: int, max_steps: Optional[int]) -> int:
-    """Opens the epoch's progress line; returns the batch this run's epoch ends
-    at (``train_steps`` may cut it)."""
+    """Opens the epoch's progress line; returns the batch its run ends at (``train_steps``)."""
     if self.budget is None:
       epochs, estimated = int(self.config.training.epochs), False
     else:  # the part of this epoch trained before a resume is not a whole epoch's
@@ -243,13 +242,14 @@ class Trainer:
     if not batches.length:
       raise TrainingError(f"the training data of epoch {self.epoch + 1} is empty")
     last = self._start_progress(batches.length, skip, max_steps)
+    chunks = batches.chunks(last)  # compiled before the clock starts
     if not skip:
       self.epoch_sums, self.epoch_seconds = losses.TokenMetrics(), 0.0
     clock = EpochClock(self.epoch_seconds)
     scalars = TrainScalars(self.summaries, self.log_every_steps, clock.start)
     unread = []  # (step before, steps, batch of the epoch after, the engine's sums)
     dispatched = skip
-    for steps, chunk in batches.chunks(last):
+    for steps, chunk in chunks:
       step_before = self.step
       unread.append((step_before, steps, dispatched + steps, self.engine.train(chunk)))
       dispatched += steps

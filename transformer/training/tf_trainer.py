@@ -42,12 +42,7 @@ class _Batches:
     self._dist, self.length, self._skip = dist, length, skip
 
   def chunks(self, last: int):
-    count = self._skip
-    for batch in self._dist:
-      if count >= last:
-        return
-      count += 1
-      yield 1, batch
+    return ((1, batch) for _, batch in zip(range(self._skip, last), self._dist))
 
 
 class TensorFlowEngine:
