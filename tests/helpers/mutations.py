@@ -21,6 +21,7 @@ MODEL = "tests/unit/test_model.py"
 OPTIMIZATION = "tests/unit/test_optimization.py"
 POSITIONAL = "tests/unit/test_positional_options.py"
 CHECKPOINTING = "tests/unit/test_checkpointing.py"
+LOOP = "tests/unit/test_loop.py"
 SCALING = "tests/unit/test_scaling.py"
 DISTRIBUTE = "tests/distributed/test_distribute.py"
 FAULTS = "tests/faults/test_faults.py"
@@ -181,8 +182,20 @@ MUTATIONS = (
              "return rate", (OPTIMIZATION,)),
     Mutation("budget_cooldown_end", "the time budget's cooldown ends at its length in steps, "
              "not at the step it began plus that length", "transformer/training/budget.py",
-             "self.cooldown_end_step.assign(step + steps)", "self.cooldown_end_step.assign(steps)",
+             "= total, steps, step + steps", "= total, steps, steps",
              (f"{BUDGET}::test_plan_stays_open_until_the_cooldown_must_begin_then_is_fixed",)),
+    # The training loop, under both engines.
+    Mutation("loop_checkpoint_before_record", "the checkpoint that closes an epoch written "
+             "before its record", "transformer/training/loop.py",
+             "          self.summaries.append_metrics(record)  # before the checkpoint: see the "
+             "module's doc\n          history.append(record)\n          self.save_checkpoint()",
+             "          self.save_checkpoint()\n          self.summaries.append_metrics(record)\n"
+             "          history.append(record)",
+             (f"{LOOP}::test_the_record_is_written_before_the_checkpoint_that_closes_its_epoch",)),
+    Mutation("loop_reads_at_once", "the loop reads each chunk's sums as soon as it is "
+             "dispatched (the host waits for the devices)", "transformer/training/loop.py",
+             "      read_all = (saving_due", "      read_all = (True or saving_due",
+             (f"{LOOP}::test_a_chunks_sums_are_read_once_the_next_is_dispatched",)),
     # Checkpoints: averaging and resuming.
     Mutation("checkpoint_position", "checkpoints do not hold the step within the epoch",
              "transformer/training/checkpointing.py",
