@@ -216,3 +216,18 @@ def test_a_clean_exit_removes_the_lock_and_the_next_run_takes_it_silently(tmp_pa
     again.acquire()
   assert "stale" not in caplog.text
   again.release()
+
+
+def test_off_a_terminal_a_slow_run_writes_a_line_every_minute():
+  """A step slower than a minute: a plain line after each, though log_every_steps
+  is far away; none within the minute."""
+  now = [0.0]
+  stream = io.StringIO()
+  shown = progress.EpochProgress(enabled=True, stream=stream, clock=lambda: now[0],
+                                 log_every_steps=1000)
+  shown.start("Epoch 1/2", 0, 10)
+  for step in range(1, 5):
+    now[0] += 30.0 if step == 2 else 61.0
+    shown.update(step, step, loss=1.0)
+  assert [line.split(" Epoch")[0] for line in stream.getvalue().splitlines()] == [
+      "step 3", "step 4"]

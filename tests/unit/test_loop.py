@@ -9,6 +9,7 @@ import copy
 import json
 import math
 import os
+import re
 import signal
 
 import ml_collections
@@ -169,3 +170,15 @@ def test_a_non_finite_loss_stops_before_any_save_naming_its_step():
   with pytest.raises(NonFiniteLossError, match=r"is nan at step 3 \(epoch 1\)"):
     loop.Trainer(config(checkpoint_every_steps=100), engine, progress=False).fit(six_batches)
   assert engine.saved == []
+
+
+def test_off_a_terminal_a_line_every_log_every_steps(capsys):
+  """stdout in a pipe (pytest's capture): a plain line at steps 4 and 8 of the
+  12, none on the epochs' last steps, where the summaries come."""
+  loop.Trainer(config(), FakeEngine(), log_every_steps=4).fit(six_batches)
+  lines = capsys.readouterr().out.splitlines()
+  assert [line.split(" Epoch")[0] for line in lines if line.startswith("step ")] == [
+      "step 4", "step 8"]
+  assert "\r" not in "".join(lines) and "[" not in "".join(
+      line for line in lines if line.startswith("step "))
+  assert re.match(r"step 4 Epoch 1/2 4/6 .*ETA .*\| loss 2\.5000 acc 1\.0000", lines[0])

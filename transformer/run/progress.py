@@ -8,7 +8,9 @@ rate, the bar, the elapsed time) are left out whole until it fits the
 terminal's width, so that no number is ever cut; a log line written while it
 is drawn first clears it, so that the log line starts on a line of its own
 (the live line comes back at the next step). When stdout is not a terminal (a
-file, a pipe) nothing is drawn: one plain line per epoch, no escape codes.
+file, a pipe) nothing is drawn and there are no escape codes: a plain line
+every ``log_every_steps`` steps or :data:`PLAIN_LINE_SECONDS`, whichever
+comes first, so that a log file shows life, and one line per epoch.
 
 The epoch count is the run's plan: "Epoch 3/20" when it is known (a number
 of epochs or steps, a time budget's fixed plan), "Epoch 3/~20" while a time
@@ -30,6 +32,8 @@ from absl import logging
 BAR_WIDTH = 24
 # The live line is redrawn at most this often (seconds), and on the last step.
 REDRAW_SECONDS = 0.1
+# Off a terminal, a progress line at least this often (seconds), as Keras' fit(verbose=2).
+PLAIN_LINE_SECONDS = 60.0
 
 
 def epoch_label(epoch: int, planned: Optional[int], estimated: bool = False) -> str:
@@ -125,15 +129,16 @@ class LiveLine:
     self.opened = clock()
     self._first_done = None  # (steps, time) after the first step of this run
 
-  def text(self, done: int, values: Dict[str, float], width: Optional[int] = None) -> str:
-    """The line at ``done`` steps: counts, bar, elapsed time, ETA and
-    ``values``, the last fields left out whole until it fits ``width``
-    characters (None: all of them), so that no number is ever cut."""
+  def text(self, done: int, values: Dict[str, float], width: Optional[int] = None,
+           bar: bool = True) -> str:
+    """The line at ``done`` steps: counts, bar (unless ``bar`` is False),
+    elapsed time, ETA and ``values``, the last fields left out whole until it
+    fits ``width`` characters (None: all of them), so that no number is ever cut."""
     now = self.clock()
     if self._first_done is None:
       self._first_done = (done, now)
     filled = BAR_WIDTH * min(done, self.total) // max(self.total, 1)
-    bar = "=" * filled + (">" if filled < BAR_WIDTH else "") + "." * (BAR_WIDTH - filled - 1)
+    drawn = "=" * filled + (">" if filled < BAR_WIDTH else "") + "." * (BAR_WIDTH - filled - 1)
     shown = [f"{key} {number_text(key, value)}" for key, value in values.items()]
     if shown:
       shown[0] = "| " + shown[0]
@@ -144,7 +149,7 @@ class LiveLine:
     places += [(6 + i, text) for i, text in enumerate(shown[:2])]
     if self.start:
       places.append((1, f"(resumed at step {self.start})"))
-    places += [(4, clock_text(now - self.opened)), (3, f"[{bar}]")]
+    places += [(4, clock_text(now - self.opened))] + ([(3, f"[{drawn}]")] if bar else [])
     places += [(6 + i, text) for i, text in enumerate(shown) if i >= 2]
     return fit_fields(places, width)
 
@@ -215,13 +220,18 @@ class EpochProgress:
     enabled: show anything at all; when False every method does nothing.
     stream: where to write (stdout by default).
     clock: seconds, monotonic (tests pass a fake one).
+    log_every_steps: off a terminal, a plain progress line every this many
+      steps (and every :data:`PLAIN_LINE_SECONDS`); None: none.
   """
 
   def __init__(self, enabled: bool, stream: Optional[TextIO] = None,
-               clock: Callable[[], float] = time.monotonic):
+               clock: Callable[[], float] = time.monotonic,
+               log_every_steps: Optional[int] = None):
     self.enabled = enabled
     self._stream = stream
     self._clock = clock
+    self._every = log_every_steps
+    self._plain = None  # off a terminal: (the epoch's line, when and at which step last written)
     self._line = None
     self._width = 0
     self._drawn_at = None
@@ -238,6 +248,8 @@ class EpochProgress:
 
   def start(self, label: str, skip: int, total: int) -> None:
     """Opens the epoch's live line at ``skip`` of ``total`` steps."""
+    if self.enabled and not self.live and self._every:
+      self._plain = [LiveLine(label, skip, total, self._clock), self._clock(), None]
     if self.live:
       self._line = LiveLine(label, skip, total, self._clock)
       self._width = 0
@@ -247,9 +259,13 @@ class EpochProgress:
       for handler in self._log_handlers:
         handler.addFilter(self._clear_before_log_line)
 
-  def update(self, done: int, **values: float) -> None:
+  def update(self, done: int, step: Optional[int] = None, **values: float) -> None:
     """Redraws the live line at ``done`` steps of the epoch (at most every
-    REDRAW_SECONDS, and always on the first and the last step)."""
+    REDRAW_SECONDS, and always on the first and the last step); off a
+    terminal, writes a plain line when optimizer step ``step`` passed a
+    multiple of ``log_every_steps`` or PLAIN_LINE_SECONDS have gone by."""
+    if self._plain is not None and step is not None:
+      self._plain_line(done, step, values)
     if self._line is None:
       return
     now = self._clock()
@@ -263,6 +279,19 @@ class EpochProgress:
     self.stream.write("\r" + text.ljust(self._width))
     self.stream.flush()
     self._width = len(text)
+
+  def _plain_line(self, done: int, step: int, values: Dict[str, float]) -> None:
+    line, written_at, written_step = self._plain
+    now = self._clock()
+    if written_step is None:  # the epoch's first update: its ETA starts here
+      line.text(done, values)
+      self._plain[1:] = [now, step]
+      return
+    if done >= line.total or (step // self._every == written_step // self._every
+                              and now - written_at < PLAIN_LINE_SECONDS):
+      return  # the epoch's summary line comes next
+    print(f"step {step} {line.text(done, values, bar=False)}", file=self.stream, flush=True)
+    self._plain[1:] = [now, step]
 
   def _clear_before_log_line(self, record) -> bool:  # pylint: disable=unused-argument
     """A logging filter that lets every record through, after clearing the
@@ -278,6 +307,7 @@ class EpochProgress:
     for handler in self._log_handlers:
       handler.removeFilter(self._clear_before_log_line)
     self._log_handlers = []
+    self._plain = None
     if self._line is not None:
       if self._width:  # else a log line cleared it and left the cursor on a new line
         self.stream.write("\n")

@@ -66,8 +66,9 @@ class Trainer:
     self.budget = (TimeBudget(training.time_budget_minutes, training.cooldown_fraction,
                               int(training.epochs)) if training.time_budget_minutes else None)
     self.summaries = Summaries(model_dir, is_chief=is_chief)
-    self.progress = progress_lib.EpochProgress(enabled=progress and is_chief)
     self.log_every_steps = max(1, int(log_every_steps))
+    self.progress = progress_lib.EpochProgress(enabled=progress and is_chief,
+                                               log_every_steps=self.log_every_steps)
     # Completed epochs, batches done in this one, per epoch (0: not known yet).
     self.epoch = self.step_in_epoch = self.steps_per_epoch = 0
     # The current epoch's sums and training seconds, across a resume.
@@ -274,9 +275,8 @@ class Trainer:
         if scalars.due(step, steps_read):
           scalars.write(step, rate, clock.now())
         self.step_in_epoch, self.epoch_seconds = done, clock.epoch_seconds()
-        self.progress.update(done, **{"loss": self.epoch_sums.loss,
-                                      "acc": self.epoch_sums.accuracy, "lr": rate,
-                                      "tok/s": self.epoch_sums.tokens / self.epoch_seconds})
+        self.progress.update(done, step, loss=self.epoch_sums.loss, acc=self.epoch_sums.accuracy,
+                             lr=rate, **{"tok/s": self.epoch_sums.tokens / self.epoch_seconds})
         if step_callback is not None:
           step_callback(step, batch_metrics.loss)
       if stop.received is not None:
