@@ -16,7 +16,7 @@ import ml_collections
 import pytest
 
 from transformer.model import losses
-from transformer.run.errors import NonFiniteLossError
+from transformer.run.errors import NonFiniteLossError, TrainingError
 from transformer.training import loop
 
 
@@ -182,3 +182,18 @@ def test_off_a_terminal_a_line_every_log_every_steps(capsys):
   assert "\r" not in "".join(lines) and "[" not in "".join(
       line for line in lines if line.startswith("step "))
   assert re.match(r"step 4 Epoch 1/2 4/6 .*ETA .*\| loss 2\.5000 acc 1\.0000", lines[0])
+
+
+@pytest.mark.parametrize("stopped_at", [3, 6])
+def test_a_resume_on_data_of_another_epoch_length_is_refused(tmp_path, stopped_at):
+  """Another --train_examples: the epoch stopped at batch 3 (or ended at 6) had
+  6 batches, the data now gives 5; training on would skip or repeat batches."""
+  engine = FakeEngine()
+  loop.Trainer(config(epochs=2, train_steps=stopped_at), engine, model_dir=tmp_path,
+               progress=False).fit(six_batches)
+  resumed = loop.Trainer(config(epochs=2), engine, model_dir=tmp_path, progress=False)
+  assert resumed.restore() == stopped_at
+  with pytest.raises(TrainingError, match=r"^the training data gives 5 batches an epoch, and "
+                                          r"this run had 6 \(its checkpoint is at batch "):
+    resumed.fit(lambda epoch: six_batches(epoch)[:5])
+  assert engine.step == stopped_at

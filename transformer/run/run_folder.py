@@ -6,6 +6,7 @@ Every script and both trainers name the folder's parts through this module
   <model_dir>/config.json                   CONFIG_FILE
              /tokenizer_path.txt            TOKENIZER_PATH_FILE
              /tokenizer_vocabulary_sha256.txt  VOCABULARY_HASH_FILE
+             /trained_with.json             TRAINED_WITH_FILE
              /metrics.jsonl                 METRICS_FILE
              /train.lock                    LOCK_FILE (while a train.py runs)
              /checkpoints/                  CHECKPOINT_SUBDIR (unreadable ones in
@@ -32,6 +33,9 @@ TOKENIZER_PATH_FILE = "tokenizer_path.txt"
 # One JSON record per line: each epoch's, and train.py's "final" one.
 METRICS_FILE = "metrics.jsonl"
 VOCABULARY_HASH_FILE = "tokenizer_vocabulary_sha256.txt"  # the tokenizer's identity
+# What trained the folder, whatever checkpoints are left: {"trainer": "tensorflow" or
+# "jax", "data": the --data it read}.
+TRAINED_WITH_FILE = "trained_with.json"
 LOCK_FILE = "train.lock"
 CHECKPOINT_SUBDIR = "checkpoints"
 # Where checkpoints that cannot be read are moved, under CHECKPOINT_SUBDIR (kept, not deleted).
@@ -97,6 +101,18 @@ def read_run_config(config_file: PathLike) -> dict:
     raise RunFolderError(f"{config_file} holds a JSON {type(stored).__name__}, "
                          "not a configuration")
   return stored
+
+
+def trained_with(model_dir: PathLike) -> dict:
+  """The folder's :data:`TRAINED_WITH_FILE` ({} where a run before it wrote none)."""
+  path = Path(model_dir) / TRAINED_WITH_FILE
+  try:
+    return json.loads(path.read_text(encoding="utf-8"))
+  except FileNotFoundError:
+    return {}
+  except (OSError, ValueError) as e:
+    raise RunFolderError(f"{path} cannot be read ({describe_error(e)}); it says what trained "
+                         "the folder: write it again, or use a new --model_dir") from e
 
 
 def read_metrics(metrics_path: PathLike) -> List[dict]:

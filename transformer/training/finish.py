@@ -1,7 +1,7 @@
 """What train.py does around the training itself: the run folder's files, BLEU, the export.
 
-* :func:`record_run_files`: ``config.json``, ``tokenizer_path.txt`` and the
-  vocabularies' hash, once the run is accepted.
+* :func:`record_run_files`: ``config.json``, ``tokenizer_path.txt``, the
+  vocabularies' hash and what trained the folder, once the run is accepted.
 * :class:`Bleu`: validation BLEU through the translator (every N epochs and at
   the end), written under ``bleu/`` and to TensorBoard.
 * :func:`export`: the translator SavedModel and the ``.keras`` model, swapped
@@ -38,12 +38,16 @@ def exit_if_stopped(result, model_dir: Path) -> None:
   sys.exit(128 + result.interrupted_by)
 
 
-def record_run_files(model_dir: Path, config, tokenizer_path: Path,
-                     vocabulary_hash: str) -> None:
-  """Writes config.json, tokenizer_path.txt and the vocabularies' hash, each atomically."""
+def record_run_files(model_dir: Path, config, tokenizer_path: Path, vocabulary_hash: str, *,
+                     trainer: str, data: str) -> None:
+  """Writes config.json, tokenizer_path.txt, the vocabularies' hash and
+  trained_with.json (``trainer``, "tensorflow" or "jax", and the ``data`` read), each atomically."""
+  data = data if data == "tfds" else str(Path(data).resolve())
   for name, text in ((run_folder.CONFIG_FILE, config.to_json_best_effort(indent=2)),
                      (run_folder.TOKENIZER_PATH_FILE, str(tokenizer_path)),
-                     (run_folder.VOCABULARY_HASH_FILE, vocabulary_hash)):
+                     (run_folder.VOCABULARY_HASH_FILE, vocabulary_hash),
+                     (run_folder.TRAINED_WITH_FILE,
+                      json.dumps({"trainer": trainer, "data": data}, indent=2))):
     files.write_text_atomically(model_dir / name, text + "\n")
 
 

@@ -69,11 +69,12 @@ class Trainer:
     self.log_every_steps = max(1, int(log_every_steps))
     self.progress = progress_lib.EpochProgress(enabled=progress and is_chief,
                                                log_every_steps=self.log_every_steps)
-    # Completed epochs, batches done in this one, per epoch (0: not known yet).
+    # Completed epochs, batches done in this one and in an epoch (0: not known yet).
     self.epoch = self.step_in_epoch = self.steps_per_epoch = 0
     # The current epoch's sums and training seconds, across a resume.
     self.epoch_sums, self.epoch_seconds = losses.TokenMetrics(), 0.0
     self._partial = False  # the resumed epoch's earlier sums were not checkpointed
+    self._checked = False  # the data's epoch length checked against the checkpoint's
     self._saved = None  # (step, epoch, step_in_epoch) last saved or restored
     self._planned = (None, False)  # the run's epochs as the progress line shows them
     if self.budget is not None:  # no cooldown until the budget plans one
@@ -130,8 +131,7 @@ class Trainer:
     return self.step
 
   def has_steps_left(self) -> bool:
-    """Whether the configuration's end (``train_steps``, ``epochs`` or the time
-    budget's planned epochs) is still ahead: a rerun of a finished run is not."""
+    """Whether ``train_steps``, ``epochs`` or the budget's plan is still ahead."""
     training = self.config.training
     ahead = (self.step < int(training.train_steps) if int(training.train_steps)
              else self.epoch < int(training.epochs))
@@ -147,16 +147,13 @@ class Trainer:
   def fit(self, train_data, validation=None, *,
           epoch_end_callback: Optional[Callable[[int, Dict], Dict]] = None,
           step_callback: Optional[Callable[[int, float], None]] = None) -> TrainResult:
-    """Trains until the configuration's end, a signal or an error; call
-    :meth:`restore` first to resume.
+    """Trains until the configuration's end, a signal or an error (:meth:`restore` first).
 
     Args:
-      train_data: what the engine reads epochs from (the TensorFlow engine:
-        ``epoch -> dataset`` of global batches, the same batches for the same
-        epoch; the JAX engine: a prepared split).
+      train_data: the engine's epochs (TensorFlow: ``epoch -> dataset`` of global
+        batches, the same for the same epoch; JAX: a prepared split).
       validation: the validation batches (or split), or None.
-      epoch_end_callback: ``(epoch, record) -> extra fields`` for the epoch's
-        record (e.g. BLEU); ``epoch`` counts from 1.
+      epoch_end_callback: ``(epoch from 1, record) -> extra fields`` (e.g. BLEU).
       step_callback: ``(step, loss)`` after every chunk, read at once (tests).
     """
     training = self.config.training
@@ -187,7 +184,9 @@ class Trainer:
             self.summaries.write_scalars("validation", self.step, val)
           if epoch_end_callback is not None:
             record.update(epoch_end_callback(record["epoch"], dict(record)) or {})
-          self._summarize(record)
+          if "planned_epochs" in record:  # the budget's plan as this epoch's end made it
+            self._planned = (record["planned_epochs"], not self.budget.planned)
+          self.progress.summary(record, *self._planned)
           self.summaries.append_metrics(record)  # before the checkpoint: see the module's doc
           history.append(record)
           self.save_checkpoint()
@@ -214,13 +213,6 @@ class Trainer:
         steps_per_epoch=record["steps_in_epoch"], step=self.step)
     self.engine.set_cooldown(self.budget.cooldown_steps, self.budget.cooldown_end_step)
 
-  def _summarize(self, record: Dict) -> None:
-    """The console's summary of the epoch: with the budget's plan when its end made one."""
-    if "planned_epochs" in record:
-      self.progress.summary(record, record["planned_epochs"], estimated=not self.budget.planned)
-    else:
-      self.progress.summary(record, *self._planned)
-
   def _start_progress(self, epoch_steps: int, skip: int, max_steps: Optional[int]) -> int:
     """Opens the epoch's progress line; returns the batch its run ends at (``train_steps``)."""
     if self.budget is None:
@@ -238,10 +230,18 @@ class Trainer:
                    step_callback) -> Tuple[Dict, float]:
     """Trains the current epoch, or what is left of it; returns its record
     (``complete`` False when cut short) and the seconds this run spent on it."""
-    skip = self.step_in_epoch
-    batches = self.engine.epoch_batches(train_data, self.epoch, skip, self.steps_per_epoch)
+    skip, known = self.step_in_epoch, self.steps_per_epoch
+    # The first epoch of a run counts its batches: the data may not be the checkpoint's.
+    batches = self.engine.epoch_batches(train_data, self.epoch, skip, known if self._checked else 0)
     if not batches.length:
       raise TrainingError(f"the training data of epoch {self.epoch + 1} is empty")
+    if known and batches.length != known:  # a resume would skip or repeat batches
+      raise TrainingError(
+          f"the training data gives {batches.length} batches an epoch, and this run had "
+          f"{known} (its checkpoint is at batch {skip} of epoch {self.epoch + 1}): resume "
+          "with the data it trained on (the same --data and --train_examples), or use a new "
+          "--model_dir")
+    self._checked, self.steps_per_epoch = True, batches.length
     last = self._start_progress(batches.length, skip, max_steps)
     chunks = batches.chunks(last)  # compiled before the clock starts
     if not skip:

@@ -95,10 +95,19 @@ def check_run(config, options: RunOptions, model_dir: Path) -> None:
   tensorflow_checkpoints = ((checkpoint_dir / "checkpoint").is_file()
                             or any(checkpoint_dir.glob("ckpt-*.index")))
   keras_checkpoints = any(checkpoint_dir.glob("step-*"))
-  if tensorflow_checkpoints if on_shards(options) else keras_checkpoints:
-    other = "TensorFlow" if on_shards(options) else "Keras-on-JAX"
-    raise UsageError(f"{checkpoint_dir} holds checkpoints of the {other} trainer; this command "
-                     "would train with the other one: use a new --model_dir")
+  # What the folder is, not which checkpoints are left (a folder before the record: those).
+  trainer = "jax" if on_shards(options) else "tensorflow"
+  try:
+    recorded = run_folder.trained_with(model_dir).get("trainer")
+  except run_folder.RunFolderError as e:
+    raise UsageError(str(e)) from e
+  recorded = recorded or ("jax" if keras_checkpoints else
+                          "tensorflow" if tensorflow_checkpoints else trainer)
+  if recorded != trainer:
+    other = {"tensorflow": "TensorFlow", "jax": "Keras-on-JAX"}[recorded]
+    raise UsageError(f"{model_dir} was trained by the {other} trainer; this command would "
+                     "train with the other one: use a new --model_dir")
+  check_records_have_a_checkpoint(model_dir, tensorflow_checkpoints or keras_checkpoints)
   if config_file.is_file() and (tensorflow_checkpoints or keras_checkpoints):
     stored = read_stored_config(config_file)
     current = json.loads(config.to_json_best_effort())
@@ -112,6 +121,24 @@ def check_run(config, options: RunOptions, model_dir: Path) -> None:
       if old != str(Path(options.tokenizer).resolve()):
         raise UsageError(f"checkpoint in {model_dir} was trained with the tokenizer {old}, "
                          f"now {Path(options.tokenizer).resolve()}; use a new --model_dir")
+
+
+def check_records_have_a_checkpoint(model_dir: Path, has_checkpoints: bool) -> None:
+  """Refuses a folder whose records outlived its checkpoints (``checkpoints/``
+  deleted to save disk): training again from step 0 would replace them. One
+  epoch's record without a checkpoint is a kill before its closing checkpoint,
+  which the run redoes."""
+  metrics = model_dir / run_folder.METRICS_FILE
+  if has_checkpoints or not metrics.is_file():
+    return
+  records = run_folder.read_metrics(metrics)
+  epochs = [record for record in records if "epoch" in record]
+  if len(epochs) > 1 or any(record.get("final") for record in records):
+    raise UsageError(
+        f"{metrics} holds the records of {len(epochs)} epochs, up to step "
+        f"{max(record['step'] for record in records)}, but {run_folder.checkpoint_dir(model_dir)} "
+        "has no checkpoint to resume from: training again from step 0 would replace them. "
+        f"Delete {metrics.name} to start over in this folder, or use a new --model_dir")
 
 
 def on_shards(options: RunOptions) -> bool:

@@ -84,7 +84,8 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
   trainer.restore()
   if chief:  # only now: a refused run leaves the folder's files as they were
     finish.record_run_files(model_dir, config, tokenizer_path,
-                     tokenizers_lib.vocabulary_hash(tokenizers))
+                            tokenizers_lib.vocabulary_hash(tokenizers), trainer="tensorflow",
+                            data=options.data)
 
   # XLA compiles a step per batch shape: under --jit_compile and on TPUs the
   # batches are padded to their bucket's length, and TPUs, which need static
@@ -179,7 +180,8 @@ def train_on_shards(config, options: RunOptions, model_dir: Path) -> None:
         mixed_precision=options.mixed_precision, log_every_steps=options.log_every_steps)
     trainer.restore()
     finish.record_run_files(model_dir, config, Path(manifest["tokenizer"]),
-                     manifest["tokenizer_vocabulary_sha256"])
+                            manifest["tokenizer_vocabulary_sha256"], trainer="jax",
+                            data=options.data)
     result = trainer.fit(splits["train"], splits["validation"])
     finish.exit_if_stopped(result, model_dir)
     logging.info(progress.run_summary(result.step, result.start_step, result.history))
