@@ -231,3 +231,23 @@ def test_off_a_terminal_a_slow_run_writes_a_line_every_minute():
     shown.update(step, step, loss=1.0)
   assert [line.split(" Epoch")[0] for line in stream.getvalue().splitlines()] == [
       "step 3", "step 4"]
+
+
+@pytest.mark.parametrize("training, export, bleu, line", [
+    ({"train_steps": 300}, True, 200, "this run: training to step 300, then exporting the "
+     "translator and scoring validation BLEU (beam) on 200 sentences"),
+    ({"time_budget_minutes": 5.0}, False, 1, "this run: training whole epochs for 5 minutes "
+     "(at least one, however long it takes), then scoring validation BLEU (beam) on 1 sentence"),
+    ({"epochs": 20}, False, 0, "this run: training to epoch 20"),
+])
+def test_the_start_says_what_the_run_will_do(tmp_path, training, export, bleu, line):
+  from configs import tiny  # pylint: disable=g-import-not-at-top
+  from transformer.training import run_checks, runs  # pylint: disable=g-import-not-at-top
+  config = tiny.get_config()
+  config.training.update(training)
+  options = run_checks.RunOptions(
+      data=str(tmp_path), tokenizer="build", tokenizer_cache_dir=None, strategy="default",
+      tpu=None, mixed_precision="none", jit_compile=False, train_examples=0,
+      validation_examples=0, eval_bleu_every_epochs=0, bleu_examples=-1, bleu_method="beam",
+      export=export, log_every_steps=100, compilation_cache="auto", verbose=False)
+  assert runs.plan_line(config, options, bleu) == line

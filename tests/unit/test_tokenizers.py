@@ -122,3 +122,30 @@ def test_learn_wordpiece_gives_the_librarys_vocabulary(train_pairs, language, se
   assert ours == learner.learn(counts, vocab_size, reserved)
   # Learned pieces, not only characters: the iterations and the search ran.
   assert len(ours) <= vocab_size and any(len(token) > 4 for token in ours[len(reserved):])
+
+
+def test_the_same_build_of_another_run_is_copied_not_built_again(tmp_path, builder_calls):
+  first = tokenizers.get_or_build_tokenizers(TOY_PAIRS, tmp_path / "a", vocab_size=100)
+  second = tokenizers.get_or_build_tokenizers(TOY_PAIRS, tmp_path / "b", vocab_size=100,
+                                             other_caches=[tmp_path / "c", tmp_path / "a"])
+  assert len(builder_calls) == 1 and second == tmp_path / "b" / first.name
+  assert (second / "saved_model.pb").read_bytes() == b"stub"
+  # Another setting is another build.
+  tokenizers.get_or_build_tokenizers(TOY_PAIRS, tmp_path / "b", vocab_size=120,
+                                     other_caches=[tmp_path / "a"])
+  assert len(builder_calls) == 2
+
+
+def test_the_whole_training_split_with_the_tutorials_settings_is_the_tutorials_tokenizer(
+    tmp_path, train_pairs, builder_calls):
+  """Its cache key is pinned (the build it names is the tutorial's converter:
+  tests/integration/test_guide_tokenizers.py), and that converter is used as it is."""
+  assert tokenizers.cache_key(train_pairs, 8000, "separate") == tokenizers.TUTORIAL_CACHE_KEY
+  tutorial = tmp_path / "tutorial_tokenizer"
+  tutorial.mkdir()
+  (tutorial / "saved_model.pb").write_bytes(b"the tutorial's")
+  assert tokenizers.get_or_build_tokenizers(train_pairs, tmp_path / "run",
+                                            tutorial=tutorial) == tutorial
+  assert tokenizers.get_or_build_tokenizers(train_pairs[:-1], tmp_path / "run",
+                                            tutorial=tutorial) != tutorial
+  assert len(builder_calls) == 1

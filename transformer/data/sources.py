@@ -21,6 +21,8 @@ AUTO = "auto"
 TFDS = "tfds"
 BUILD = "build"
 LOCAL_DATA = SHARED_DATA_DIR / "ted_hrlr_pt_to_en"
+# The tutorial's ted_hrlr_translate_pt_en_converter, where the local copy has it.
+TUTORIAL_TOKENIZER = SHARED_DATA_DIR / "tutorial_tokenizer"
 DATA_HELP = (f"Where the data comes from: '{AUTO}' (the TED HRLR files in ../shared/data beside "
              f"this repository when they are there, else '{TFDS}'), '{TFDS}' (TensorFlow "
              "Datasets' ted_hrlr_translate/pt_to_en, downloaded once into "

@@ -31,8 +31,9 @@ import hashlib
 import json
 import os
 from pathlib import Path
+import shutil
 import tempfile
-from typing import List, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 from absl import logging
 import tensorflow as tf
@@ -101,9 +102,17 @@ def cache_key(train_pairs: Sequence[ted.Pair], vocab_size: int, vocabulary: str)
   return digest.hexdigest()
 
 
+# cache_key of the whole TED HRLR training split with the tutorial's settings
+# (separate vocabularies of 8,000): that build is the tutorial's converter, byte
+# for byte (tests/integration/test_guide_tokenizers.py).
+TUTORIAL_CACHE_KEY = "2ad8694aceb33745fb02d9b17aee57582db1dac440e207f51531bf127e115a73"
+
+
 def get_or_build_tokenizers(train_pairs_or_data_dir: Union[PathLike, Sequence[ted.Pair]],
                             cache_dir: PathLike, vocab_size: int = 8000,
-                            vocabulary: str = "separate", rebuild: bool = False) -> Path:
+                            vocabulary: str = "separate", rebuild: bool = False,
+                            tutorial: Optional[PathLike] = None,
+                            other_caches: Sequence[PathLike] = ()) -> Path:
   """Returns the path of a cached Tokenizers SavedModel, building it if needed.
 
   Args:
@@ -113,6 +122,9 @@ def get_or_build_tokenizers(train_pairs_or_data_dir: Union[PathLike, Sequence[te
     vocab_size: target vocabulary size.
     vocabulary: "separate" or "joint".
     rebuild: build even if the cache holds this key.
+    tutorial: the tutorial's tokenizer SavedModel, used as it is where the
+      build would give it (:data:`TUTORIAL_CACHE_KEY`) and it exists.
+    other_caches: other runs' ``cache_dir`` s: the same build there is copied.
   """
   _check_vocabulary(vocabulary)
   if isinstance(train_pairs_or_data_dir, (str, os.PathLike)):
@@ -123,9 +135,9 @@ def get_or_build_tokenizers(train_pairs_or_data_dir: Union[PathLike, Sequence[te
     raise ValueError("no training pairs to learn a vocabulary from")
   key = cache_key(train_pairs, vocab_size, vocabulary)
   export_dir = Path(cache_dir) / f"tokenizers_{vocabulary}_{vocab_size}_{key[:16]}"
-  if (export_dir / "saved_model.pb").is_file() and not rebuild:
-    logging.info("using cached tokenizers %s", export_dir)
-    return export_dir
+  found = None if rebuild else _built_before(export_dir, key, tutorial, other_caches)
+  if found is not None:
+    return found
   # Built beside the target and swapped in, so an interrupted build leaves no
   # half-written SavedModel that would later pass for a cached one.
   with files.staged(export_dir) as staging:
@@ -135,6 +147,26 @@ def get_or_build_tokenizers(train_pairs_or_data_dir: Union[PathLike, Sequence[te
          "num_pairs": len(train_pairs)}, indent=2))
   logging.info("saved tokenizers to %s", export_dir)
   return export_dir
+
+
+def _built_before(export_dir: Path, key: str, tutorial: Optional[PathLike],
+                  other_caches: Sequence[PathLike]) -> Optional[Path]:
+  """The build of ``key`` where one exists (:func:`get_or_build_tokenizers`), or None."""
+  if (export_dir / "saved_model.pb").is_file():
+    logging.info("using cached tokenizers %s", export_dir)
+    return export_dir
+  if tutorial is not None and key == TUTORIAL_CACHE_KEY and (
+      Path(tutorial) / "saved_model.pb").is_file():
+    logging.info("using the tutorial's tokenizer %s: what building from these pairs with "
+                 "these settings gives", tutorial)
+    return Path(tutorial)
+  for other in other_caches:
+    if (Path(other) / export_dir.name / "build_info.json").is_file():  # written last: whole
+      with files.staged(export_dir) as staging:
+        shutil.copytree(Path(other) / export_dir.name, staging)
+      logging.info("copied the same tokenizers from %s", Path(other) / export_dir.name)
+      return export_dir
+  return None
 
 
 def load_tokenizers(path: PathLike):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from absl import logging
 
+from transformer.data import sources
 from transformer.run import files
 from transformer.run import progress
 from transformer.run import run_folder
@@ -22,11 +23,31 @@ from transformer.run import stop_signals
 from transformer.run.errors import TrainingError, describe_error
 from transformer.training import distribute
 from transformer.training import finish
+from transformer.training import run_checks
 from transformer.training.run_checks import RunError, RunOptions, UsageError
 
 
 def _take(pairs, n):
   return pairs[:n] if n else pairs
+
+
+def plan_line(config, options: RunOptions, bleu_sentences: int) -> str:
+  """What the run will do, said once at its start."""
+  training = config.training
+  if int(training.train_steps):
+    plan = f"training to step {training.train_steps}"
+  elif training.time_budget_minutes:
+    plan = (f"training whole epochs for {training.time_budget_minutes:g} minutes (at least one, "
+            "however long it takes)")
+  else:
+    plan = f"training to epoch {training.epochs}"
+  exported = ("writing the weights (BLEU and the translator: evaluate.py)"
+              if run_checks.on_shards(options) else "exporting the translator")
+  then = [exported] if options.export else []
+  if bleu_sentences:
+    then.append(f"scoring validation BLEU ({options.bleu_method}) on "
+                f"{progress.plural(bleu_sentences, 'sentence')}")
+  return "this run: " + plan + (", then " + " and ".join(then) if then else "")
 
 
 def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> None:
@@ -51,9 +72,13 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
 
   if options.tokenizer == "build":
     cache_dir = Path(options.tokenizer_cache_dir or model_dir / "tokenizers")
+    # Another run beside this one may have built the same tokenizer.
+    other_runs = [path.parent / "tokenizers" for path in model_dir.parent.glob(
+        f"*/{run_folder.TRAINED_WITH_FILE}") if path.parent != model_dir]
     tokenizer_path = Path(tokenizers_lib.get_or_build_tokenizers(
         train_pairs, cache_dir, vocab_size=config.data.vocab_size,
-        vocabulary=config.data.vocabulary)).resolve()
+        vocabulary=config.data.vocabulary, tutorial=sources.TUTORIAL_TOKENIZER,
+        other_caches=other_runs)).resolve()
   else:
     tokenizer_path = Path(options.tokenizer).resolve()
   try:
@@ -110,6 +135,8 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
   summaries = trainer.summaries
   bleu = finish.Bleu(trainer.model, tokenizers, config, model_dir, bleu_pairs, chief, summaries,
                      options.bleu_method)
+
+  logging.info(plan_line(config, options, len(bleu_pairs) if bleu.available else 0))
 
   def epoch_end(epoch, record):
     every = options.eval_bleu_every_epochs
@@ -179,6 +206,7 @@ def train_on_shards(config, options: RunOptions, model_dir: Path) -> None:
         target_vocab_size=manifest["vocab_sizes"]["en"], model_dir=model_dir, devices=devices,
         mixed_precision=options.mixed_precision, log_every_steps=options.log_every_steps)
     trainer.restore()
+    logging.info(plan_line(config, options, 0))
     finish.record_run_files(model_dir, config, Path(manifest["tokenizer"]),
                             manifest["tokenizer_vocabulary_sha256"], trainer="jax",
                             data=options.data)
