@@ -161,7 +161,7 @@ def main():
   joint = manifest.get("vocabulary") == "joint"
   import jax  # pylint: disable=g-import-not-at-top
   device = f"{len(jax.devices())} x {jax.devices()[0].device_kind}"
-  references = raw_references(manifest, split)
+  references = raw_references(args.data, manifest, split)
   summary = []
   for name in args.arms.split(","):
     overrides = arms[name]
@@ -191,10 +191,10 @@ def main():
   (output / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 
 
-def raw_references(manifest: dict, split: str):
-  """The split's references as in the data (for the samples), from the TED files."""
+def raw_references(data: str, manifest: dict, split: str):
+  """The split's references as in the data (for the samples), from the prepared folder."""
   from transformer.inference import evaluation_jax  # pylint: disable=g-import-not-at-top
-  return evaluation_jax.raw_references(manifest, split, manifest["splits"][split]["pairs"])
+  return evaluation_jax.raw_references(data, split, manifest["splits"][split]["pairs"])
 
 
 if __name__ == "__main__":
