@@ -82,9 +82,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def server(archive):
+def server(archive, monkeypatch):
   """A server on 127.0.0.1 with a good archive, a 404, an empty 200, a
   truncated copy, a wrong file of the right size and a transfer that breaks off."""
+  monkeypatch.setenv("no_proxy", "127.0.0.1")  # a user's proxy settings never see it
   good = archive[0].read_bytes()
   half = good[:len(good) // 2]
   wrong = bytes(reversed(good))
@@ -292,3 +293,36 @@ def test_tfds_says_nothing_of_a_folder_it_has_not_prepared(tmp_path, monkeypatch
     builder = tfds.builder(download.TFDS_NAME, data_dir=str(tmp_path / "tfds"))
     assert not builder.is_prepared()
   assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+@pytest.mark.slow
+def test_the_real_builder_prepares_from_the_archive_the_pairs_the_local_reader_reads(
+    tmp_path, archive, monkeypatch):
+  path, digest = archive
+  tfds = download.import_tfds()
+  builder = tfds.builder(download.TFDS_NAME, data_dir=str(tmp_path / "tfds"))
+  # The small archive registered in place of the real one; the network closed.
+  registered = tfds.core.download.checksums.UrlInfo(size=digest.size, checksum=digest.sha256,
+                                                    filename=download.ARCHIVE_NAME)
+  monkeypatch.setattr(type(builder), "url_infos", {download.ARCHIVE_URL: registered})
+
+  def no_network(*args, **kwargs):
+    raise socket.gaierror(socket.EAI_NONAME, "no network in this test")
+  monkeypatch.setattr(socket, "getaddrinfo", no_network)
+  download._download_and_prepare(builder, path)  # pylint: disable=protected-access
+  assert builder.is_prepared()
+  folder = download.extract_archive(path, tmp_path / "extracted", digest)
+  for split in ted.SPLITS:
+    prepared = builder.as_dataset(split=split, as_supervised=True).as_numpy_iterator()
+    assert [(pt.decode(), en.decode()) for pt, en in prepared] == ted.local_split_pairs(
+        folder, split)
+
+
+def test_a_skip_for_absent_data_says_what_to_put_there_not_a_file_inside_it(tmp_path):
+  from helpers import fixtures  # pylint: disable=g-import-not-at-top
+  absent = tmp_path / "shared" / "data" / "ted_hrlr_pt_to_en"
+  with pytest.raises(pytest.skip.Exception) as skipped:
+    fixtures._require(absent, "TED HRLR pt-en data", fixtures._TED_FILES)  # pylint: disable=protected-access
+  assert str(skipped.value) == (
+      f"TED HRLR pt-en data not found at {absent}; to run this test, put the files of "
+      "datasets/pt_to_en/ in qi18naacl-dataset.tar.gz (docs/data.md) there")

@@ -93,7 +93,7 @@ def import_tfds():
   except ImportError as e:
     raise DownloadError(f"--data=tfds: tensorflow-datasets cannot be imported ({e}); "
                         "pip install -e '.[tensorflow]' installs it and what it needs") from e
-  std_logging.getLogger("absl").addFilter(_QUIET_UNPREPARED)  # once: a filter is added once
+  std_logging.getLogger("absl").addFilter(_QUIET_UNPREPARED)  # added once however often called
   return tfds
 
 
