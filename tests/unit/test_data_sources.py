@@ -22,6 +22,8 @@ from transformer.data import download
 from transformer.data import sources
 from transformer.data import ted
 
+# What a dark host may serve with a 200 in place of the archive.
+PAGE = b"<html><body>This domain has expired.</body></html>"
 # A few pairs per split, in the archive's layout (datasets/<pair>/<language>.<suffix>).
 PAIRS = {suffix: [(f"frase {suffix} {i} .", f"sentence {suffix} {i} .") for i in range(7)]
          for suffix in ("train", "dev", "test")}
@@ -84,7 +86,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def server(archive, monkeypatch):
   """A server on 127.0.0.1 with a good archive, a 404, an empty 200, a
-  truncated copy, a wrong file of the right size and a transfer that breaks off."""
+  truncated copy, a wrong file of the right size, a page of HTML, a file
+  longer than the archive and a transfer that breaks off."""
   monkeypatch.setenv("no_proxy", "127.0.0.1")  # a user's proxy settings never see it
   good = archive[0].read_bytes()
   half = good[:len(good) // 2]
@@ -94,7 +97,9 @@ def server(archive, monkeypatch):
             "/empty.tar.gz": (200, b"", 0),
             "/truncated.tar.gz": (200, half, len(half)),
             "/wrong.tar.gz": (200, wrong, len(wrong)),
-            "/cut.tar.gz": (200, half, len(good))}
+            "/cut.tar.gz": (200, half, len(good)),
+            "/page.html": (200, PAGE, len(PAGE)),
+            "/long.tar.gz": (200, good + b"more", len(good) + 4)}
   server = _Server(routes)
   thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                             daemon=True)
@@ -145,7 +150,8 @@ def test_no_source_is_one_line_naming_each_and_what_it_answered(tmp_path, archiv
   monkeypatch.setattr(download, "TIMEOUT_S", 5)
   size = archive[1].size
   urls = [server.url(f"/{name}.tar.gz") for name in ("missing", "empty", "truncated", "wrong")]
-  urls.append(f"http://127.0.0.1:{closed_port}/{download.ARCHIVE_NAME}")
+  urls += [server.url("/page.html"), server.url("/long.tar.gz"),
+           f"http://127.0.0.1:{closed_port}/{download.ARCHIVE_NAME}"]
   dest = tmp_path / "tfds" / "downloads" / "manual" / download.ARCHIVE_NAME
   with pytest.raises(download.DownloadError) as raised:
     download.fetch_archive(dest, urls, archive[1], lambda line: None)
@@ -157,10 +163,13 @@ def test_no_source_is_one_line_naming_each_and_what_it_answered(tmp_path, archiv
       f"{urls[1]}: an empty file; "
       f"{urls[2]}: a truncated file ({size // 2:,} of {size:,} bytes); "
       f"{urls[3]}: a wrong file (SHA-256 {wrong_sha}..., not {sha}...); "
-      f"{urls[4]}: cannot be reached (Connection refused). "
+      f"{urls[4]}: a wrong file ({len(PAGE)} bytes, not gzip); "
+      f"{urls[5]}: a file of more than {size:,} bytes; "
+      f"{urls[6]}: cannot be reached (Connection refused). "
       f"Get it by hand as {download.MANUAL_STEPS} says, then pass "
       f"--data=path/to/{download.ARCHIVE_NAME}")
-  assert server.asked == ["/missing.tar.gz", "/empty.tar.gz", "/truncated.tar.gz", "/wrong.tar.gz"]
+  assert server.asked == ["/missing.tar.gz", "/empty.tar.gz", "/truncated.tar.gz", "/wrong.tar.gz",
+                          "/page.html", "/long.tar.gz"]
   assert not (tmp_path / "tfds").exists()  # the folders it made are gone too
 
 

@@ -55,6 +55,7 @@ ARCHIVE_FOLDER = "datasets/pt_to_en"
 PAIR_FILES = tuple(f"{language}.{suffix}" for suffix in SPLIT_FILE_SUFFIX.values()
                    for language in ("pt", "en"))
 _CHUNK = 1 << 20
+_GZIP_MAGIC = b"\x1f\x8b"
 _STAMP = ".archive_sha256"
 
 
@@ -213,15 +214,20 @@ def _take(chunks: Iterable[bytes], expected: Digest) -> Optional[str]:
   None where they are the archive, else what they are instead."""
   digest = hashlib.sha256()
   size = 0
+  head = b""
   for chunk in chunks:
     size += len(chunk)
     if size > expected.size:
       return f"a file of more than {expected.size:,} bytes"
     digest.update(chunk)
+    head = (head + chunk[:2])[:2]
   if size == 0:
     return "an empty file"
   if size < expected.size:
-    return f"a truncated file ({size:,} of {expected.size:,} bytes)"
+    # A dark host's page of HTML is no archive cut short.
+    if head == _GZIP_MAGIC:
+      return f"a truncated file ({size:,} of {expected.size:,} bytes)"
+    return f"a wrong file ({size:,} bytes, not gzip)"
   if digest.hexdigest() != expected.sha256:
     return (f"a wrong file (SHA-256 {digest.hexdigest()[:8]}..., "
             f"not {expected.sha256[:8]}...)")
