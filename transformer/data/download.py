@@ -125,7 +125,7 @@ def prepared_builder():
 
 def fetch_archive(dest: Path, urls: Optional[Sequence[str]] = None,
                   expected: Optional[Digest] = None,
-                  say: Callable[[str], None] = None) -> str:
+                  say: Optional[Callable[[str], None]] = None) -> str:
   """Makes ``dest`` a checked copy of the archive and returns where it came from.
 
   A copy already at ``dest`` is checked first; then each of ``urls`` (default:
