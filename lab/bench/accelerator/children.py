@@ -33,18 +33,20 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 @dataclasses.dataclass
 class Finished:
   """How a child ended: its exit status, the driver's own signal that stopped
-  it (None: none came), whether the deadline stopped it, its wall seconds and
-  its stdout when it was captured."""
+  it (None: none came), whether the deadline or ``stop_when`` stopped it, its
+  wall seconds and its stdout when it was captured."""
   returncode: int
   signum: Optional[int]
   deadline_passed: bool
   seconds: float
   stdout: str = ""
+  stopped_early: bool = False
 
 
 def run_child(command: List[str], *, cwd: Path, env: dict, deadline: Optional[float] = None,
               grace: float = 120.0, capture_stdout: bool = False,
-              on_line: Optional[Callable[[str], None]] = None) -> Finished:
+              on_line: Optional[Callable[[str], None]] = None,
+              stop_when: Optional[Callable[[], bool]] = None) -> Finished:
   """Runs ``command`` to its end, forwarding SIGINT/SIGTERM (module docstring).
 
   Args:
@@ -53,6 +55,8 @@ def run_child(command: List[str], *, cwd: Path, env: dict, deadline: Optional[fl
     capture_stdout: keep the child's stdout apart (returned, not echoed) and
       pass its stderr through; otherwise both are echoed as one stream.
     on_line: called with each line of the echoed stream.
+    stop_when: asked about once a second; True sends the child one SIGTERM
+      (an early stop: the driver read what it needed from the child's files).
   """
   received: List[int] = []
   previous = {}
@@ -84,14 +88,22 @@ def run_child(command: List[str], *, cwd: Path, env: dict, deadline: Optional[fl
   reader = threading.Thread(target=read, daemon=True)
   reader.start()
   start = time.monotonic()
-  deadline_passed = False
+  deadline_passed = stopped_early = False
+  asked = 0.0
   try:
     while child.poll() is None:
       now = time.monotonic()
-      if deadline is not None and now > deadline and not deadline_passed:
+      if deadline is not None and now > deadline and not (deadline_passed or stopped_early):
         deadline_passed = True
         child.send_signal(signal.SIGTERM)
         killed_at[0] = killed_at[0] or now + grace
+      if (stop_when is not None and now - asked > 1 and not (deadline_passed or stopped_early)
+          and not received):
+        asked = now
+        if stop_when():
+          stopped_early = True
+          child.send_signal(signal.SIGTERM)
+          killed_at[0] = killed_at[0] or now + grace
       if killed_at[0] is not None and now > killed_at[0]:
         child.kill()
       time.sleep(0.2)
@@ -100,7 +112,7 @@ def run_child(command: List[str], *, cwd: Path, env: dict, deadline: Optional[fl
     for signum, handler in previous.items():
       signal.signal(signum, handler)
   return Finished(child.returncode, received[0] if received else None, deadline_passed,
-                  time.monotonic() - start, "".join(chunks))
+                  time.monotonic() - start, "".join(chunks), stopped_early)
 
 
 def python_env(repo_dir: Path) -> dict:
