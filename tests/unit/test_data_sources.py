@@ -327,11 +327,12 @@ def test_the_real_builder_prepares_from_the_archive_the_pairs_the_local_reader_r
         folder, split)
 
 
+# pylint: disable=protected-access
 def test_a_skip_for_absent_data_says_what_to_put_there_not_a_file_inside_it(tmp_path):
   from helpers import fixtures  # pylint: disable=g-import-not-at-top
   absent = tmp_path / "shared" / "data" / "ted_hrlr_pt_to_en"
   with pytest.raises(pytest.skip.Exception) as skipped:
-    fixtures._require(absent, "TED HRLR pt-en data", fixtures._TED_FILES)  # pylint: disable=protected-access
+    fixtures._require(absent, "TED HRLR pt-en data", fixtures._TED_FILES)
   assert str(skipped.value) == (
       f"TED HRLR pt-en data not found at {absent}; to run this test, put the files of "
       "datasets/pt_to_en/ in qi18naacl-dataset.tar.gz (docs/data.md) there")

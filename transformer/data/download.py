@@ -186,7 +186,8 @@ def check_archive(path: Path, expected: Optional[Digest] = None) -> Optional[str
 
 def _download(url: str, part: Path, expected: Digest,
               say: Callable[[str], None]) -> Optional[str]:
-  """Downloads ``url`` into ``part``: None where it is the archive, else what the source answered."""
+  """Downloads ``url`` into ``part``: None where it is the archive, else what
+  the source answered."""
   request = urllib.request.Request(url, headers={"User-Agent": "transformer-pt-en"})
   try:
     with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response, \
