@@ -2,7 +2,7 @@
 
 TensorFlow Datasets' ``ted_hrlr_translate`` builder downloads one archive,
 ``qi18naacl-dataset.tar.gz``, from one host (:data:`ARCHIVE_URL`), which has
-gone dark. Here the archive is taken from, in order: a copy already in TFDS's
+gone dark at times. Here the archive is taken from, in order: a copy already in TFDS's
 folder for hand-downloaded files (``<data dir>/downloads/manual``, where
 ``tfds.load`` itself looks first), TFDS's host, then each of :data:`MIRRORS`.
 Every copy must have the size and SHA-256 that TFDS registers for that URL
@@ -16,8 +16,10 @@ A local archive (``--data=path/to/qi18naacl-dataset.tar.gz``) is checked the
 same way and its six pt->en files are extracted by name into a cache folder,
 never by a path a tar member gives (:func:`extract_archive`).
 
-Tested offline against a local HTTP server: tests/unit/test_data_sources.py;
-with the real builder and no network: tests/scripts/test_data_download.py.
+Tested offline in tests/unit/test_data_sources.py (the sources against a
+local HTTP server, the extraction, the real builder preparing from a small
+checked archive) and tests/scripts/test_data_download.py (the scripts without
+a network, and training from a local archive).
 """
 
 import hashlib
