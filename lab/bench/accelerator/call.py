@@ -41,8 +41,9 @@ The same command resumes: a phase recorded in ``<work>/summary.json`` is
 not run again. SIGINT or SIGTERM goes on to the child running, which saves
 its checkpoint; the call then says where it stopped and exits 128 + N.
 
-``--tiny`` runs every phase with one-layer models for a few steps, for the
-rehearsal on a CPU (``device_call.sh --rehearsal``).
+``--tiny`` runs every phase with one-layer models for a few steps (the arms
+and Table 3 with one or two runs each), for the rehearsal on a CPU
+(``device_call.sh --rehearsal``).
 """
 
 import argparse
@@ -79,12 +80,15 @@ TABLE3 = (
     *((f"A_h{h}", [f"--config.model.num_heads={h}"]) for h in (1, 4, 16, 32)),
     *((f"B_dk{d}", [f"--config.model.key_dim={d}"]) for d in (16, 32)),
 )
-# --tiny: one-layer models on a few hundred pairs, a few steps an epoch.
+# --tiny: one-layer models on a few hundred pairs, a few steps an epoch, one
+# shape (compiling is most of a CPU's time), and a rate that overfits within
+# TINY_EPOCHS, so that the validation loss stops the runs.
 TINY = ["--train_examples=256", "--validation_examples=64", "--config.model.num_layers=1",
         "--config.model.d_model=32", "--config.model.dff=64", "--config.model.num_heads=4",
-        "--config.data.max_tokens=32", "--config.data.bucket_lengths=(16, 32)",
-        "--config.data.tokens_per_batch=1024"]
-TINY_TABLE3 = ("A_h1", "B_dk16")
+        "--config.data.max_tokens=32", "--config.data.bucket_lengths=(32,)",
+        "--config.data.tokens_per_batch=1024", "--config.training.warmup_steps=100"]
+TINY_EPOCHS = 30
+TINY_RUNS = ("scaled_untied", "unscaled_tied", "A_h1")
 SAMPLES = 20
 COMPILED = re.compile(r"compiled the (training step(?: \(\d+ a dispatch\))?|validation step) "
                       r"for (\d+) × (\d+) in ([\d.]+) s")
@@ -307,11 +311,11 @@ def phase_tutorial(call: Call, deadline: float) -> dict:
   # Training, then loop_speed.py in what is left of the phase (a fifth of it at least).
   training_deadline = deadline - 0.2 * (deadline - time.monotonic())
   record, _ = train_run(call, "tutorial", tutorial_flags(args.tiny), TUTORIAL_DATA,
-                        training_deadline, 3 if args.tiny else 20)
+                        training_deadline, TINY_EPOCHS if args.tiny else 20)
   output = call.work / "loop_speed.json"
   command = [sys.executable, "lab/bench/accelerator/loop_speed.py", f"--data={TUTORIAL_DATA}",
              "--stack=8", f"--output={output}"]
-  command += ["--small", "--pairs=256", "--rounds=2"] if args.tiny else ["--rounds=3"]
+  command += ["--small", "--pairs=128", "--rounds=1"] if args.tiny else ["--rounds=3"]
   print(f"== loop_speed: {' '.join(command[1:])}", flush=True)
   done = children.run_child(command, cwd=REPO_DIR, env=call.env(), deadline=deadline, grace=5)
   if done.signum is not None:
@@ -341,7 +345,7 @@ def trained_and_scored(call: Call, name: str, flags, data: str, deadline: float,
 
 def phase_base(call: Call, deadline: float) -> dict:
   return trained_and_scored(call, "base", base_flags(BASE_DATA, call.args.tiny), BASE_DATA,
-                            deadline, 3 if call.args.tiny else 1000, samples=True)
+                            deadline, TINY_EPOCHS if call.args.tiny else 1000, samples=True)
 
 
 def phase_of_runs(call: Call, phase: str, runs, flags, data: str, deadline: float,
@@ -349,7 +353,8 @@ def phase_of_runs(call: Call, phase: str, runs, flags, data: str, deadline: floa
   """Each of ``runs`` with an equal share of what is left; a run without time for
   a first epoch and its scoring is left out, saying so."""
   records = call.summary.get(phase, {})
-  todo = [(name, extra) for name, extra in runs if name not in records]
+  todo = [(name, extra) for name, extra in runs
+          if name not in records and (name in TINY_RUNS or not call.args.tiny)]
   for index, (name, extra) in enumerate(todo):
     share = (deadline - time.monotonic()) / (len(todo) - index)
     if share < call.args.min_run_seconds:
@@ -364,13 +369,12 @@ def phase_of_runs(call: Call, phase: str, runs, flags, data: str, deadline: floa
 
 def phase_arms(call: Call, deadline: float) -> dict:
   return phase_of_runs(call, "arms", ARMS, tutorial_flags(call.args.tiny), TUTORIAL_DATA,
-                       deadline, 3 if call.args.tiny else 100)
+                       deadline, TINY_EPOCHS if call.args.tiny else 100)
 
 
 def phase_table3(call: Call, deadline: float) -> dict:
-  runs = [(name, extra) for name, extra in TABLE3 if not call.args.tiny or name in TINY_TABLE3]
-  return phase_of_runs(call, "table3", runs, base_flags(BASE_DATA, call.args.tiny), BASE_DATA,
-                       deadline, 3 if call.args.tiny else 1000)
+  return phase_of_runs(call, "table3", TABLE3, base_flags(BASE_DATA, call.args.tiny), BASE_DATA,
+                       deadline, TINY_EPOCHS if call.args.tiny else 1000)
 
 
 def main():
