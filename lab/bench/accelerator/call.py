@@ -200,7 +200,9 @@ def train_run(call: Call, name: str, flags, data: str, deadline: float, max_epoc
   returns its record (numbers only) and its folder."""
   args = call.args
   run_dir = call.work / "runs" / name
-  keep = args.average + args.patience + 2  # what averaging up to the best epoch needs
+  # What averaging up to the best epoch needs, and a margin for the epochs that
+  # end between the driver's reading of the loss and the child's stop.
+  keep = args.average + args.patience + 8
   command = [sys.executable, "train.py", *flags, f"--data={data}", f"--model_dir={run_dir}",
              "--strategy=auto", "--export=false", "--log_every_steps=100000",
              f"--config.training.epochs={max_epochs}",
@@ -209,13 +211,22 @@ def train_run(call: Call, name: str, flags, data: str, deadline: float, max_epoc
   print(f"== {name}: {' '.join(command[1:])} ({deadline - time.monotonic():.0f} s at most)",
         flush=True)
 
+  metrics, read = run_dir / "metrics.jsonl", [None]
+
   def converged() -> bool:
+    try:
+      stamp = metrics.stat().st_mtime_ns
+    except FileNotFoundError:
+      return False
+    if stamp == read[0]:  # read again only when an epoch was added
+      return False
+    read[0] = stamp
     losses = [record["val_loss"] for record in children.epoch_records(run_dir)]
     return bool(losses) and len(losses) - 1 - losses.index(min(losses)) >= args.patience
 
   on_line, totals = compile_counter()
   done = children.run_child(command, cwd=REPO_DIR, env=call.env(), deadline=deadline,
-                            grace=60, on_line=on_line, stop_when=converged)
+                            grace=60, on_line=on_line, stop_when=converged, stop_every=0.05)
   if done.signum is not None:
     raise children.Stopped(done.signum, children.where_stopped(run_dir))
   # 143: the SIGTERM this driver sent (converged, or the deadline).
@@ -249,10 +260,15 @@ def train_run(call: Call, name: str, flags, data: str, deadline: float, max_epoc
 
 
 def keep_for_averaging(run_dir: Path, best_step: int, average: int) -> None:
-  """Deletes every checkpoint but the last ``average`` up to ``best_step``."""
+  """Deletes every checkpoint but the last ``average`` up to ``best_step`` (the
+  first ``average`` after it, saying so, if the rotation dropped those)."""
   steps = sorted(int(path.name.split("-")[1]) for path in (run_dir / "checkpoints").glob("step-*")
                  if path.name.split("-")[1].isdigit())
   kept = [step for step in steps if step <= best_step][-average:]
+  if not kept:
+    kept = steps[:average]
+    print(f"== {run_dir.name}: no checkpoint left up to step {best_step}; averaging steps "
+          f"{kept} after it", flush=True)
   for step in steps:
     if step not in kept:
       shutil.rmtree(run_dir / "checkpoints" / f"step-{step}")

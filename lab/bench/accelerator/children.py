@@ -46,7 +46,8 @@ class Finished:
 def run_child(command: List[str], *, cwd: Path, env: dict, deadline: Optional[float] = None,
               grace: float = 120.0, capture_stdout: bool = False,
               on_line: Optional[Callable[[str], None]] = None,
-              stop_when: Optional[Callable[[], bool]] = None) -> Finished:
+              stop_when: Optional[Callable[[], bool]] = None,
+              stop_every: float = 1.0) -> Finished:
   """Runs ``command`` to its end, forwarding SIGINT/SIGTERM (module docstring).
 
   Args:
@@ -55,8 +56,9 @@ def run_child(command: List[str], *, cwd: Path, env: dict, deadline: Optional[fl
     capture_stdout: keep the child's stdout apart (returned, not echoed) and
       pass its stderr through; otherwise both are echoed as one stream.
     on_line: called with each line of the echoed stream.
-    stop_when: asked about once a second; True sends the child one SIGTERM
-      (an early stop: the driver read what it needed from the child's files).
+    stop_when: asked every ``stop_every`` seconds; True sends the child one
+      SIGTERM (an early stop: the driver read what it needed from the child's
+      files).
   """
   received: List[int] = []
   previous = {}
@@ -97,7 +99,8 @@ def run_child(command: List[str], *, cwd: Path, env: dict, deadline: Optional[fl
         deadline_passed = True
         child.send_signal(signal.SIGTERM)
         killed_at[0] = killed_at[0] or now + grace
-      if (stop_when is not None and now - asked > 1 and not (deadline_passed or stopped_early)
+      if (stop_when is not None and now - asked >= stop_every
+          and not (deadline_passed or stopped_early)
           and not received):
         asked = now
         if stop_when():
@@ -106,7 +109,7 @@ def run_child(command: List[str], *, cwd: Path, env: dict, deadline: Optional[fl
           killed_at[0] = killed_at[0] or now + grace
       if killed_at[0] is not None and now > killed_at[0]:
         child.kill()
-      time.sleep(0.2)
+      time.sleep(min(0.2, stop_every))
     reader.join(timeout=10)
   finally:
     for signum, handler in previous.items():
