@@ -262,10 +262,10 @@ def main(argv):
   if shards.is_prepared(data_dir):
     print(json.dumps(evaluate_prepared(data_dir), indent=2))
     return
-  check_flags(data_dir)
   if _COMPILATION_CACHE.value != runtime.COMPILATION_CACHE_AUTO:
     raise UsageError("--compilation_cache is JAX's: it applies under KERAS_BACKEND=jax with a "
                      "prepare.py folder as --data")
+  check_flags(data_dir)
   if message:
     say(f"evaluate.py: {message}")
   if not _VERBOSE.value:
