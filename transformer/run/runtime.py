@@ -205,6 +205,9 @@ def remove_damaged_entries(folder: Path) -> List[str]:
   # Deferred: JAX is kept out of the TensorFlow process, whose start it would slow.
   from jax._src import compilation_cache  # pylint: disable=g-import-not-at-top
   record = folder / CHECKED_ENTRIES_FILE
+  # zlib's or zstd's first byte, as this JAX compresses: an entry that another
+  # JAX (another Python, zstandard installed) wrote the other way is not judged.
+  first_byte = compilation_cache.compress_executable(b"")[:1]
   try:
     checked = json.loads(record.read_text(encoding="utf-8"))
     checked = checked if isinstance(checked, dict) else {}
@@ -218,7 +221,10 @@ def remove_damaged_entries(folder: Path) -> List[str]:
       if checked.get(entry.name) == identity:
         whole[entry.name] = identity
         continue
-      compilation_cache.decompress_executable(entry.read_bytes())
+      data = entry.read_bytes()
+      if data and data[:1] != first_byte:
+        continue
+      compilation_cache.decompress_executable(data)
       whole[entry.name] = identity
     except OSError:
       continue  # removed meanwhile (another run's eviction), or unreadable: JAX says so
