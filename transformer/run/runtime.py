@@ -262,8 +262,8 @@ def keras_on_tensorflow(script: str, why: str, say: Callable[[str], None]) -> No
   ``<script>: KERAS_BACKEND=<it> is not used: <why>``. Call before Keras is
   imported; a Keras already loaded with another backend is a RuntimeError."""
   backend = keras_backend()
-  if backend == "tensorflow":
-    return
+  if backend == "tensorflow" or not tensorflow_installed():
+    return  # without TensorFlow, import_tensorflow's one line says what to install
   keras = sys.modules.get("keras")
   if keras is not None and keras.backend.backend() != "tensorflow":
     raise RuntimeError(f"Keras was loaded with the {keras.backend.backend()} backend before "
