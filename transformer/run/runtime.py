@@ -176,7 +176,8 @@ def use_compilation_cache(setting: str,
       if removed:
         warn(f"removed {len(removed)} damaged entr{'y' if len(removed) == 1 else 'ies'} of the "
              f"compilation cache {folder} (cut by a kill or a full disk): "
-             f"{', '.join(removed)}; compiled once more, they are written again")
+             f"{', '.join(sorted({name.rsplit('-', 2)[0] for name in removed}))}; each is "
+             "compiled once more and written again")
   jax.config.update("jax_enable_compilation_cache", folder is not None)
   if folder is not None:
     jax.config.update("jax_compilation_cache_dir", str(folder))
