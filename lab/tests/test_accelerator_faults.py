@@ -13,12 +13,10 @@ import sys
 import threading
 import time
 
-import numpy as np
 import pytest
 
 from helpers.backends import needs_jax
 from helpers.prepared import random_prepared_folder
-from transformer.data import shards
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 RUN = "lab/bench/accelerator/run.py"
@@ -153,26 +151,11 @@ def test_sigterm_to_run_py_stops_its_train_py_cleanly_and_the_same_command_resum
   assert [run["epochs"] for run in summary] == [2, 2, 3]
 
 
-def _prepared_with_test_split(path: Path) -> Path:
-  """A random folder as random_prepared_folder's, with a test split and its references."""
-  rng = np.random.default_rng(1)
-  def sentences(count):
-    return [rng.integers(4, 300, rng.integers(3, 15)).astype(np.int32) for _ in range(count)]
-  splits = {split: (sentences(count), sentences(count))
-            for split, count in (("train", 128), ("validation", 32), ("test", 24))}
-  vocabularies = {language: [f"t{i}" for i in range(300)] for language in ("pt", "en")}
-  references = {split: [" ".join(f"t{i}" for i in en) for en in splits[split][1]]
-                for split in ("validation", "test")}
-  return shards.write_prepared(path, splits, vocabularies,
-                               {"max_tokens": 64, "tokenizer": str(path / "no_tokenizer")},
-                               "0" * 64, references)
-
-
 @pytest.mark.slow
 @needs_jax
 def test_ctrl_c_to_converge_py_stops_its_train_py_cleanly_and_the_same_command_resumes(
     tmp_path):
-  prepared = _prepared_with_test_split(tmp_path / "prepared")
+  prepared = random_prepared_folder(tmp_path / "prepared", pairs=128, test_pairs=24)
   output = tmp_path / "converged"
   args = [CONVERGE, f"--data={prepared}", f"--output={output}", "--small", "--arms=base",
           "--average=2"]

@@ -28,7 +28,7 @@ RUN_FIELDS = {"epochs", "best_epoch", "steps", "val_loss", "accuracy", "last_acc
               "recompiles", "target_tokens_per_second", "wall_seconds",
               "stopped_by_validation_loss", "stopped_by_deadline"}
 SCORED = {"bleu", "whole_word_bleu", "checkpoints_averaged", "scoring_seconds"}
-LOOP = {"loop_tokens_per_second", "step_tokens_per_second", "loop_over_step"}
+LOOP = {"loop_tokens_per_second", "step_tokens_per_second", "loop_over_step", "wall_seconds"}
 
 
 def _numbers_only(record):
@@ -49,8 +49,9 @@ def _rehearse(tmp_path, python):
   assert 0 < len(files) <= 8 and all(path.stat().st_size <= 16 * 2**20 for path in files)
   assert all(len(path.relative_to(out).parts) <= 3 for path in files)
   summary = json.loads((out / "summary.json").read_text())
-  assert list(summary) == ["tutorial", "base", "arms", "table3"], summary
-  assert set(summary["tutorial"]) == RUN_FIELDS | LOOP, summary["tutorial"]
+  assert list(summary) == ["tutorial", "base", "loop", "arms", "table3"], summary
+  assert set(summary["tutorial"]) == RUN_FIELDS, summary["tutorial"]
+  assert set(summary["loop"]) == LOOP and _numbers_only(summary["loop"]), summary["loop"]
   assert set(summary["base"]) == RUN_FIELDS | SCORED, summary["base"]
   runs = [summary["tutorial"], summary["base"], *summary["arms"].values(),
           *summary["table3"].values()]
