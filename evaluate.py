@@ -14,7 +14,11 @@ SavedModel instead of a ``train.py`` folder:
 
 Under ``KERAS_BACKEND=jax``, ``--data`` may be a folder written by
 ``prepare.py``: a run trained under JAX is then scored without TensorFlow
-(:mod:`transformer.inference.evaluation_jax`), the same record.
+(:mod:`transformer.inference.evaluation_jax`), the same record, with the
+compiled decoding steps kept in train.py's compilation cache
+(``--compilation_cache``). The TED files and exported translators are scored
+on TensorFlow whatever ``KERAS_BACKEND`` says (one line says so when it says
+jax).
 
 ``--max_sentences=N`` scores only the split's first N sentences: a partial
 score, written to ``<split>.<method>.partial<N>.json`` with ``"partial": true``,
@@ -74,6 +78,11 @@ _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Default: <model_dir>/bleu
 _BATCH_SIZE = flags.DEFINE_integer("batch_size", 64, "Sentences translated together.")
 _EXPORT_DIR = flags.DEFINE_string(
     "export_dir", None, "If set, also export the evaluated model as a translator SavedModel.")
+_COMPILATION_CACHE = flags.DEFINE_string(
+    "compilation_cache", runtime.COMPILATION_CACHE_AUTO,
+    "Under KERAS_BACKEND=jax with a prepare.py folder: where compiled decoding steps are kept "
+    "for the next run, as train.py's flag of this name: 'auto' ($JAX_COMPILATION_CACHE_DIR "
+    "if set, else ~/.cache/transformer-pt-en/jax), 'off', or a folder.")
 _VERBOSE = flags.DEFINE_bool("verbose", False, "Show TensorFlow's and absl's logs.")
 
 
@@ -253,11 +262,17 @@ def main(argv):
   if shards.is_prepared(data_dir):
     print(json.dumps(evaluate_prepared(data_dir), indent=2))
     return
+  if _COMPILATION_CACHE.value != runtime.COMPILATION_CACHE_AUTO:
+    raise UsageError("--compilation_cache is JAX's: it applies under KERAS_BACKEND=jax with a "
+                     "prepare.py folder as --data")
   check_flags(data_dir)
   if message:
     say(f"evaluate.py: {message}")
   if not _VERBOSE.value:
     logging.set_verbosity(logging.ERROR)
+  runtime.keras_on_tensorflow(
+      "evaluate.py", "the TED files and exported translators are scored on TensorFlow (a "
+      "prepare.py folder as --data is scored under JAX)", say)
   runtime.import_tensorflow(_VERBOSE.value)
   if _TRANSLATOR.value:
     result = evaluate_translator(_TRANSLATOR.value, _SPLIT.value, _METHOD.value,
@@ -287,6 +302,9 @@ def evaluate_prepared(data_dir) -> dict:
   if not _VERBOSE.value:
     logging.set_verbosity(logging.ERROR)
   runtime.hide_jax_logs(_VERBOSE.value)
+  # train.py's cache and default: a rerun loads the decoding steps compiled before.
+  runtime.use_compilation_cache(_COMPILATION_CACHE.value,
+                                warn=lambda line: say(f"evaluate.py: warning: {line}"))
   # Deferred: it imports JAX, which only this path needs.
   from transformer.inference import evaluation_jax  # pylint: disable=g-import-not-at-top
   try:

@@ -18,7 +18,9 @@ Sentences are trimmed to the config's ``data.max_tokens`` (source) and
 learns WordPiece vocabularies as train.py does (``data.vocabulary``,
 ``data.vocab_size``) and keeps the tokenizer in ``--tokenizer_cache_dir``.
 The test split is written too: ``evaluate.py --split=test`` under JAX and
-``lab/bench/accelerator/converge.py`` score it from the folder.
+``lab/bench/accelerator/converge.py`` score it from the folder, which keeps
+the validation and test references as in the data: it names no file of the
+machine that wrote it, so it can be moved anywhere.
 
 The folder is written whole or not at all (a staging folder renamed into
 place); rerunning replaces it. Errors are one ``prepare.py: error: ...`` line.
@@ -153,8 +155,12 @@ def prepare(config) -> Path:
     with progress.announced(f"tokenizing {len(pairs[split])} {split} pairs"):
       splits[split] = tokenized(pairs[split], tokenizers, config.data.max_tokens)
   manifest = {
+      # Where the tokenizer is on this machine: the TensorFlow side's evaluation of a
+      # run trained elsewhere reads it back here (tokenizer_path.txt).
       "tokenizer": str(tokenizer_path),
-      "data": _DATA.value if _DATA.value == sources.TFDS else str(Path(_DATA.value).resolve()),
+      # The data's name, not its path: the folder keeps the references it scores
+      # with, so moved to another machine it needs nothing of this one.
+      "data": _DATA.value if _DATA.value == sources.TFDS else Path(_DATA.value).resolve().name,
       "examples": limits,  # 0: the whole split
       "max_tokens": config.data.max_tokens,
       "truncation": "source: max_tokens ids, target: max_tokens + 1 ids ([START]/[END] "
@@ -164,8 +170,9 @@ def prepare(config) -> Path:
       "end_id": tokenizers_lib.END_ID,
   }
   vocabularies = {"pt": vocabulary(tokenizers.pt), "en": vocabulary(tokenizers.en)}
+  references = {split: [en for _, en in pairs[split]] for split in shards.REFERENCE_SPLITS}
   return shards.write_prepared(output, splits, vocabularies, manifest,
-                               tokenizers_lib.vocabulary_hash(tokenizers))
+                               tokenizers_lib.vocabulary_hash(tokenizers), references)
 
 
 def main(argv):

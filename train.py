@@ -1,9 +1,14 @@
 r"""Trains the Transformer on TED HRLR Portuguese->English.
 
-Example (the TensorFlow tutorial's model, data and tokenizer):
+Example (the TensorFlow tutorial's model, data and tokenizer: the
+``ted_hrlr_translate_pt_en_converter`` folder its ``get_file`` call unzips):
 
   python train.py --config=configs/tutorial.py \
-      --tokenizer=../shared/data/tutorial_tokenizer --model_dir=runs/tutorial
+      --tokenizer=path/to/ted_hrlr_translate_pt_en_converter --model_dir=runs/tutorial
+
+``--data`` may name the TED HRLR archive itself,
+``--data=path/to/qi18naacl-dataset.tar.gz``, where it cannot be downloaded
+(docs/data.md).
 
 Any configuration field can be overridden, e.g. ``--config.model.d_model=256``,
 ``--config.training.epochs=5``, ``--config.training.train_steps=1000``,
@@ -92,8 +97,8 @@ _TOKENIZER = flags.DEFINE_string(
     "config's data.vocabulary / data.vocab_size and cache the tokenizer SavedModel "
     "under --tokenizer_cache_dir (reused when the same data and settings come "
     "again). Otherwise the path of a tokenizer SavedModel with .pt and .en "
-    "tokenizers, e.g. the tutorial's ted_hrlr_translate_pt_en_converter at "
-    "../shared/data/tutorial_tokenizer.")
+    "tokenizers, e.g. path/to/ted_hrlr_translate_pt_en_converter, the folder the "
+    "tutorial downloads.")
 _TOKENIZER_CACHE_DIR = flags.DEFINE_string(
     "tokenizer_cache_dir", None,
     "Where --tokenizer=build keeps built tokenizers (default: <model_dir>/tokenizers).")

@@ -23,6 +23,8 @@ stopped by Ctrl-C or SIGTERM. TensorFlow's own log lines are hidden unless
 
 With --export_dir it needs only TensorFlow and tensorflow_text: the SavedModel
 from ``transformer.inference.export.export_translator`` holds the tokenizers and the model.
+It translates on TensorFlow under any ``KERAS_BACKEND`` (a run trained under
+JAX too); one line on stderr says so when that names another backend.
 """
 
 import os
@@ -249,6 +251,9 @@ def main(argv):
     check_export_dir(export_dir)
   if not _VERBOSE.value:
     logging.set_verbosity(logging.ERROR)
+  runtime.keras_on_tensorflow(
+      "translate.py", "it translates on TensorFlow (runs trained under JAX too)",
+      lambda line: print(line, file=sys.stderr, flush=True))
   tf = runtime.import_tensorflow(_VERBOSE.value)
   translator = (load_translator(export_dir) if export_dir
                 else restore_translator(_MODEL_DIR.value, _AVERAGE_LAST.value, why))

@@ -2,11 +2,18 @@
 changed id file is found by its sha256 and ids outside the vocabulary by a
 range check, at load; prepare.py stopped by a signal says so in one line and
 exits 128 + N, at a file-size limit names the file, and neither a stop nor a
-kill leaves --output missing or staging folders that a rerun keeps."""
+kill leaves --output missing or staging folders that a rerun keeps. Issue 67
+(case 2): the vocabularies and references are in the digest, and a folder
+moved away from the machine (and the data) that made it is scored there."""
 
 import json
+import os
+from pathlib import Path
 import re
+import shutil
 import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -41,6 +48,42 @@ def test_ids_outside_the_vocabulary_are_refused_naming_the_file(tmp_path):
   with pytest.raises(shards.ShardError, match=rf"^{ids_file}: ids outside the vocabulary of "
                      r"300 tokens \(from \d+ to 300\)"):
     shards.load_split(prepared, "train")
+
+
+REPO_DIR = Path(__file__).resolve().parents[2]
+
+
+def _jax_script(*args):
+  """A script of the repository under KERAS_BACKEND=jax."""
+  return subprocess.run([sys.executable, *map(str, args)], cwd=REPO_DIR, capture_output=True,
+                        text=True, timeout=600, env={**os.environ, "KERAS_BACKEND": "jax",
+                                                     "PYTHONPATH": str(REPO_DIR)})
+
+
+@pytest.mark.slow
+def test_a_renamed_token_in_the_english_vocabulary_is_refused_in_one_line(tmp_path):
+  """The JAX evaluation decodes with vocab.en.txt: one token renamed would
+  change every hypothesis and the BLEU without a word; its sha256 refuses it
+  before any model is loaded."""
+  prepared = random_prepared_folder(tmp_path / "prepared")
+  vocabulary = prepared / "vocab.en.txt"
+  vocabulary.write_text(vocabulary.read_text().replace("\nt17\n", "\nx17\n"))
+  run = tmp_path / "run"  # what evaluate.py checks of a JAX run folder before reading it
+  (run / "checkpoints" / "step-1").mkdir(parents=True)
+  (run / "config.json").write_text("{}")
+  (run / "tokenizer_path.txt").write_text("none\n")
+  result = _jax_script("evaluate.py", f"--model_dir={run}", f"--data={prepared}",
+                       "--split=validation", "--method=greedy")
+  assert result.returncode == 1, result.stderr[-3000:]
+  assert result.stderr.strip().splitlines() == [
+      f"evaluate.py: error: {vocabulary}: changed since prepare.py wrote it (its sha256 differs "
+      "from manifest.json: a damaged disk or an edited file); run prepare.py again"]
+
+
+def test_every_file_of_a_prepared_folder_is_in_its_digest(tmp_path):
+  prepared = random_prepared_folder(tmp_path / "prepared")
+  digested = set(json.loads((prepared / "manifest.json").read_text())["sha256"])
+  assert digested == {p.name for p in prepared.iterdir()} - {"manifest.json"}
 
 
 # ------------------------------------------------------------ prepare.py itself
@@ -110,3 +153,30 @@ def test_a_kill_while_replacing_never_leaves_the_output_missing(
   assert code == 0, text[-3000:]
   assert files_below(output) == prepared_once[1]
   assert _hidden_siblings(output) == []
+
+
+@pytest.mark.slow
+def test_a_prepared_folder_moved_away_from_its_data_is_scored_under_jax(
+    tmp_path, small_data, tutorial_tokenizer_path):
+  """prepare.py on data that is then gone, the folder moved elsewhere: train.py
+  and evaluate.py under JAX find everything they read in the folder (the
+  whole_word references included), and the manifest names no path of it."""
+  data = shutil.copytree(small_data, tmp_path / "data")
+  made = tmp_path / "here" / "prepared"
+  code, text = run_driver(_prepare(data, tutorial_tokenizer_path, made))
+  assert code == 0, text[-3000:]
+  shutil.rmtree(data)
+  moved = tmp_path / "elsewhere" / "prepared"
+  moved.parent.mkdir()
+  made.rename(moved)
+  manifest = json.loads((moved / "manifest.json").read_text())
+  assert str(tmp_path) not in json.dumps({k: v for k, v in manifest.items() if k != "tokenizer"})
+  run = tmp_path / "run"
+  trained = _jax_script("train.py", "--config=configs/tiny.py", f"--data={moved}",
+                        f"--model_dir={run}", "--config.training.train_steps=2", "--noexport")
+  assert trained.returncode == 0, trained.stderr[-3000:]
+  scored = _jax_script("evaluate.py", f"--model_dir={run}", f"--data={moved}", "--split=test",
+                       "--method=greedy", "--max_sentences=4")
+  assert scored.returncode == 0, scored.stderr[-3000:]
+  record = json.loads(scored.stdout)
+  assert record["num_sentences"] == 4 and 0 <= record["whole_word"]["bleu"] <= 100

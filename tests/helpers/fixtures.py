@@ -39,29 +39,36 @@ def pytest_configure(config):
   config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
-def _require(path: Path, what: str) -> Path:
+# What a skipped test's reason tells the user to put where the real data was not found.
+_TED_FILES = "the files of datasets/pt_to_en/ in qi18naacl-dataset.tar.gz (docs/data.md)"
+_TUTORIAL_TOKENIZER = "the tutorial's ted_hrlr_translate_pt_en_converter folder"
+
+
+def _require(path: Path, what: str, instead: str) -> Path:
   if not path.exists():
-    pytest.skip(f"{what} not found at {path} (the shared data folder beside the "
-                "project, see ../shared/data/README.md)")
+    pytest.skip(f"{what} not found at {path}; to run this test, put {instead} there")
   return path
 
 
 @pytest.fixture(scope="session")
 def shared_data_dir() -> Path:
   """``../shared/data`` relative to the project root; skips when absent."""
-  return _require(SHARED_DATA_DIR, "shared data folder")
+  return _require(SHARED_DATA_DIR, "shared data folder",
+                  f"ted_hrlr_pt_to_en/ ({_TED_FILES}) and tutorial_tokenizer/ "
+                  f"({_TUTORIAL_TOKENIZER})")
 
 
 @pytest.fixture(scope="session")
 def ted_data_dir(shared_data_dir) -> Path:
   """The TED HRLR pt->en files (pt.train en.train pt.dev ...)."""
-  return _require(shared_data_dir / "ted_hrlr_pt_to_en", "TED HRLR pt-en data")
+  return _require(shared_data_dir / "ted_hrlr_pt_to_en", "TED HRLR pt-en data", _TED_FILES)
 
 
 @pytest.fixture(scope="session")
 def tutorial_tokenizer_path(shared_data_dir) -> Path:
   """The tutorial's ted_hrlr_translate_pt_en_converter SavedModel."""
-  return _require(shared_data_dir / "tutorial_tokenizer", "tutorial tokenizer SavedModel")
+  return _require(shared_data_dir / "tutorial_tokenizer", "tutorial tokenizer SavedModel",
+                  _TUTORIAL_TOKENIZER)
 
 
 @pytest.fixture(scope="session")

@@ -61,6 +61,15 @@ def test_a_folder_prepared_without_the_test_split_names_the_fix(tmp_path):
                         "prepare.py again with the same flags to write it")
 
 
+def test_the_compilation_cache_flag_is_refused_on_the_tensorflow_path(tmp_path):
+  # As train.py's: the TED files are scored on TensorFlow, which has no such cache.
+  result = run_evaluate(f"--model_dir={tmp_path}", f"--data={ted_named_folder(tmp_path / 'ted')}",
+                        f"--compilation_cache={tmp_path / 'cache'}")
+  assert_one_line_error(result, "evaluate.py: error: --compilation_cache is JAX's: it applies "
+                        "under KERAS_BACKEND=jax with a prepare.py folder as --data")
+  assert not (tmp_path / "cache").exists()
+
+
 @pytest.fixture(scope="module")
 def cli_dirs(short_config, tmp_path_factory, tutorial_tokenizer_path, tutorial_tokenizers):
   """(model_dir with 2 checkpoints, data folder with a validation split)."""

@@ -148,17 +148,3 @@ def test_a_download_that_fails_part_way_leaves_nothing_it_created(tmp_path):
     download._download_and_prepare(builder)  # pylint: disable=protected-access
   assert sorted(p.name for p in root.iterdir()) == ["other_dataset"]
   assert builder.download_dirs and not Path(builder.download_dirs[0]).exists()
-
-
-def test_an_unreachable_host_is_one_error_at_once(monkeypatch):
-  tried = []
-
-  def unreachable(address, timeout):
-    tried.append((address, timeout))
-    raise OSError(101, "Network is unreachable")
-  monkeypatch.setattr(download.socket, "create_connection", unreachable)
-  with pytest.raises(download.DownloadError, match=r"^cannot download the TED HRLR data: "
-                                                   r"www\.phontron\.com cannot be reached "
-                                                   r"\(Network is unreachable\)\. Connect"):
-    download._check_reachable(download.ARCHIVE_URL)  # pylint: disable=protected-access
-  assert tried == [(("www.phontron.com", 80), download.CONNECT_TIMEOUT_S)]

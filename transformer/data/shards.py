@@ -10,8 +10,8 @@ file                               what it holds
 =================================  ===========================================
 ``manifest.json``                  :data:`MANIFEST_FILE`: splits, pair and
                                    token counts, vocabulary sizes, max_tokens,
-                                   the pad/start/end ids, the tokenizer, the
-                                   ``.npy`` files' sha256 (checked at load)
+                                   the pad/start/end ids, the tokenizer, every
+                                   other file's sha256 (checked when read)
 ``<split>.pt.npy``, ``.en.npy``    every sentence's ids, concatenated (int16
                                    when the vocabulary fits, else int32)
 ``<split>.lengths.npy``            ``(pairs, 2)`` int32: each pair's pt and en
@@ -20,7 +20,15 @@ file                               what it holds
                                    order
 ``tokenizer_vocabulary_sha256.txt``  the tokenizer's identity, as train.py
                                    records it in a run folder
+``references.<split>.en.txt``      the validation and test splits' English
+                                   sentences as in the data, one a line (the
+                                   ``whole_word`` scoring's references)
 =================================  ===========================================
+
+The folder names no file outside itself that its readers need: moved to
+another machine, it trains and scores there (the manifest's ``tokenizer``
+records where the tokenizer was, for the TensorFlow side's evaluation of a
+run back on the machine that prepared it).
 
 Sentences are trimmed as :mod:`transformer.data.pipeline` trims them: the source to
 ``max_tokens`` and the target to ``max_tokens + 1`` tokens ([START] and [END]
@@ -75,6 +83,13 @@ FORMAT_VERSION = 1
 LANGUAGES = ("pt", "en")
 # Batch lengths are rounded up to a multiple of this: few shapes for XLA.
 LENGTH_MULTIPLE = 16
+# The splits whose English references the folder keeps (what is scored).
+REFERENCE_SPLITS = ("validation", "test")
+
+
+def references_file(split: str) -> str:
+  """The name of ``split``'s references in a prepared folder."""
+  return f"references.{split}.en.txt"
 
 
 class ShardError(ValueError):
@@ -92,7 +107,7 @@ def id_dtype(vocab_sizes: Sequence[int]):
 
 
 def write_prepared(out_dir: PathLike, splits, vocabularies, manifest: dict,
-                   vocabulary_sha256: str) -> Path:
+                   vocabulary_sha256: str, references=None) -> Path:
   """Writes a prepared folder, whole or not at all.
 
   Args:
@@ -100,6 +115,9 @@ def write_prepared(out_dir: PathLike, splits, vocabularies, manifest: dict,
     vocabularies: ``{"pt": [token, ...], "en": [...]}`` in id order.
     manifest: the fields ``prepare.py`` knows (tokenizer, data, max_tokens,
       ids); the splits' counts, vocabulary sizes and dtype are added here.
+    references: ``{split: [English sentence, ...]}`` as in the data, in the
+      splits' order, for the splits that are scored (none: the folder holds
+      no references).
 
   Written beside ``out_dir`` and swapped in (:func:`transformer.run.files.staged`):
   a kill or a full disk leaves the old folder or the new one, whole, never
@@ -112,14 +130,20 @@ def write_prepared(out_dir: PathLike, splits, vocabularies, manifest: dict,
       _write_files(staging, out_dir, splits, vocabularies, dict(
           manifest, format=FORMAT_VERSION, dtype=np.dtype(id_dtype(sizes)).name,
           vocab_sizes=dict(zip(LANGUAGES, sizes)),
-          tokenizer_vocabulary_sha256=vocabulary_sha256, splits={}, sha256={}))
+          tokenizer_vocabulary_sha256=vocabulary_sha256, splits={}, sha256={}),
+          references or {})
   except OSError as e:
     raise ShardError(f"cannot write {out_dir}: {describe_error(e)}; it is left as it was") from e
   return out_dir
 
 
-def _write_files(staging: Path, out_dir: Path, splits, vocabularies, manifest: dict) -> None:
+def _write_files(staging: Path, out_dir: Path, splits, vocabularies, manifest: dict,
+                 references: dict) -> None:
   """:func:`write_prepared`'s files; the manifest (with the sha256s) last: it marks them whole."""
+
+  def written(name: str, text: str) -> None:
+    (staging / name).write_text(text, encoding="utf-8")
+    manifest["sha256"][name] = files.sha256_of(staging / name)
 
   def saved(name: str, array: np.ndarray) -> None:
     try:
@@ -139,10 +163,13 @@ def _write_files(staging: Path, out_dir: Path, splits, vocabularies, manifest: d
     manifest["splits"][split] = dict(pairs=len(pt_ids), pt_tokens=int(pt_tokens),
                                      en_tokens=int(en_tokens))
   for language in LANGUAGES:
-    (staging / f"vocab.{language}.txt").write_text(
-        "".join(token + "\n" for token in vocabularies[language]), encoding="utf-8")
-  (staging / VOCABULARY_HASH_FILE).write_text(f"{manifest['tokenizer_vocabulary_sha256']}\n",
-                                              encoding="utf-8")
+    written(f"vocab.{language}.txt", "".join(token + "\n" for token in vocabularies[language]))
+  written(VOCABULARY_HASH_FILE, f"{manifest['tokenizer_vocabulary_sha256']}\n")
+  for split, sentences in references.items():
+    if len(sentences) != manifest["splits"][split]["pairs"]:
+      raise ValueError(f"{len(sentences)} {split} references for "
+                       f"{manifest['splits'][split]['pairs']} pairs")
+    written(references_file(split), "".join(sentence + "\n" for sentence in sentences))
   (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 
 
@@ -158,6 +185,29 @@ def read_manifest(prepared_dir: PathLike) -> dict:
     raise ShardError(f"{path}: not a prepare.py manifest of format {FORMAT_VERSION}; run "
                      "prepare.py again")
   return manifest
+
+
+def checked_file(prepared_dir: PathLike, name: str) -> Path:
+  """``prepared_dir/name``, after checking it against the manifest's sha256
+  (folders prepared before a file's digest was recorded have none to check);
+  :class:`ShardError` naming the file when it is missing or was changed."""
+  path = Path(prepared_dir) / name
+  recorded = read_manifest(prepared_dir).get("sha256", {}).get(name)
+  if not path.is_file():
+    raise ShardError(f"{path}: missing from the prepared folder; run prepare.py again")
+  if recorded is not None and files.sha256_of(path) != recorded:
+    raise ShardError(f"{path}: changed since prepare.py wrote it (its sha256 differs from "
+                     f"{MANIFEST_FILE}: a damaged disk or an edited file); run prepare.py again")
+  return path
+
+
+def read_references(prepared_dir: PathLike, split: str):
+  """``split``'s English references as in the data (checked against their
+  sha256), or None for a folder prepared before it kept them."""
+  if references_file(split) not in read_manifest(prepared_dir).get("sha256", {}):
+    return None
+  text = checked_file(prepared_dir, references_file(split)).read_text(encoding="utf-8")
+  return text.splitlines()
 
 
 class Split:

@@ -1,12 +1,17 @@
-"""Where the data comes from: the local copy beside this repository, or TensorFlow Datasets.
+"""Where the data comes from: the local copy beside this repository, TensorFlow
+Datasets, the archive both are made from, or a folder.
 
 ``--data`` defaults to ``auto``: the TED HRLR files in ``../shared/data`` beside
 this repository where they are (this repository's own checkouts), else
-TensorFlow Datasets' copy of the same data (``tfds``, downloaded once; the
-local reader gives the same pairs in the same order, :mod:`transformer.data.ted`),
-and one line says which. A path the user names is taken at its word: one that
-does not exist is an error, never a download in its place (a typo would
-otherwise cost a download and train on other data than asked).
+TensorFlow Datasets' copy of the same data (``tfds``, prepared once from the
+archive, which comes from TFDS's host or a mirror, checked:
+:mod:`transformer.data.download`; the local reader gives the same pairs in the
+same order, :mod:`transformer.data.ted`), and one line says which. ``--data``
+may also name the archive itself (``qi18naacl-dataset.tar.gz``), checked and
+extracted once, or a folder of its pt->en files. A path the user names is taken
+at its word: one that does not exist is an error, never a download in its
+place (a typo would otherwise cost a download and train on other data than
+asked), and an archive that fails the check is an error too.
 
 Needs no TensorFlow: the scripts decide this before they import it.
 """
@@ -16,6 +21,7 @@ from pathlib import Path
 from typing import Optional, Tuple
 
 from transformer.config import SHARED_DATA_DIR
+from transformer.data import download
 
 AUTO = "auto"
 TFDS = "tfds"
@@ -25,9 +31,13 @@ LOCAL_DATA = SHARED_DATA_DIR / "ted_hrlr_pt_to_en"
 TUTORIAL_TOKENIZER = SHARED_DATA_DIR / "tutorial_tokenizer"
 DATA_HELP = (f"Where the data comes from: '{AUTO}' (the TED HRLR files in ../shared/data beside "
              f"this repository when they are there, else '{TFDS}'), '{TFDS}' (TensorFlow "
-             "Datasets' ted_hrlr_translate/pt_to_en, downloaded once into "
-             "~/tensorflow_datasets or $TFDS_DATA_DIR), or a folder with pt.train en.train "
-             "pt.dev en.dev pt.test en.test (the original files, read in TFDS order).")
+             "Datasets' ted_hrlr_translate/pt_to_en, prepared once into "
+             "~/tensorflow_datasets or $TFDS_DATA_DIR from the archive, downloaded from "
+             "TFDS's host or else a mirror, and checked), the archive "
+             f"{download.ARCHIVE_NAME} itself (checked, then extracted once into "
+             "~/.cache/transformer-pt-en), or a folder with pt.train en.train pt.dev en.dev "
+             "pt.test en.test (the original files, read in TFDS order). Where no source "
+             "gives the archive: docs/data.md.")
 
 
 class SourceError(ValueError):
@@ -40,11 +50,13 @@ def tfds_installed() -> bool:
 
 def resolve_data(data: str) -> Tuple[str, Optional[str]]:
   """``(source, message)``: ``data`` (a script's --data) with ``auto`` made the
-  local folder or ``tfds``, and the line that says where the data comes from
-  (None for a source the user named).
+  local folder or ``tfds`` and an archive made the folder of its extracted
+  files, and the line that says where the data comes from (None for a folder
+  or ``tfds`` the user named).
 
   Raises:
-    SourceError: a named folder does not exist, or tfds is needed and not installed.
+    SourceError: a named path does not exist, a named file is not the archive,
+      or tfds is needed and not installed.
   """
   message = None
   if data == AUTO:
@@ -55,11 +67,24 @@ def resolve_data(data: str) -> Tuple[str, Optional[str]]:
                f"use (no local copy at {LOCAL_DATA})")
   elif data != TFDS and not Path(data).exists():
     raise SourceError(f"--data={data}: no such folder; pass a folder with pt.train en.train "
-                      f"pt.dev en.dev pt.test en.test, or --data={TFDS} to download the data")
+                      f"pt.dev en.dev pt.test en.test, the archive {download.ARCHIVE_NAME}, "
+                      f"or --data={TFDS} to download the data")
+  elif Path(data).is_file():
+    return _extracted(data)
   if data == TFDS and not tfds_installed():
     raise SourceError("the data is not in ../shared/data and tensorflow-datasets, which "
-                      "downloads it, is not installed: pip install -e '.[tensorflow]'")
+                      "downloads it, is not installed: pip install -e '.[tensorflow]', or "
+                      f"pass --data=path/to/{download.ARCHIVE_NAME}")
   return data, message
+
+
+def _extracted(archive: str) -> Tuple[str, str]:
+  """``(folder, message)`` of a named archive, checked and extracted once."""
+  try:
+    folder = download.extract_archive(Path(archive))
+  except download.DownloadError as e:
+    raise SourceError(f"--data={e}") from e  # the message starts with the path
+  return str(folder), f"data: {archive} (checked), its pt->en files extracted to {folder}"
 
 
 def data_source(data: str) -> Tuple[str, Optional[str]]:
@@ -72,8 +97,6 @@ def data_source(data: str) -> Tuple[str, Optional[str]]:
   """
   data, message = resolve_data(data)
   if data == TFDS:
-    # Deferred: it imports TensorFlow at its start (through tensorflow-datasets); only tfds needs it.
-    from transformer.data import download  # pylint: disable=g-import-not-at-top
     try:
       download.check_available()
     except download.DownloadError as e:

@@ -8,8 +8,9 @@ the split's token ids (the TensorFlow tokenizer's, made once) are decoded by
 the references' ids for the ``bleu`` scoring's round trip, are turned back
 into text by :class:`transformer.data.detokenize.Detokenizer` from the
 folder's ``vocab.en.txt``. The ``whole_word`` scoring reads the references
-as in the data from the TED files the folder was prepared from (its
-manifest's ``data``). The record (:mod:`transformer.inference.scoring`) is the
+as in the data from the folder's ``references.<split>.en.txt`` (a folder
+prepared before it kept them: from the TED files its manifest's ``data``
+names). Both files are checked against the manifest's sha256 first. The record (:mod:`transformer.inference.scoring`) is the
 TensorFlow evaluation's.
 
 Two things can differ from it, both only for sentences longer than the
@@ -97,15 +98,21 @@ def teacher_forced_metrics(model, split: shards.Split, config) -> dict:
   return {"loss": metrics.loss, "accuracy": metrics.accuracy, "tokens": int(metrics.tokens)}
 
 
-def raw_references(manifest: dict, split: str, count: int) -> List[str]:
-  """The first ``count`` English sentences of ``split`` as in the TED files
-  the folder was prepared from (the ``whole_word`` scoring's references)."""
+def raw_references(prepared_dir, split: str, count: int) -> List[str]:
+  """The first ``count`` English sentences of ``split`` as in the data (the
+  ``whole_word`` scoring's references): the folder's own copy, or for a folder
+  prepared before it kept one, the TED files it was prepared from."""
+  kept = shards.read_references(prepared_dir, split)
+  if kept is not None:
+    return kept[:count]
+  manifest = shards.read_manifest(prepared_dir)
   try:
     pairs = ted.local_split_pairs(manifest["data"], split)
   except (ted.DataError, OSError) as e:
     raise PreparedEvaluationError(
         f"the whole_word scoring reads the references from the TED files the folder was "
-        f"prepared from, {manifest['data']}: {e}") from e
+        f"prepared from, {manifest['data']} (the folder predates the references kept in "
+        f"it: prepare it again to carry them): {e}") from e
   return [en for _, en in pairs[:count]]
 
 
@@ -129,13 +136,15 @@ def evaluate_prepared(model_dir, prepared_dir, split: str, method: str, *, avera
   manifest = shards.read_manifest(prepared_dir)
   if split not in manifest["splits"]:
     raise PreparedEvaluationError(missing_split(prepared_dir, split))
+  # Checked before any decoding: an edited token changes every hypothesis.
+  vocabulary = shards.checked_file(prepared_dir, "vocab.en.txt")
   whole_split = shards.load_split(prepared_dir, split)
   pairs = whole_split.take(max_sentences)
-  references = raw_references(manifest, split, len(pairs))
+  references = raw_references(prepared_dir, split, len(pairs))
   config, model, checkpoints = restore_run(model_dir, manifest, average_last)
   say(f"restored {', '.join(checkpoints)}")
   decoder = JaxDecoder(model, method, **config.decoding.to_dict())
-  english = Detokenizer.from_file(prepared_dir / "vocab.en.txt")
+  english = Detokenizer.from_file(vocabulary)
   with progress.announced(f"translating {len(pairs)} {split} sentences ({method}, JAX)", say):
     tokens = decode_sources(decoder, pairs.pt, batch_size)
   hypotheses = english(tokens)

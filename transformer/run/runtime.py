@@ -20,6 +20,9 @@ from typing import Callable, List, Optional
 from absl import flags
 from absl import logging
 
+from transformer.run import files
+from transformer.run import stop_signals
+
 
 def import_tensorflow(verbose: bool):
   """Imports and returns TensorFlow (and tensorflow_text, which registers the
@@ -137,29 +140,105 @@ def compilation_cache_dir(setting: str) -> Optional[Path]:
   return Path(cache_home) / "transformer-pt-en" / "jax"
 
 
-def use_compilation_cache(setting: str) -> Optional[Path]:
+def use_compilation_cache(setting: str,
+                          warn: Callable[[str], None] = logging.warning) -> Optional[Path]:
   """Points JAX's persistent compilation cache at :func:`compilation_cache_dir`
   of ``setting`` (call before the first compile), so that a rerun or a resume
   loads its compiled steps instead of compiling each shape again (a resumed
   tutorial run's first epoch on an H200: 28 s with it, 182 s without,
   lab/results/gpu/README.md). Returns the folder, or None when it is off or
-  cannot be written (one warning line: the run goes on, compiling anew)."""
+  cannot be written (one warning line, through ``warn``: the run goes on,
+  compiling anew).
+
+  The folder is given to JAX as one absolute real path: JAX's keys hash it,
+  so a relative name, or a link, of the same folder would miss every entry.
+  Damaged entries are removed first (:func:`remove_damaged_entries`), in one
+  warning line. It also makes signals wait for a compile in progress
+  (:func:`transformer.run.stop_signals.finish_compiles_first`), which must be
+  in place before the first compile as well.
+  """
   # Deferred: JAX is kept out of the TensorFlow process, whose start it would slow.
   import jax  # pylint: disable=g-import-not-at-top
+  stop_signals.finish_compiles_first()
   folder = compilation_cache_dir(setting)
   if folder is not None:
     try:
       folder.mkdir(parents=True, exist_ok=True)
       if not os.access(folder, os.W_OK | os.X_OK):
         raise PermissionError(f"no write permission on {folder}")
+      folder = folder.resolve()
+      removed = remove_damaged_entries(folder)
     except OSError as e:
-      logging.warning("no compilation cache: cannot write %s (%s); every shape compiles anew",
-                      folder, e.strerror or e)
+      warn(f"no compilation cache: cannot write {folder} ({e.strerror or e}); every shape "
+           "compiles anew")
       folder = None
+    else:
+      if removed:
+        warn(f"removed {len(removed)} damaged entr{'y' if len(removed) == 1 else 'ies'} of the "
+             f"compilation cache {folder} (cut by a kill or a full disk): "
+             f"{', '.join(sorted({name.rsplit('-', 2)[0] for name in removed}))}; each is "
+             "compiled once more and written again")
   jax.config.update("jax_enable_compilation_cache", folder is not None)
   if folder is not None:
     jax.config.update("jax_compilation_cache_dir", str(folder))
   return folder
+
+
+# Beside JAX's entries: {entry's name: [size, mtime in ns]} of those found whole,
+# so that each entry is read in full once, not at every start.
+CHECKED_ENTRIES_FILE = "transformer-pt-en-checked.json"
+_ENTRY_SUFFIX, _ATIME_SUFFIX = "-cache", "-atime"  # jax/_src/lru_cache.py's file names
+
+
+def remove_damaged_entries(folder: Path) -> List[str]:
+  """Removes the entries of JAX's compilation cache in ``folder`` that do not
+  decompress in full, and returns their names.
+
+  JAX writes an entry in place, in one write: a kill during it, or a full
+  disk, leaves it cut. JAX then warns at every run that it cannot read it,
+  compiles, and never writes it again (it keeps an entry that exists).
+  Removed, it is compiled once more and written whole. Entries found whole are
+  recorded in :data:`CHECKED_ENTRIES_FILE` (by size and time), so only new
+  ones are read. An entry that another process is writing at this moment is
+  removed too: it is compiled again at its next use. Raises OSError when the
+  folder cannot be listed.
+  """
+  # Deferred: JAX is kept out of the TensorFlow process, whose start it would slow.
+  from jax._src import compilation_cache  # pylint: disable=g-import-not-at-top
+  record = folder / CHECKED_ENTRIES_FILE
+  # zlib's or zstd's first byte, as this JAX compresses: an entry that another
+  # JAX (another Python, zstandard installed) wrote the other way is not judged.
+  first_byte = compilation_cache.compress_executable(b"")[:1]
+  try:
+    checked = json.loads(record.read_text(encoding="utf-8"))
+    checked = checked if isinstance(checked, dict) else {}
+  except (OSError, ValueError):
+    checked = {}
+  whole, removed = {}, []
+  for entry in sorted(folder.glob(f"*{_ENTRY_SUFFIX}")):
+    try:
+      stat = entry.stat()
+      identity = [stat.st_size, stat.st_mtime_ns]
+      if checked.get(entry.name) == identity:
+        whole[entry.name] = identity
+        continue
+      data = entry.read_bytes()
+      if data and data[:1] != first_byte:
+        continue
+      compilation_cache.decompress_executable(data)
+      whole[entry.name] = identity
+    except OSError:
+      continue  # removed meanwhile (another run's eviction), or unreadable: JAX says so
+    except Exception:  # pylint: disable=broad-except  (zlib.error, zstd's ZstdError)
+      entry.unlink(missing_ok=True)
+      Path(str(entry)[:-len(_ENTRY_SUFFIX)] + _ATIME_SUFFIX).unlink(missing_ok=True)
+      removed.append(entry.name)
+  if whole != checked:
+    try:
+      files.write_text_atomically(record, json.dumps(whole))
+    except OSError:
+      pass  # the record only saves reading: the next start checks these again
+  return removed
 
 
 def keras_backend() -> str:
@@ -173,6 +252,25 @@ def keras_backend() -> str:
     return str(json.loads(keras_json.read_text(encoding="utf-8")).get("backend", "tensorflow"))
   except (OSError, ValueError, AttributeError):
     return "tensorflow"
+
+
+def keras_on_tensorflow(script: str, why: str, say: Callable[[str], None]) -> None:
+  """Makes Keras load its TensorFlow backend, for a script's TensorFlow-only
+  input (a translator SavedModel, the TED files through tf.data): under
+  another backend the model's ops cannot run in TensorFlow's graphs (a
+  traceback ending in "Cannot convert a symbolic tf.Tensor"). When
+  ``KERAS_BACKEND`` (or keras.json) names another, ``say`` gets one line:
+  ``<script>: KERAS_BACKEND=<it> is not used: <why>``. Call before Keras is
+  imported; a Keras already loaded with another backend is a RuntimeError."""
+  backend = keras_backend()
+  if backend == "tensorflow" or not tensorflow_installed():
+    return  # without TensorFlow, import_tensorflow's one line says what to install
+  keras = sys.modules.get("keras")
+  if keras is not None and keras.backend.backend() != "tensorflow":
+    raise RuntimeError(f"Keras was loaded with the {keras.backend.backend()} backend before "
+                       f"{script} chose TensorFlow's")
+  os.environ["KERAS_BACKEND"] = "tensorflow"
+  say(f"{script}: KERAS_BACKEND={backend} is not used: {why}")
 
 
 def use_bfc_allocator():

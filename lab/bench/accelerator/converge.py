@@ -32,6 +32,13 @@ stay under ``<output>/runs/``: do not commit those.
 ``--small`` runs the same on a few hundred pairs with one-layer models for
 three epochs each (no time budget) on a CPU (``lab/tests/test_accelerator.py``):
 it checks the command, not the numbers.
+
+Its flags are checked before any work. SIGINT or SIGTERM goes on to the child
+running (``children.py``): a ``train.py`` saves its checkpoint and exits, and
+``converge.py`` says in one line where that run stopped and exits 128 + the
+signal. The same command resumes: the runs scored already are kept, the
+stopped one goes on from its checkpoint; an ``--output`` of another command
+is refused.
 """
 
 import argparse
@@ -39,16 +46,17 @@ import json
 import os
 from pathlib import Path
 import shutil
-import subprocess
 import sys
 import time
 
 REPO_DIR = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO_DIR))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 # Its own imports of the library too (the references, the refusals): Keras on JAX,
 # no TensorFlow loaded where it is installed.
 os.environ["KERAS_BACKEND"] = "jax"
 
+import children  # pylint: disable=g-import-not-at-top,wrong-import-position
 from transformer.data import shards  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 # (name, train.py overrides), most informative first.
@@ -66,17 +74,14 @@ SMALL = ["--train_examples=256", "--validation_examples=64", "--config.model.num
 SAMPLES = 20
 
 
-def python_env() -> dict:
-  # The repository first, then whatever path the offline install used (pip --target).
-  path = os.pathsep.join(filter(None, [str(REPO_DIR), os.environ.get("PYTHONPATH")]))
-  return {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": path}
-
-
-def script(*args, capture=False) -> subprocess.CompletedProcess:
-  """Runs a script of the repository under JAX; exits with its status if it fails."""
+def script(*args, capture=False, run_dir=None) -> children.Finished:
+  """Runs a script of the repository under JAX; exits with its status if it
+  fails, and with a line saying where ``run_dir``'s run stopped after a signal."""
   print(f"== {' '.join(args)}", flush=True)
-  done = subprocess.run([sys.executable, *args], cwd=REPO_DIR, env=python_env(), check=False,
-                        stdout=subprocess.PIPE if capture else None, text=True)
+  done = children.run_child([sys.executable, *args], cwd=REPO_DIR,
+                            env=children.python_env(REPO_DIR), capture_stdout=capture)
+  if done.signum is not None:
+    raise children.Stopped(done.signum, children.where_stopped(run_dir) if run_dir else "")
   if done.returncode:
     sys.exit(done.returncode)
   return done
@@ -95,7 +100,7 @@ def train(run_dir: Path, data: str, overrides, minutes: float, small: bool, join
     flags += ["--config.model.output_weights=tied", "--config.data.vocabulary=separate"]
   flags += overrides  # last: the arm's change wins over --small's shapes
   script("train.py", *flags, f"--data={data}", f"--model_dir={run_dir}", "--export=false",
-         "--log_every_steps=1000")
+         "--log_every_steps=1000", run_dir=run_dir)
 
 
 def stopped_on_validation_loss(run_dir: Path, average: int, selected: Path):
@@ -108,7 +113,10 @@ def stopped_on_validation_loss(run_dir: Path, average: int, selected: Path):
   kept = [path for path in sorted((run_dir / "checkpoints").glob("step-*"),
                                   key=lambda path: int(path.name.split("-")[1]))
           if int(path.name.split("-")[1]) <= best["step"]][-average:]
-  shutil.copytree(run_dir, selected, ignore=shutil.ignore_patterns("checkpoints", "logs"))
+  if selected.exists():  # a stopped command's, rerun
+    shutil.rmtree(selected)
+  shutil.copytree(run_dir, selected, ignore=shutil.ignore_patterns("checkpoints", "logs",
+                                                                   "train.lock"))
   for path in kept:
     shutil.copytree(path, selected / "checkpoints" / path.name)
   return epochs, best, [path.name for path in kept]
@@ -141,6 +149,14 @@ def main():
                       help="the runs to make, in this order (default: base, then every arm)")
   parser.add_argument("--small", action="store_true", help="a few hundred pairs, small models")
   args = parser.parse_args()
+  for name, value, low in (("average", args.average, 1), ("minutes", args.minutes, 1e-9),
+                           ("arm_minutes", args.arm_minutes, 1e-9),
+                           ("base_share", args.base_share, 1e-9)):
+    if value < low:  # --average=0 would average every kept checkpoint ([-0:])
+      sys.exit(f"converge.py: error: --{name} must be {'>= 1' if low == 1 else '> 0'}, "
+               f"got {value}")
+  if args.base_share > 1:
+    sys.exit(f"converge.py: error: --base_share must be at most 1, got {args.base_share}")
   arms = dict(ARMS)
   unknown = sorted(set(args.arms.split(",")) - set(arms))
   if unknown:
@@ -149,22 +165,28 @@ def main():
   if not shards.is_prepared(args.data):
     sys.exit(f"converge.py: error: --data={args.data} is not a folder written by prepare.py")
   output = Path(args.output)
-  if output.exists():
-    sys.exit(f"converge.py: error: --output={output} exists; choose a new one")
+  command = {key: value for key, value in vars(args).items() if key != "output"}
+  command["data"] = str(Path(args.data).resolve())
+  resumed = children.check_rerun(output, command, "converge.py")
   manifest = shards.read_manifest(args.data)
   split = "test"
   if split not in manifest["splits"]:
     # Deferred: it loads Keras and JAX, which --help and the other checks do not need.
     from transformer.inference import evaluation_jax  # pylint: disable=g-import-not-at-top
     sys.exit(f"converge.py: error: {evaluation_jax.missing_split(args.data, split)}")
+  children.record_command(output, command)
   deadline = time.monotonic() + 60 * args.minutes
   joint = manifest.get("vocabulary") == "joint"
-  import jax  # pylint: disable=g-import-not-at-top
-  device = f"{len(jax.devices())} x {jax.devices()[0].device_kind}"
-  references = raw_references(manifest, split)
+  device = children.device_name(REPO_DIR)
+  references = raw_references(args.data, manifest, split)
   summary = []
+  if resumed and (output / "summary.json").is_file():
+    summary = json.loads((output / "summary.json").read_text())
+    print(f"== resuming in {output}: {len(summary)} run(s) scored", flush=True)
   for name in args.arms.split(","):
     overrides = arms[name]
+    if any(run["run"] == name for run in summary):
+      continue
     left = (deadline - time.monotonic()) / 60
     minutes = args.minutes * args.base_share if name == "base" else args.arm_minutes
     # Compiling, the epochs' validation and the scoring take about as long
@@ -180,7 +202,7 @@ def main():
               "epochs": epochs, "stopped_at": best, "checkpoints_averaged": checkpoints,
               "bleu": record["bleu"], "whole_word_bleu": record["whole_word"]["bleu"],
               "record": record}
-    (output / name).mkdir(parents=True)
+    (output / name).mkdir(parents=True, exist_ok=True)
     (output / name / "result.json").write_text(json.dumps(result, indent=2) + "\n")
     write_samples(output / name / "samples.txt", record, references)
     summary.append({key: result[key] for key in ("run", "device", "split", "bleu",
@@ -188,14 +210,16 @@ def main():
                    | {"epochs": len(epochs), "best_epoch": best["epoch"],
                       "val_loss": best["val_loss"]})
     print(json.dumps(summary[-1]), flush=True)
+    # After each run: a stopped command's rerun keeps what was scored.
+    (output / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
   (output / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 
 
-def raw_references(manifest: dict, split: str):
-  """The split's references as in the data (for the samples), from the TED files."""
+def raw_references(data: str, manifest: dict, split: str):
+  """The split's references as in the data (for the samples), from the prepared folder."""
   from transformer.inference import evaluation_jax  # pylint: disable=g-import-not-at-top
-  return evaluation_jax.raw_references(manifest, split, manifest["splits"][split]["pairs"])
+  return evaluation_jax.raw_references(data, split, manifest["splits"][split]["pairs"])
 
 
 if __name__ == "__main__":
-  main()
+  children.main_of("converge.py", main)

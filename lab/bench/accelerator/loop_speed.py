@@ -74,8 +74,8 @@ def make_config(small: bool, stack: int):
   return config
 
 
-def make_trainer(config, model_dir: Path):
-  return jax_trainer.JaxTrainer(config, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
+def make_trainer(config, model_dir: Path, sizes=(VOCAB, VOCAB)):
+  return jax_trainer.JaxTrainer(config, input_vocab_size=sizes[0], target_vocab_size=sizes[1],
                                 model_dir=model_dir, progress=False, log_every_steps=100)
 
 
@@ -111,8 +111,11 @@ def main():
   parser.add_argument("--small", action="store_true", help="a one-layer model, short batches")
   args = parser.parse_args()
   config = make_config(args.small, args.stack)
+  sizes = (VOCAB, VOCAB)
   if args.data:
     split = shards.load_split(args.data, "train").take(args.pairs)
+    # The folder's own vocabularies: its ids run past VOCAB (7,765 pt ids for the tutorial's).
+    sizes = tuple(shards.read_manifest(args.data)["vocab_sizes"][side] for side in ("pt", "en"))
   else:
     split = random_split(args.pairs, config.data.max_tokens)
   split = split.trimmed(config.data.max_tokens)
@@ -121,8 +124,8 @@ def main():
   steps = len(batches)
   real_tokens = sum(int(np.count_nonzero(labels)) for _, labels in batches)
   with tempfile.TemporaryDirectory() as folder, stop_signals.StopSignals() as stop:
-    one = make_trainer(make_config(args.small, 1), Path(folder) / "one")
-    stacked = make_trainer(config, Path(folder) / "stacked")
+    one = make_trainer(make_config(args.small, 1), Path(folder) / "one", sizes)
+    stacked = make_trainer(config, Path(folder) / "stacked", sizes)
     stacked.train_split = split
 
     def on_devices(trainer, size):

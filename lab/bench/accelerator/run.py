@@ -30,19 +30,25 @@ NaN/Inf loss, with train.py's one line saying so).
 
 ``--small`` runs both on a few hundred pairs with small models, for a CPU:
 it checks the command, not the speed.
+
+Its flags are checked before any work. SIGINT (Ctrl-C) or SIGTERM goes on to
+the ``train.py`` running (``children.py``): it saves its checkpoint and
+exits, and ``run.py`` says in one line where that run stopped and exits 128 +
+the signal. The same command resumes: the runs already done are kept (the
+output folder's ``summary.json``, written after each run), the stopped one
+goes on from its checkpoint; an ``--output`` of another command is refused.
 """
 
 import argparse
 import json
-import os
 from pathlib import Path
-import subprocess
 import sys
-import time
 
 REPO_DIR = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO_DIR))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import children  # pylint: disable=g-import-not-at-top,wrong-import-position
 from transformer.data import shards  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 # Overrides of --small: both runs take seconds on a CPU.
@@ -61,25 +67,23 @@ def runs(data: str, small: bool, base_epochs: int):
   tutorial = ["--config=configs/tutorial.py:gpu"]
   if small:
     tutorial += SMALL + ["--config.training.epochs=2"]
-    base += SMALL + ["--config.data.tokens_per_batch=1024", "--config.training.epochs=2"]
+    # --base_epochs last: it wins over --small's shapes.
+    base += SMALL + ["--config.data.tokens_per_batch=1024", f"--config.training.epochs={base_epochs}"]
   return {"tutorial": tutorial, "tutorial_warm": tutorial, "base": base}
 
 
 def train(name: str, flags, data: str, output: Path):
   """Runs train.py; its epoch lines and errors go to this console. Returns its
-  exit status and wall seconds."""
+  exit status and wall seconds; a signal that stopped it is :class:`children.Stopped`."""
   command = [sys.executable, "train.py", *flags, f"--data={data}",
              f"--model_dir={output / name}", "--strategy=auto", "--export=false",
              "--log_every_steps=1000", f"--compilation_cache={output / 'jax_cache'}"]
   print(f"== {name}: {' '.join(command[1:])}", flush=True)
-  # The repository first, then whatever path the offline install used (pip --target).
-  python_path = os.pathsep.join(filter(None, [str(REPO_DIR), os.environ.get("PYTHONPATH")]))
-  env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": python_path}
-  start = time.monotonic()
-  returncode = subprocess.run(command, cwd=REPO_DIR, env=env, check=False).returncode
-  seconds = time.monotonic() - start
-  print(f"== {name}: exit {returncode} after {seconds:.0f} s", flush=True)
-  return returncode, seconds
+  done = children.run_child(command, cwd=REPO_DIR, env=children.python_env(REPO_DIR))
+  if done.signum is not None:
+    raise children.Stopped(done.signum, children.where_stopped(output / name))
+  print(f"== {name}: exit {done.returncode} after {done.seconds:.0f} s", flush=True)
+  return done.returncode, done.seconds
 
 
 def summary(name: str, run_dir: Path) -> dict:
@@ -98,28 +102,40 @@ def summary(name: str, run_dir: Path) -> dict:
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--data", required=True, help="a folder written by prepare.py")
-  parser.add_argument("--output", required=True, help="where the two run folders go")
-  parser.add_argument("--base_epochs", type=int, default=10,
-                      help="epochs of the base run (about 60 steps each on the pt-en set)")
+  parser.add_argument("--output", required=True, help="where the run folders go")
+  parser.add_argument("--base_epochs", type=int, default=None,
+                      help="epochs of the base run (default 10, about 60 steps each on the "
+                           "pt-en set; 2 with --small)")
   parser.add_argument("--small", action="store_true", help="a few hundred pairs, small models")
   args = parser.parse_args()
+  if args.base_epochs is not None and args.base_epochs < 1:
+    sys.exit(f"run.py: error: --base_epochs must be >= 1, got {args.base_epochs}")
+  base_epochs = args.base_epochs or (2 if args.small else 10)
   if not shards.is_prepared(args.data):
     sys.exit(f"run.py: error: --data={args.data} is not a folder written by prepare.py")
   output = Path(args.output)
-  if output.exists():
-    sys.exit(f"run.py: error: --output={output} exists; runs resume there, so choose a new one")
-  import jax  # pylint: disable=g-import-not-at-top
-  device = f"{len(jax.devices())} x {jax.devices()[0].device_kind}"
-  print(f"== devices: {device}", flush=True)
+  command = {"data": str(Path(args.data).resolve()), "base_epochs": base_epochs,
+             "small": args.small}
   results = []
-  for name, flags in runs(args.data, args.small, args.base_epochs).items():
+  if children.check_rerun(output, command, "run.py"):
+    if (output / "summary.json").is_file():
+      results = json.loads((output / "summary.json").read_text())
+    print(f"== resuming in {output}: {len(results)} run(s) done", flush=True)
+  children.record_command(output, command)
+  device = children.device_name(REPO_DIR)
+  print(f"== devices: {device}", flush=True)
+  done = {result["run"] for result in results}
+  for name, flags in runs(args.data, args.small, base_epochs).items():
+    if name in done:
+      continue
     returncode, seconds = train(name, flags, args.data, output)
     if returncode:
       sys.exit(returncode)
     results.append({**summary(name, output / name), "wall_seconds": seconds, "device": device})
     print(json.dumps(results[-1]), flush=True)
-  (output / "summary.json").write_text(json.dumps(results, indent=2) + "\n")
+    # After each run: a stopped command's rerun keeps what finished.
+    (output / "summary.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":
-  main()
+  children.main_of("run.py", main)
