@@ -15,10 +15,9 @@ and SIGINT stop it after the current chunk, with a checkpoint; a NaN/Inf loss
 before anything is saved (the last checkpoint is the last good state).
 
 One crash-safety protocol for ``metrics.jsonl``: an epoch's record is appended
-before the checkpoint that closes the epoch, and a resume drops the records of
-training after the checkpoint it restored
-(:meth:`transformer.training.summaries.Summaries.keep_records_up_to`); a kill
-between the two redoes the epoch's end once, a kill after both loses nothing.
+before the checkpoint that closes the epoch, and a resume drops the records after
+the checkpoint it restored (``Summaries.keep_records_up_to``): a kill between
+the two redoes the epoch's end once, a kill after both loses nothing.
 """
 
 import math
@@ -95,21 +94,20 @@ class Trainer:
   def latest_checkpoint(self):
     return self.engine.latest_checkpoint()
 
-  def _position(self) -> Tuple[int, int, int]:
-    return self.step, self.epoch, self.step_in_epoch
+  def state(self) -> Dict:
+    """The loop's state as a checkpoint holds it."""
+    sums = self.epoch_sums
+    return {"step": self.step, "epoch": self.epoch, "step_in_epoch": self.step_in_epoch,
+            "steps_per_epoch": self.steps_per_epoch,
+            "epoch_sums": {"loss": sums.loss_sum, "tokens": sums.tokens,
+                           "correct": sums.correct, "seconds": self.epoch_seconds},
+            "budget": self.budget.state() if self.budget is not None else {}}
 
   def save_checkpoint(self) -> None:
     """Writes a checkpoint, unless this position is the last one saved."""
-    if self._saved == self._position():
-      return
-    sums = self.epoch_sums
-    self.engine.save({
-        "step": self.step, "epoch": self.epoch, "step_in_epoch": self.step_in_epoch,
-        "steps_per_epoch": self.steps_per_epoch,
-        "epoch_sums": {"loss": sums.loss_sum, "tokens": sums.tokens, "correct": sums.correct,
-                       "seconds": self.epoch_seconds},
-        "budget": self.budget.state() if self.budget is not None else {}})
-    self._saved = self._position()
+    if self._saved != (self.step, self.epoch, self.step_in_epoch):
+      self.engine.save(self.state())
+      self._saved = (self.step, self.epoch, self.step_in_epoch)
 
   def restore(self) -> int:
     """Restores the newest intact checkpoint, drops the ``metrics.jsonl`` records
@@ -126,7 +124,7 @@ class Trainer:
       if self.budget is not None and state["budget"]:
         self.budget.load(state["budget"])
         self.engine.set_cooldown(self.budget.cooldown_steps, self.budget.cooldown_end_step)
-      self._saved = self._position()
+      self._saved = (self.step, self.epoch, self.step_in_epoch)
     self.summaries.keep_records_up_to(self.step, self.epoch)
     return self.step
 

@@ -11,7 +11,7 @@ process so that what else runs on the machine weighs on each alike:
 ``step_1``      the compiled step alone, one batch a call (stacks of 1 put on
                 the devices before the clock starts);
 ``step_K``      the compiled step alone, ``--stack`` batches a call;
-``loop_K``      ``JaxTrainer.run_epoch`` at ``training.steps_per_dispatch =
+``loop_K``      the training loop's epoch at ``training.steps_per_dispatch =
                 --stack``: the whole loop (stacking, transfers, reading the
                 sums, the progress line's and TensorBoard's bookkeeping).
 
@@ -82,16 +82,16 @@ def make_trainer(config, model_dir: Path, sizes=(VOCAB, VOCAB)):
 def step_arm(trainer, device_stacks):
   """Trains on stacks already on the devices; waits for the last one."""
   def run():
-    for stack in device_stacks:
-      sums = trainer.train_stack(stack)
+    for steps, stack in device_stacks:
+      sums = trainer.engine.train((steps, stack))[1]
     jax.block_until_ready(sums)
   return run
 
 
-def loop_arm(trainer, stop):
+def loop_arm(trainer, split, stop):
   def run():
     trainer.step_in_epoch = 0  # the same epoch's batches again
-    trainer.run_epoch(None, 10 ** 9, stop)
+    trainer._train_epoch(split, None, stop, None)  # pylint: disable=protected-access
   return run
 
 
@@ -126,14 +126,13 @@ def main():
   with tempfile.TemporaryDirectory() as folder, stop_signals.StopSignals() as stop:
     one = make_trainer(make_config(args.small, 1), Path(folder) / "one", sizes)
     stacked = make_trainer(config, Path(folder) / "stacked", sizes)
-    stacked.train_split = split
 
     def on_devices(trainer, size):
-      return [jax.device_put(jax_stacks.stacked(batches[first:stop_at], size))
+      return [(stop_at - first, jax.device_put(jax_stacks.stacked(batches[first:stop_at], size)))
               for first, stop_at in jax_stacks.stack_ranges(batches, 0, steps, size)]
     arms = {"step_1": step_arm(one, on_devices(one, 1)),
             f"step_{args.stack}": step_arm(stacked, on_devices(stacked, args.stack)),
-            f"loop_{args.stack}": loop_arm(stacked, stop)}
+            f"loop_{args.stack}": loop_arm(stacked, split, stop)}
     for run in arms.values():  # compiles every shape, outside the rounds
       run()
     times = {name: [] for name in arms}
@@ -143,9 +142,9 @@ def main():
     checkpoints = []
     for _ in range(args.rounds):
       start = time.monotonic()
-      stacked.save_checkpoint()
+      stacked.engine.save(stacked.state())
       handed_over = time.monotonic()
-      stacked.checkpoints.wait()
+      stacked.engine.finish()
       checkpoints.append((handed_over - start, time.monotonic() - start))
   result = {"device": f"{len(jax.devices())} x {jax.devices()[0].device_kind}",
             "small": args.small, "data": args.data or "random", "steps": steps,

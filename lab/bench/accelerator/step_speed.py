@@ -72,12 +72,12 @@ def measure(name: str, small: bool, warmup: int, steps: int) -> dict:
     stack = jax.device_put(jax_stacks.stacked([random_batch(rows, length, vocab_sizes)], 1))
     start = time.monotonic()
     for _ in range(warmup):
-      sums = trainer.train_stack(stack)
+      sums = trainer.engine.train((1, stack))[1]
     jax.block_until_ready(sums)
     compiled = time.monotonic() - start
     start = time.monotonic()
     for _ in range(steps):
-      sums = trainer.train_stack(stack)
+      sums = trainer.engine.train((1, stack))[1]
     jax.block_until_ready(sums)
     seconds = time.monotonic() - start
   if not np.isfinite(float(sums[0])):
