@@ -33,7 +33,7 @@ same folder) leave behind. Exit status: 0 when training finished;
 
 Under ``KERAS_BACKEND=jax``, ``--data`` is a folder written by ``prepare.py``
 (token ids and the tokenizer's identity) and training runs on Keras and JAX
-without TensorFlow (transformer/training/jax_trainer.py), on every local
+without TensorFlow (transformer/training/jax_engine.py), on every local
 device with --strategy=mirrored or auto. Its checkpoints' ``model.weights.h5``
 is what ``evaluate.py`` (BLEU, ``--export_dir`` for the translator) loads on
 the TensorFlow side; train.py itself then exports only
@@ -57,9 +57,9 @@ from transformer.run import runtime
 from transformer.data import sources
 from transformer.run import script as script_lib
 from transformer.run.errors import TrainingError, describe_error
-from transformer.training import distribute
+from transformer.training import tf_distribute
 from transformer.training import run_checks
-from transformer.training import runs
+from transformer.training import launch
 from transformer.training.run_checks import RunError, RunOptions, UsageError
 
 REPO_DIR = Path(__file__).resolve().parent
@@ -107,7 +107,7 @@ _MODEL_DIR = flags.DEFINE_string(
     "Output folder (required): checkpoints, logs, config.json, tokenizer_path.txt, "
     "metrics.jsonl, exports. Rerunning with the same folder resumes training.")
 _STRATEGY = flags.DEFINE_enum(
-    "strategy", "default", list(distribute.STRATEGIES),
+    "strategy", "default", list(tf_distribute.STRATEGIES),
     "Distribution strategy: default (one device), mirrored (all local GPUs, or the "
     "CPU), tpu (needs --tpu or a TPU VM), multi_worker (MultiWorkerMirrored, cluster "
     "from TF_CONFIG), auto (tpu if --tpu is given, else mirrored on >= 2 GPUs, else "
@@ -116,7 +116,7 @@ _TPU = flags.DEFINE_string(
     "tpu", None,
     "TPU name or grpc:// address (only with --strategy=tpu or auto); 'local' on a TPU VM.")
 _MIXED_PRECISION = flags.DEFINE_enum(
-    "mixed_precision", "none", list(distribute.MIXED_PRECISION),
+    "mixed_precision", "none", list(tf_distribute.MIXED_PRECISION),
     "Mixed precision: none (float32), mixed_float16 (GPUs; dynamic loss scaling), "
     "mixed_bfloat16 (TPUs and recent CPUs/GPUs; no loss scaling).")
 _JIT_COMPILE = flags.DEFINE_bool(
@@ -202,7 +202,7 @@ def main(argv):
       compilation_cache=_COMPILATION_CACHE.value, verbose=_VERBOSE.value)
   run_checks.check_run(config, options, model_dir)
   if run_checks.on_shards(options):
-    runs.train_on_shards(config, options, model_dir)
+    launch.train_on_shards(config, options, model_dir)
     return
 
   # TensorFlow is imported only now, so that flag errors come back at once.
@@ -210,7 +210,7 @@ def main(argv):
   # Deferred: ted imports TensorFlow, which the flag checks and the JAX run start without.
   from transformer.data import ted  # pylint: disable=g-import-not-at-top
   try:
-    runs.train_with_tensorflow(config, options, model_dir, tf)
+    launch.train_with_tensorflow(config, options, model_dir, tf)
   except (ted.DataError, TrainingError, OSError) as e:
     # Malformed or unreadable files, a corrupt or mismatched checkpoint, a NaN
     # loss, a full disk, a folder in use by another run.

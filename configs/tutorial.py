@@ -29,7 +29,7 @@ def get_config(device: str = "cpu"):
   config.training.epochs = 20
   # Not a tutorial-vs-paper choice but a speed switch: the tutorial's random
   # batches are mostly padding, and 8 sub-batches of similar length compute the
-  # same gradient on fewer positions (transformer/training/step.py, lab/bench/speed.py).
+  # same gradient on fewer positions (transformer/training/tf_step.py, lab/bench/speed.py).
   config.training.length_groups = 8
   if device == "gpu":
     # 5 shapes, 68% real target tokens against 23% for random batches of 64, and

@@ -37,7 +37,7 @@ The Transformer             ``model.transformer`` (``from transformer.model
                             import Transformer``), ``model.settings``
 Training set-up             ``model.optimization`` (the schedule), ``model.losses``
 Train the model             ``training/`` (``training.loop``,
-                            ``training.tf_trainer``, ``training.jax_trainer``)
+                            ``training.tf_engine``, ``training.jax_engine``)
 Run inference               ``inference.decoding``
 Attention plots             ``inference.plotting``
 Export the model            ``inference.export``

@@ -92,7 +92,7 @@ def default_config() -> ml_collections.ConfigDict:
   config.training.keep_checkpoints = 5
   config.training.seed = 0
   # Compute each batch as this many sub-batches of similar length, each cut to
-  # its longest sentence (transformer/training/step.py): the same gradient on fewer
+  # its longest sentence (transformer/training/tf_step.py): the same gradient on fewer
   # padded positions. Pays with random batches; 1 computes batches as they are.
   config.training.length_groups = 1
   # JAX trainer only: optimizer steps per call of the compiled function, a

@@ -91,7 +91,7 @@ def run_arm(arm: str, train: shards.Split, validation: shards.Split, manifest: d
   first epoch's batch statistics and its validation curve."""
   # Deferred: after KERAS_BACKEND is set.
   from transformer.training import jax_stacks  # pylint: disable=g-import-not-at-top
-  from transformer.training.jax_trainer import JaxTrainer  # pylint: disable=g-import-not-at-top
+  from transformer.training.jax_engine import JaxTrainer  # pylint: disable=g-import-not-at-top
   config = arm_config(arm)
   trainer = JaxTrainer(config, input_vocab_size=manifest["vocab_sizes"]["pt"],
                        target_vocab_size=manifest["vocab_sizes"]["en"],

@@ -142,7 +142,7 @@ def make_arm(name, config, vocabularies):
   """(model, ``train(batches) -> [loss of each step]``) for one arm."""
   import keras  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from transformer.training.tf_trainer import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
+  from transformer.training.tf_engine import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
   trainer = TensorFlowTrainer(config, input_vocab_size=vocabularies[0],
                     target_vocab_size=vocabularies[1], progress=False)
   if name != "tutorial_random":

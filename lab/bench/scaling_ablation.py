@@ -42,7 +42,7 @@ from transformer.inference import evaluation
 from transformer.config import SHARED_DATA_DIR, default_config, validate_config
 from transformer.inference.export import Translator
 from transformer.data.tokenizers import load_tokenizers, vocab_sizes
-from transformer.training.tf_trainer import TensorFlowTrainer
+from transformer.training.tf_engine import TensorFlowTrainer
 
 ARMS = {
     "baseline": {},

@@ -7,10 +7,10 @@
 Training (the ``tutorial`` model, the tutorial's tokenizer, the real training
 split): the tutorial's model and ``fit`` step (``tests/helpers/tutorial_baseline.py``)
 on the tutorial's random ``padded_batch(64)`` batches, against
-``transformer.training.tf_trainer.TensorFlowTrainer`` with ``configs/tutorial.py`` on the *same*
+``transformer.training.tf_engine.TensorFlowTrainer`` with ``configs/tutorial.py`` on the *same*
 random batches (model and step alone): once computing each batch as it comes,
 and once as ``--length_groups`` sub-batches of similar length
-(``transformer/training/step.py``: the same gradient on fewer padded positions); then on
+(``transformer/training/tf_step.py``: the same gradient on fewer padded positions); then on
 length-bucketed batches of 64 and on token-budget batches (§5.1). Each arm's batches are drawn once and replayed, so
 every round sees the same data; every arm first runs its batches once untimed
 (tracing), then the arms run in turn, A/B/C/D/A/B/C/D, so that a change in what
@@ -70,7 +70,7 @@ _TOKENS_PER_BATCH = flags.DEFINE_integer("tokens_per_batch", 8000,
                                          "Token budget per side of our token-budget arm.")
 _LENGTH_GROUPS = flags.DEFINE_integer(
     "length_groups", 8, "training.length_groups of our arm on the tutorial's random batches "
-    "(transformer/training/step.py).")
+    "(transformer/training/tf_step.py).")
 _BASE_LENGTH_GROUPS = flags.DEFINE_integer(
     "base_length_groups", 32, "training.length_groups of the base-model memory measurement "
     "(32: 3.59 GiB, lab/bench/results/speed_base_memory_loop.json).")
@@ -172,7 +172,7 @@ def training_arms(config, tokenizers, steps):
 
 def with_length_groups(config, groups):
   """A copy of ``config`` whose steps compute ``groups`` sub-batches of similar
-  length (transformer/training/step.py; 1: batches as they come, as the tutorial's)."""
+  length (transformer/training/tf_step.py; 1: batches as they come, as the tutorial's)."""
   config = config.copy_and_resolve_references()
   config.training.length_groups = groups
   return config
@@ -194,7 +194,7 @@ def build(kind, config, input_vocab, target_vocab):
     tutorial_baseline.compile_as_tutorial(model, config.model.d_model,
                                           config.training.warmup_steps)
     return model, lambda batches: model.fit(batches, epochs=1, verbose=0)
-  from transformer.training.tf_trainer import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
+  from transformer.training.tf_engine import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
   trainer = TensorFlowTrainer(config, input_vocab_size=input_vocab, target_vocab_size=target_vocab,
                     progress=False)
   return trainer, trainer.engine.train_on_batches

@@ -33,7 +33,7 @@ from transformer import config as config_lib
 from transformer.data import ted
 from transformer.data import pipeline
 from transformer.data.tokenizers import load_tokenizers, vocab_sizes
-from transformer.training.tf_trainer import TensorFlowTrainer
+from transformer.training.tf_engine import TensorFlowTrainer
 
 SHARED_DATA = machine.SHARED_DATA
 

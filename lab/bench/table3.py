@@ -294,7 +294,7 @@ def final_metrics(trainer, config, tokenizers, pairs, bleu_dir: Path):
 def run_arm(name, base, tokenizers, batches, out_dir: Path, work_dir: Path):
   """Trains and scores one arm; writes its JSON."""
   from transformer.data.tokenizers import vocab_sizes  # pylint: disable=g-import-not-at-top
-  from transformer.training.tf_trainer import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
+  from transformer.training.tf_engine import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
   train, validation, pairs, sha256 = batches
   config = arm_config(name, base)
   arm_dir = work_dir / name  # made by claim_arm

@@ -16,7 +16,7 @@ import pytest
 from lab.bench import table3
 from lab.bench import table3_report
 from configs import tiny
-from transformer.training.tf_trainer import TensorFlowEngine, TensorFlowTrainer
+from transformer.training.tf_engine import TensorFlowEngine, TensorFlowTrainer
 from transformer.run.files import RunLock
 
 STEPS, EVAL_EVERY = 4, 2

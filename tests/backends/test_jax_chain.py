@@ -87,7 +87,7 @@ def test_prepare_train_on_jax_kill_resume_then_evaluate_and_translate_on_tensorf
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert "restored checkpoint" in resumed.stderr, resumed.stderr[-3000:]
   assert "xla_bridge" not in resumed.stderr  # JAX's own INFO lines: only with --verbose
-  # Not even tried (keras.utils.set_random_seed would: jax_trainer hides TensorFlow from it).
+  # Not even tried (keras.utils.set_random_seed would: jax_engine hides TensorFlow from it).
   assert json.loads(tried.read_text()) == []
   records = [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
   assert [r["epoch"] for r in records] == [1, 2]

@@ -40,7 +40,7 @@ def measured(tmp_path_factory, request):
   resume alone is most of the child's time)."""
   names = sorted({MEASUREMENT[item.originalname] for item in request.session.items
                   if item.path == request.path})
-  folder = tmp_path_factory.mktemp("jax_trainer")
+  folder = tmp_path_factory.mktemp("jax_engine")
   prepared = random_prepared_folder(folder / "prepared")  # 4 steps an epoch
   # Lengths up to 44: with bucketing, batches of 3 shapes.
   varied = random_prepared_folder(folder / "varied", pairs=200, max_length=45)

@@ -1,4 +1,4 @@
-"""train.py on prepared shards under KERAS_BACKEND=jax (transformer/training/jax_trainer.py)
+"""train.py on prepared shards under KERAS_BACKEND=jax (transformer/training/jax_engine.py)
 apart from the whole chain (tests/test_jax_chain.py): its checkpoints, data
 parallel training on two devices, and the command lines it refuses."""
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from helpers.replica_scripts import SMALL_CONFIG, TWO_CPU_DEVICES, script_output, start_script
-from transformer.training import distribute
+from transformer.training import tf_distribute
 
 
 # ------------------------------------------------------------ choice and flags
@@ -33,7 +33,7 @@ from transformer.training import distribute
     ("multi_worker", None, 0, "multi_worker"),
 ])
 def test_resolve_strategy_name(name, tpu, gpus, expected):
-  assert distribute.resolve_strategy_name(name, tpu, gpus) == expected
+  assert tf_distribute.resolve_strategy_name(name, tpu, gpus) == expected
 
 
 # ------------------------------------------------------------ input
@@ -51,10 +51,10 @@ def test_datasets_are_sharded_by_data_only_across_workers():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   dataset = tf.data.Dataset.range(6).batch(2)
   data_policy = tf.data.experimental.AutoShardPolicy.DATA
-  across_workers = distribute.distribute_dataset(_ClusterStrategy(), dataset)
+  across_workers = tf_distribute.distribute_dataset(_ClusterStrategy(), dataset)
   assert across_workers.options().experimental_distribute.auto_shard_policy == data_policy
   # One worker: the same batches, no sharding option.
-  one_worker = distribute.distribute_dataset(tf.distribute.get_strategy(), dataset)
+  one_worker = tf_distribute.distribute_dataset(tf.distribute.get_strategy(), dataset)
   assert [b.numpy().tolist() for b in one_worker] == [[0, 1], [2, 3], [4, 5]]
   assert dataset.options() == tf.data.Options()
   assert one_worker.options().experimental_distribute.auto_shard_policy != data_policy
@@ -68,7 +68,7 @@ def test_datasets_run_without_the_tf_data_autotuner():
                                            output_signature=tf.TensorSpec([2], tf.int32))
   assert dataset.options().autotune.enabled is not False
   for strategy in (_ClusterStrategy(), tf.distribute.get_strategy()):
-    assert distribute.distribute_dataset(strategy, dataset).options().autotune.enabled is False
+    assert tf_distribute.distribute_dataset(strategy, dataset).options().autotune.enabled is False
 
 
 @pytest.mark.parametrize("name,tpu,precision,message", [
@@ -80,21 +80,21 @@ def test_datasets_run_without_the_tf_data_autotuner():
     ("default", None, "float8", "unknown mixed precision"),
 ])
 def test_contradictory_flags_are_refused(name, tpu, precision, message):
-  with pytest.raises(distribute.StrategyError, match=message):
-    distribute.check_strategy_flags(name, tpu, precision)
+  with pytest.raises(tf_distribute.StrategyError, match=message):
+    tf_distribute.check_strategy_flags(name, tpu, precision)
 
 
 @pytest.mark.parametrize("name,tpu,precision", [
     ("tpu", "my-tpu", "mixed_bfloat16"), ("auto", None, "mixed_float16"),
     ("mirrored", None, "mixed_float16"), ("multi_worker", None, "none")])
 def test_consistent_flags_are_accepted(name, tpu, precision):
-  distribute.check_strategy_flags(name, tpu, precision)
+  tf_distribute.check_strategy_flags(name, tpu, precision)
 
 
 def test_default_strategy():
-  strategy = distribute.get_strategy("default")
+  strategy = tf_distribute.get_strategy("default")
   assert strategy.num_replicas_in_sync == 1
-  assert distribute.is_chief(strategy)
+  assert tf_distribute.is_chief(strategy)
 
 
 # ------------------------------------------------------------ subprocess runs
@@ -184,17 +184,17 @@ def test_two_replicas_match_one_device(tmp_path):
 @pytest.mark.slow
 def test_time_budget_plans_alike_under_two_replicas(tmp_path):
   # The budget's cooldown variables are mirrored and the epoch seconds agreed
-  # over replicas (distribute.mean_over_replicas); each epoch is reported as
+  # over replicas (tf_distribute.mean_over_replicas); each epoch is reported as
   # 10 s, so 1 minute with a third cooling down is 6 epochs, as on one device
   # (tests/integration/test_trainer_runs.py).
   body = """
-  from transformer.training import distribute, loop, summaries
+  from transformer.training import tf_distribute, loop, summaries
   class TenSeconds(summaries.EpochClock):
     def run_seconds(self, now=None):
       return 10.0
   loop.EpochClock = TenSeconds
   mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-  assert distribute.mean_over_replicas(mirrored, 2.5) == 2.5
+  assert tf_distribute.mean_over_replicas(mirrored, 2.5) == 2.5
   c = config()
   c.training.update(epochs=100, time_budget_minutes=1.0, cooldown_fraction=1 / 3)
   trainer = TensorFlowTrainer(c, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
@@ -229,19 +229,19 @@ def test_multi_worker_mirrored_matches_one_device(tmp_path):
   model_dir = tmp_path / "model"
   script = _COMMON + f"""
 import os
-from transformer.training import distribute
-strategy = distribute.get_strategy("multi_worker")
+from transformer.training import tf_distribute
+strategy = tf_distribute.get_strategy("multi_worker")
 assert strategy.num_replicas_in_sync == 2, strategy.num_replicas_in_sync
 c = config()
 c.training.train_steps = 3
 c.training.checkpoint_every_steps = 2
 trainer = TensorFlowTrainer(c, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
                   model_dir={str(model_dir)!r}, strategy=strategy, progress=False)
-task = distribute.tf_config_task()[1]
+task = tf_distribute.tf_config_task()[1]
 np.savez(f"initial_{{task}}.npz", *trainer.model.get_weights())
 result = trainer.fit(lambda epoch: batches())
 np.savez(f"weights_{{task}}.npz", *trainer.model.get_weights())
-print("done", task, result.step, distribute.is_chief(strategy))
+print("done", task, result.step, tf_distribute.is_chief(strategy))
 """
   procs = []
   for index in range(2):

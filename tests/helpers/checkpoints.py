@@ -3,7 +3,7 @@
 import keras
 import tensorflow as tf
 
-from transformer.training import checkpointing
+from transformer.training import tf_checkpointing
 
 
 def small_checkpoints(model_dir):
@@ -13,7 +13,7 @@ def small_checkpoints(model_dir):
   optimizer = keras.optimizers.Adam()
   optimizer.build(model.trainable_variables)
   position = [tf.Variable(0, dtype=tf.int64) for _ in range(3)]
-  checkpoints = checkpointing.Checkpoints(
+  checkpoints = tf_checkpointing.Checkpoints(
       model_dir, tf.distribute.get_strategy(), keep=5, model=model, optimizer=optimizer,
       epoch=position[0], step_in_epoch=position[1], steps_per_epoch=position[2])
   return checkpoints, model, optimizer, position

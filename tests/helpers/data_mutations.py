@@ -157,12 +157,12 @@ MUTATIONS = (
              "):",
              (f"{JAX_STATE}::test_a_resumed_run_repeats_the_uninterrupted_one",)),
     Mutation("jax_resume_step", "a resumed JAX run counts its steps from 0 (it trains past "
-             "train_steps)", "transformer/training/jax_trainer.py",
+             "train_steps)", "transformer/training/jax_engine.py",
              "self._step = int(self.optimizer.iterations.numpy())\n    return state",
              "self._step = 0\n    return state",
              (f"{JAX_STATE}::test_a_resumed_run_repeats_the_uninterrupted_one",)),
     Mutation("jax_budget_cooldown", "the JAX engine never gives its compiled step the time "
-             "budget's cooldown", "transformer/training/jax_trainer.py",
+             "budget's cooldown", "transformer/training/jax_engine.py",
              "    self._steps.set_cooldown(steps, end_step)\n",
              "    del steps, end_step\n",
              (f"{JAX_RUNS}::test_the_time_budget_plans_the_epochs_and_cools_the_rate_to_zero",)),

@@ -53,8 +53,8 @@ from tensorflow.python.ops import gen_io_ops
 from transformer.inference import evaluation
 from transformer.inference import export
 from transformer.run import files
-from transformer.training import checkpointing, summaries
-from transformer.training.tf_trainer import TensorFlowTrainer
+from transformer.training import tf_checkpointing, summaries
+from transformer.training.tf_engine import TensorFlowTrainer
 
 fault, fault_step = os.environ["FAULT"], int(os.environ.get("FAULT_STEP", "0"))
 model_dir = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--model_dir=")), "")
@@ -109,14 +109,14 @@ def after_step(step, loss):
   if fault == "full_disk_after_step":
     limit_file_size(256 * 1024)
 
-save = checkpointing.Checkpoints.save
+save = tf_checkpointing.Checkpoints.save
 def save_then_die(self):
   path = save(self)
   if (fault == "kill_after_epoch_checkpoint" and int(self._step_in_epoch.numpy()) == 0
       and int(self._epoch.numpy()) == fault_step):
     os.kill(os.getpid(), signal.SIGKILL)
   return path
-checkpointing.Checkpoints.save = save_then_die
+tf_checkpointing.Checkpoints.save = save_then_die
 
 append = summaries.Summaries.append_metrics
 def append_and_die(self, record):

@@ -234,7 +234,7 @@ def make_trainer():
   """``make_trainer(config, vocab_sizes, model_dir=None, **options)``: the
   TensorFlowTrainer train.py would make of ``config``, without a progress bar (``options``:
   the TensorFlowTrainer's other keywords, e.g. ``jit_compile``)."""
-  from transformer.training.tf_trainer import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
+  from transformer.training.tf_engine import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
 
   def make(config, vocab_sizes, model_dir=None, **options):
     return TensorFlowTrainer(config, input_vocab_size=vocab_sizes[0],

@@ -1,4 +1,4 @@
-"""Measurements of the JAX trainer (transformer/training/jax_steps.py, jax_trainer.py,
+"""Measurements of the JAX trainer (transformer/training/jax_steps.py, jax_engine.py,
 jax_checkpointing.py), run as ``KERAS_BACKEND=jax python jax_trainer_checks.py
 <prepared folder> <work folder> [measurement,...]`` by
 tests/backends/test_jax_trainer_state.py, which asserts on them. Prints one JSON
@@ -35,7 +35,7 @@ from transformer.data import shards
 from transformer.model import Transformer
 from transformer.training import jax_stacks
 from transformer.training import jax_steps
-from transformer.training import jax_trainer
+from transformer.training import jax_engine
 
 VOCAB = 300  # helpers.prepared.random_prepared_folder's
 PARTIAL_PAIRS = 61  # batches of 16: 3 full and one of 13 pairs
@@ -111,7 +111,7 @@ def trained(prepared, model_dir, train_steps, pairs=0, **settings):
   fitted to ``train_steps`` (0: one epoch) on the first ``pairs`` training
   pairs (0: all); and what its ``fit`` returned."""
   run_config = config(dropout_rate=0.3, train_steps=train_steps, **settings)
-  trainer = jax_trainer.JaxTrainer(run_config, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
+  trainer = jax_engine.JaxTrainer(run_config, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
                                model_dir=model_dir, progress=False)
   trainer.restore()
   split = shards.load_split(prepared, "train").take(pairs).trimmed(run_config.data.max_tokens)
@@ -164,7 +164,7 @@ def stacks(prepared, work):
   return {"eight": differences(one, eight), "resumed": differences(one, resumed),
           "steps": [one.step, eight.step, resumed.step], "record": result.history[-1],
           "shapes": sorted({shards_shape(batch) for batch in batches}),
-          "batches": [shards_shape(batch) for batch in jax_stacks.in_runs(batches)],
+          "batches": [shards_shape(batch) for batch in jax_stacks.grouped_by_shape(batches)],
           "compiled": [line for line in compiled if line.startswith("compiled")]}
 
 

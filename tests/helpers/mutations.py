@@ -198,7 +198,7 @@ MUTATIONS = (
              (f"{LOOP}::test_a_chunks_sums_are_read_once_the_next_is_dispatched",)),
     # Checkpoints: averaging and resuming.
     Mutation("checkpoint_position", "checkpoints do not hold the step within the epoch",
-             "transformer/training/checkpointing.py",
+             "transformer/training/tf_checkpointing.py",
              "epoch=epoch, step_in_epoch=step_in_epoch,", "epoch=epoch,",
              (f"{CHECKPOINTING}::test_a_position_is_saved_once",)),
     Mutation("checkpoint_averaging", "averaging keeps the last checkpoint's weights",
@@ -208,7 +208,7 @@ MUTATIONS = (
              (f"{EVALUATION}::test_averaging_trainer_checkpoints_gives_the_mean_of_each_"
               "variable",)),
     Mutation("resume_position", "a resumed epoch trains its first batches again",
-             "transformer/training/tf_trainer.py", "dataset = dataset.skip(skip)",
+             "transformer/training/tf_engine.py", "dataset = dataset.skip(skip)",
              "dataset = dataset",
              (f"{FAULTS}::test_a_resumed_run_with_dropout_repeats_the_uninterrupted_one",)),
     # Dropout in cached decoding (inference: every dropout layer off).

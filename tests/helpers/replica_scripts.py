@@ -27,7 +27,7 @@ tf.config.set_logical_device_configuration(
 # configs/tiny.py made narrower; the runs compared must agree.
 SMALL_CONFIG = """
 from configs import tiny
-from transformer.training.tf_trainer import TensorFlowTrainer
+from transformer.training.tf_engine import TensorFlowTrainer
 
 VOCAB = 40
 

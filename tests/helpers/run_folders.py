@@ -4,7 +4,7 @@ evaluate.py (tests/unit, tests/integration, tests/scripts)."""
 
 import numpy as np
 
-from transformer.training.tf_trainer import TensorFlowTrainer
+from transformer.training.tf_engine import TensorFlowTrainer
 
 # Five short pairs (pt, en), as a validation split holds them.
 PAIRS = [("um dois três .", "one two three ."), ("olá .", "hello ."),

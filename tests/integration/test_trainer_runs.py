@@ -16,12 +16,12 @@ import tensorflow as tf
 
 from helpers.fixtures import fixed_epoch_clock
 from transformer.training import loop
-from transformer.training.tf_trainer import TensorFlowTrainer
+from transformer.training.tf_engine import TensorFlowTrainer
 from transformer.model.optimization import WarmupInverseSquareRoot
-from transformer.training import step
+from transformer.training import tf_step
 
 VOCAB = 50  # uneven_batch's ids are 1..49
-sub_batch = step.sub_batch
+sub_batch = tf_step.sub_batch
 
 
 # The TensorFlowTrainer with the budget, on synthetic batches: 3 steps per epoch, each
@@ -88,7 +88,7 @@ def test_an_epochs_seconds_are_its_wall_time_across_a_resume(tmp_path, monkeypat
   # the resumed run's record of that epoch must hold them.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from configs import tiny  # pylint: disable=g-import-not-at-top
-  from transformer.training.tf_trainer import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
+  from transformer.training.tf_engine import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
   from transformer.training import summaries  # pylint: disable=g-import-not-at-top
   offset = [0.0]
   monkeypatch.setattr(summaries, "time",
@@ -131,7 +131,7 @@ def test_trainer_steps_with_groups_match_whole_batches(tiny_config, make_trainer
   dataset = tf.data.Dataset.from_tensors(
       ((uneven_batch[0], uneven_batch[1]), uneven_batch[2])).repeat(3)
   traced_sub_batches = []
-  monkeypatch.setattr(step, "sub_batch", lambda *args: traced_sub_batches.append(args[-1])
+  monkeypatch.setattr(tf_step, "sub_batch", lambda *args: traced_sub_batches.append(args[-1])
                       or sub_batch(*args))
   losses = {}
   for groups in (1, 2):

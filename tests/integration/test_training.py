@@ -211,7 +211,7 @@ def test_a_cooldown_that_ends_before_the_run_is_warned(run_config, make_trainer,
 
 def test_first_epochs_progress_bar_knows_its_length(run_config, batches, vocab_sizes, capsys,
                                                     monkeypatch):
-  from transformer.training.tf_trainer import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
+  from transformer.training.tf_engine import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
   monkeypatch.setattr(sys.stdout, "isatty", lambda: True)  # the bar is drawn on terminals
   trainer = TensorFlowTrainer(run_config(epochs=1), input_vocab_size=vocab_sizes[0],
                     target_vocab_size=vocab_sizes[1], progress=True)

@@ -71,7 +71,7 @@ def test_export_drops_the_signature_renaming_notices(tiny_config, make_model, tu
 # then modules of transformer/ that import TensorFlow (lab/bench/sweep.py's order).
 STARTS = {
     "script": "from transformer.run import runtime\ntf = runtime.import_tensorflow(verbose=False)",
-    "benchmark": "from lab.bench import machine\nfrom transformer.training.tf_trainer import TensorFlowTrainer\nimport tensorflow as tf",
+    "benchmark": "from lab.bench import machine\nfrom transformer.training.tf_engine import TensorFlowTrainer\nimport tensorflow as tf",
 }
 # Pinned to one core, as `taskset -c 0` does.
 PINNED = "import os\nos.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"

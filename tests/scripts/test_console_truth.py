@@ -115,7 +115,7 @@ def test_a_time_budgets_epoch_count_follows_its_plan(tiny_config, random_dataset
   # plan fixes 3 epochs after the second.
   from helpers.fixtures import fixed_epoch_clock  # pylint: disable=g-import-not-at-top
   from transformer.training import loop  # pylint: disable=g-import-not-at-top
-  from transformer.training.tf_trainer import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
+  from transformer.training.tf_engine import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
   monkeypatch.setattr(loop, "EpochClock",
                       fixed_epoch_clock(lambda epoch: 10.0 if epoch == 1 else 20.0))
   config = tiny_config(output_weights="untied")

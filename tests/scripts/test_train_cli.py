@@ -190,7 +190,7 @@ def test_kill_and_resume_continues_from_checkpoint(tmp_path, tutorial_tokenizer_
 # has run, puts the previous one back).
 _DRIVER = """
 import os, runpy, signal, sys, time
-from transformer.training.tf_trainer import TensorFlowTrainer
+from transformer.training.tf_engine import TensorFlowTrainer
 
 fit = TensorFlowTrainer.fit
 pause_at = int(os.environ["PAUSE_AT_STEP"])
@@ -318,7 +318,7 @@ def test_resumed_runs_repeat_the_uninterrupted_run_exactly(straight_and_resumed)
 # (source, decoder input, labels) of every batch it is handed, then to train.
 _BATCH_SHAPES_DRIVER = """
 import json, os, runpy, sys
-from transformer.training.tf_trainer import TensorFlowTrainer
+from transformer.training.tf_engine import TensorFlowTrainer
 
 fit = TensorFlowTrainer.fit
 

@@ -1,5 +1,5 @@
 """The JAX trainer's epoch (transformer/data/shards.py's ``epoch_batches``, the
-batches ``transformer/training/jax_trainer.py`` trains on): every training pair
+batches ``transformer/training/jax_engine.py`` trains on): every training pair
 exactly once, its source beside its own target, trimmed as the tf.data pipeline
 trims, when the split does not fill its last batch. The tf.data side is
 tests/unit/test_pipeline_pairs.py; the batches' grouping against tf.data's,

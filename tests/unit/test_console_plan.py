@@ -242,7 +242,7 @@ def test_off_a_terminal_a_slow_run_writes_a_line_every_minute():
 ])
 def test_the_start_says_what_the_run_will_do(tmp_path, training, export, bleu, line):
   from configs import tiny  # pylint: disable=g-import-not-at-top
-  from transformer.training import run_checks, runs  # pylint: disable=g-import-not-at-top
+  from transformer.training import launch, run_checks  # pylint: disable=g-import-not-at-top
   config = tiny.get_config()
   config.training.update(training)
   options = run_checks.RunOptions(
@@ -250,4 +250,4 @@ def test_the_start_says_what_the_run_will_do(tmp_path, training, export, bleu, l
       tpu=None, mixed_precision="none", jit_compile=False, train_examples=0,
       validation_examples=0, eval_bleu_every_epochs=0, bleu_examples=-1, bleu_method="beam",
       export=export, log_every_steps=100, compilation_cache="auto", verbose=False)
-  assert runs.plan_line(config, options, bleu) == line
+  assert launch.plan_line(config, options, bleu) == line

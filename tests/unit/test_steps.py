@@ -1,11 +1,11 @@
-"""Length-grouped training steps (transformer/training/step.py): the same gradient on fewer
+"""Length-grouped training steps (transformer/training/tf_step.py): the same gradient on fewer
 padded positions, whatever the number of groups."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer.training import step
+from transformer.training import tf_step
 from transformer.config import ConfigError, validate_config
 
 VOCAB = 50  # uneven_batch's ids are 1..49
@@ -19,8 +19,8 @@ def model(make_model):
 
 def test_sub_batches_hold_every_real_token_once_and_less_padding(uneven_batch):
   source, target_input, labels = uneven_batch
-  order = step.length_order(source, labels)
-  groups = [step.sub_batch(source, target_input, labels, step.group_rows(order, group, 3))
+  order = tf_step.length_order(source, labels)
+  groups = [tf_step.sub_batch(source, target_input, labels, tf_step.group_rows(order, group, 3))
             for group in range(3)]
   rows = lambda ids: sorted(tuple(int(t) for t in row if t) for row in ids.numpy())
   for whole, part in zip(uneven_batch, zip(*groups)):
@@ -32,8 +32,8 @@ def test_sub_batches_hold_every_real_token_once_and_less_padding(uneven_batch):
 
 
 def test_trimmed_length_keeps_one_column_of_an_all_padding_batch():
-  assert int(step.trimmed_length(tf.zeros((0, 5), tf.int64))) == 1
-  assert int(step.trimmed_length(tf.constant([[4, 0, 0], [1, 2, 0]]))) == 2
+  assert int(tf_step.trimmed_length(tf.zeros((0, 5), tf.int64))) == 1
+  assert int(tf_step.trimmed_length(tf.constant([[4, 0, 0], [1, 2, 0]]))) == 2
 
 
 def test_grouped_gradients_equal_the_whole_batch(model, uneven_batch):
@@ -41,7 +41,7 @@ def test_grouped_gradients_equal_the_whole_batch(model, uneven_batch):
   count = tf.reduce_sum(tf.cast(labels != 0, tf.float32))
 
   def run(groups):  # Eagerly: the Trainer's graph path: tests/integration.
-    return step.gradients(model, (source, target_input), labels, count, label_smoothing=0.1,
+    return tf_step.gradients(model, (source, target_input), labels, count, label_smoothing=0.1,
                            groups=groups)
 
   whole_grads, whole_loss, whole_correct = run(1)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 TRAINING = Path(__file__).resolve().parents[2] / "transformer" / "training"
-ENGINES = {"TensorFlowEngine": TRAINING / "tf_trainer.py", "JaxEngine": TRAINING / "jax_trainer.py"}
+ENGINES = {"TensorFlowEngine": TRAINING / "tf_engine.py", "JaxEngine": TRAINING / "jax_engine.py"}
 
 
 def class_node(path: Path, name: str) -> ast.ClassDef:

@@ -1,7 +1,7 @@
 """The checkpoint files of a run folder, as readers and the trainer both see them.
 
 ``<model_dir>/checkpoints`` holds ``ckpt-N.index`` and ``ckpt-N.data-*`` files
-written by :class:`transformer.training.checkpointing.Checkpoints` (a
+written by :class:`transformer.training.tf_checkpointing.Checkpoints` (a
 ``tf.train.CheckpointManager``). This module names them and tells intact ones
 from the rest, so that evaluation, averaging and the scripts find checkpoints
 without importing the training machinery: partial writes (``ckpt-N_temp``,

@@ -6,8 +6,8 @@ tokenizers, BLEU results): the new version is written under a fixed name
 beside the target (``.NAME.partial``), then put in its place, so that a kill
 or a full disk leaves the old version or the new one, and the next write
 removes what a kill left. :func:`lock_run_folder` takes the run's lock.
-Both trainers use them: :mod:`transformer.training.checkpointing` (TensorFlow)
-and :mod:`transformer.training.jax_trainer` (Keras on JAX).
+Both trainers use them: :mod:`transformer.training.tf_checkpointing` (TensorFlow)
+and :mod:`transformer.training.jax_engine` (Keras on JAX).
 """
 
 import atexit

@@ -1,4 +1,4 @@
-"""Checkpoints of the Keras trainer without TensorFlow (:mod:`transformer.training.jax_trainer`).
+"""Checkpoints of the Keras trainer without TensorFlow (:mod:`transformer.training.jax_engine`).
 
 One folder per checkpoint, ``<model_dir>/checkpoints/step-<N>`` (N: the
 optimizer step), holding
@@ -23,7 +23,7 @@ the next write or restore removes. A file whose sha256 is not the one recorded
 (a flipped bit, a zeroed block, a cut file) makes its checkpoint unreadable,
 as a missing file does: TensorFlow's checkpoints carry a checksum per tensor,
 and h5py alone loads damaged floats silently. As in
-:mod:`transformer.training.checkpointing`, a newest checkpoint that cannot be
+:mod:`transformer.training.tf_checkpointing`, a newest checkpoint that cannot be
 read is moved to ``checkpoints/unreadable/`` with a warning and the one before
 it is used (readers, ``evaluate.py`` and ``translate.py``, skip it without
 moving it); only when none is readable is the run refused. The chief keeps the

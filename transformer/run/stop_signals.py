@@ -1,7 +1,7 @@
 """Stopping a training run cleanly on SIGTERM or SIGINT (Ctrl-C).
 
 Inside ``with StopSignals() as stop:`` the first SIGTERM/SIGINT is only
-recorded in ``stop.received``; the loop in :mod:`transformer.training.tf_trainer` checks it
+recorded in ``stop.received``; the loop in :mod:`transformer.training.tf_engine` checks it
 after every step, saves a checkpoint and returns with
 ``TrainResult.interrupted_by`` set. ``train.py`` then exits with status 128 +
 the signal number, 143 for SIGTERM and 130 for Ctrl-C, like a shell, so that a

@@ -17,7 +17,7 @@ seconds count the training steps only, not validation (the ``seconds`` of
 ``metrics.jsonl``).
 
 Under several workers each measures its own seconds; they agree on the mean
-(:func:`transformer.training.distribute.mean_over_replicas`), so every worker makes the
+(:func:`transformer.training.tf_distribute.mean_over_replicas`), so every worker makes the
 same plan.
 
 The plan's state is four numbers (:meth:`TimeBudget.state`), which the

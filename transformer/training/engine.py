@@ -1,8 +1,8 @@
 """What the training loop (:mod:`transformer.training.loop`) needs of an engine.
 
 Two engines implement :class:`Engine`:
-:class:`transformer.training.tf_trainer.TensorFlowEngine` under ``tf.distribute`` and
-:class:`transformer.training.jax_trainer.JaxEngine` under JAX. An engine trains chunks
+:class:`transformer.training.tf_engine.TensorFlowEngine` under ``tf.distribute`` and
+:class:`transformer.training.jax_engine.JaxEngine` under JAX. An engine trains chunks
 of batches and hands back their sums, evaluates, saves and restores; the
 loop owns everything periodic.
 """

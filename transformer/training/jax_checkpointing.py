@@ -1,5 +1,5 @@
-"""The JAX trainer's checkpoints (:class:`transformer.training.jax_trainer.JaxTrainer`),
-as :mod:`transformer.training.checkpointing` is the TensorFlow trainer's.
+"""The JAX trainer's checkpoints (:class:`transformer.training.jax_engine.JaxTrainer`),
+as :mod:`transformer.training.tf_checkpointing` is the TensorFlow trainer's.
 
 Each is a :mod:`transformer.run.keras_checkpoints` folder (the weights the
 TensorFlow side loads, the optimizer's and the non-trainable variables' values,

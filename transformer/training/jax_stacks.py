@@ -6,9 +6,9 @@ One call of a compiled function costs the host about 5 µs per array it takes
 (:func:`transformer.training.jax_steps.make_stack_step`, a ``jax.lax.scan``
 over a stack of K batches of one shape). Here is the host's side of it:
 
-* :func:`in_runs`: the epoch's batches reordered so that batches of one shape
-  come in runs of :data:`RUN_LENGTH`; the order does not depend on K, so a
-  run at any K trains on the same sequence of batches (and, on the CPU, to
+* :func:`grouped_by_shape`: the epoch's batches reordered so that batches of one shape
+  come in groups of :data:`GROUP_LENGTH`; the order does not depend on K, so a
+  training at any K trains on the same sequence of batches (and, on the CPU, to
   the same weights bit for bit: tests/backends/test_jax_trainer_state.py).
 * :func:`stack_ranges` cuts them into stacks of up to K consecutive batches
   of one shape, and :func:`stacked` makes each one arrays with a leading axis
@@ -26,8 +26,8 @@ import jax
 import numpy as np
 
 # Batches of one shape in a row: stacks of any K that divides it are full,
-# except for each shape's last run of an epoch.
-RUN_LENGTH = 32
+# except for each shape's last group of an epoch.
+GROUP_LENGTH = 32
 
 
 def shape_of(batch) -> Tuple:
@@ -35,18 +35,18 @@ def shape_of(batch) -> Tuple:
   return tuple(array.shape for array in jax.tree_util.tree_leaves(batch))
 
 
-def in_runs(batches: List, run_length: int = RUN_LENGTH) -> List:
-  """``batches`` in runs of ``run_length`` batches of one shape: each run in
-  the order its last batch comes in ``batches``, the shapes' shorter last runs
-  at the end in the order of their first batch; within a run, the batches'
-  own order. A batch moves at most as far as its shape's run needs."""
-  runs, open_runs = [], {}
+def grouped_by_shape(batches: List, group_length: int = GROUP_LENGTH) -> List:
+  """``batches`` in groups of ``group_length`` batches of one shape: each group
+  in the order its last batch comes in ``batches``, the shapes' shorter last
+  groups at the end in the order of their first batch; within a group, the
+  batches' own order. A batch moves at most as far as its shape's group needs."""
+  groups, open_groups = [], {}
   for batch in batches:
-    run = open_runs.setdefault(shape_of(batch), [])
-    run.append(batch)
-    if len(run) == run_length:
-      runs.append(open_runs.pop(shape_of(batch)))
-  return [batch for run in runs + list(open_runs.values()) for batch in run]
+    group = open_groups.setdefault(shape_of(batch), [])
+    group.append(batch)
+    if len(group) == group_length:
+      groups.append(open_groups.pop(shape_of(batch)))
+  return [batch for group in groups + list(open_groups.values()) for batch in group]
 
 
 def stack_ranges(batches: List, begin: int, end: int, size: int) -> List[Tuple[int, int]]:

@@ -1,5 +1,5 @@
-"""What a training run returns, from either trainer (:mod:`transformer.training.tf_trainer`
-under ``tf.distribute``, :mod:`transformer.training.jax_trainer` under JAX)."""
+"""What a training run returns, from either trainer (:mod:`transformer.training.tf_engine`
+under ``tf.distribute``, :mod:`transformer.training.jax_engine` under JAX)."""
 
 import dataclasses
 from typing import Dict, List, Optional

@@ -17,7 +17,7 @@ from transformer import config as config_lib
 from transformer.run import run_folder
 from transformer.run import runtime
 from transformer.data import shards
-from transformer.training import distribute
+from transformer.training import tf_distribute
 
 
 class UsageError(ValueError):
@@ -56,8 +56,8 @@ def check_run(config, options: RunOptions, model_dir: Path) -> None:
   except config_lib.ConfigError as e:
     raise UsageError(f"invalid configuration: {e}") from e
   try:
-    distribute.check_strategy_flags(options.strategy, options.tpu, options.mixed_precision)
-  except distribute.StrategyError as e:
+    tf_distribute.check_strategy_flags(options.strategy, options.tpu, options.mixed_precision)
+  except tf_distribute.StrategyError as e:
     raise UsageError(str(e)) from e
   if on_shards(options):
     check_shard_flags(config, options)  # refuses them under the TensorFlow backend

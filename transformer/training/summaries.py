@@ -1,7 +1,7 @@
 """What a training run records for later: TensorBoard scalars and ``metrics.jsonl``.
 
 Under ``model_dir``, written by the chief only under multi-worker: TensorBoard
-scalars in ``logs/<name>`` (the loop in :mod:`transformer.training.tf_trainer` writes
+scalars in ``logs/<name>`` (the loop in :mod:`transformer.training.tf_engine` writes
 ``logs/train`` every ``log_every_steps`` steps and ``logs/validation`` every
 epoch; train.py adds the validation BLEU there, a ``bleu`` scalar beside the
 loss and accuracy), and one JSON line per epoch in :data:`METRICS_FILE`.
@@ -73,7 +73,7 @@ class Summaries:
 
   Args:
     model_dir: the run's folder (a ``Path``); None writes nothing (tests).
-    is_chief: whether this process writes (see :func:`transformer.training.distribute.is_chief`).
+    is_chief: whether this process writes (see :func:`transformer.training.tf_distribute.is_chief`).
   """
 
   def __init__(self, model_dir: Optional[Path], *, is_chief: bool):

@@ -14,7 +14,7 @@ numbers of real tokens (per-replica averaging would not).
 XLA compiles once per input shape, so it needs batches of few shapes:
 ``pipeline.batch_tokenized(static_shapes=True)``, which ``train.py`` uses with
 ``--jit_compile`` (batches padded to their length bucket's longest sentence),
-and not ``config.training.length_groups`` (see :mod:`transformer.training.step`),
+and not ``config.training.length_groups`` (see :mod:`transformer.training.tf_step`),
 whose sub-batch lengths vary.
 """
 
@@ -24,8 +24,8 @@ import keras
 import tensorflow as tf
 
 from transformer.model import losses
-from transformer.training import distribute
-from transformer.training import step as step_lib
+from transformer.training import tf_distribute
+from transformer.training import tf_step as step_lib
 
 
 class DistributedSteps:
@@ -35,7 +35,7 @@ class DistributedSteps:
   Args:
     model, optimizer: built under ``strategy`` (:func:`transformer.training.tf_build.build`).
     label_smoothing: of the loss (paper §5.4).
-    length_groups: sub-batches of similar length per step (:mod:`transformer.training.step`).
+    length_groups: sub-batches of similar length per step (:mod:`transformer.training.tf_step`).
     jit_compile: XLA-compile each replica's forward and backward pass.
   """
 
@@ -107,7 +107,7 @@ class DistributedSteps:
     ``{"loss", "tokens", "correct"}`` record per step, the loss being the mean
     over the global batch's real tokens.
     """
-    dist = distribute.distribute_dataset(self.strategy, dataset)
+    dist = tf_distribute.distribute_dataset(self.strategy, dataset)
     fn = self.train_fn(dist.element_spec)
     records = []
     for batch in dist:
@@ -120,7 +120,7 @@ class DistributedSteps:
 
   def evaluate(self, dataset) -> losses.TokenMetrics:
     """The sums over ``dataset`` (no dropout)."""
-    dist = distribute.distribute_dataset(self.strategy, dataset)
+    dist = tf_distribute.distribute_dataset(self.strategy, dataset)
     fn = self.eval_fn(dist.element_spec)
     metrics = losses.TokenMetrics()
     for batch in dist:

@@ -5,7 +5,7 @@ r"""The JAX trainer's whole loop against its compiled step alone, on the same ba
 
 One epoch of batches (``transformer.data.shards.epoch_batches`` of random
 pairs, or of ``--data``'s training pairs, in the trainer's order:
-``jax_stacks.in_runs``) is trained three ways, in alternating rounds in one
+``jax_stacks.grouped_by_shape``) is trained three ways, in alternating rounds in one
 process so that what else runs on the machine weighs on each alike:
 
 ``step_1``      the compiled step alone, one batch a call (stacks of 1 put on
@@ -48,7 +48,7 @@ from configs import tutorial
 from transformer.data import shards
 from transformer.run import stop_signals
 from transformer.training import jax_stacks
-from transformer.training import jax_trainer
+from transformer.training import jax_engine
 
 VOCAB = 7000
 
@@ -75,7 +75,7 @@ def make_config(small: bool, stack: int):
 
 
 def make_trainer(config, model_dir: Path, sizes=(VOCAB, VOCAB)):
-  return jax_trainer.JaxTrainer(config, input_vocab_size=sizes[0], target_vocab_size=sizes[1],
+  return jax_engine.JaxTrainer(config, input_vocab_size=sizes[0], target_vocab_size=sizes[1],
                                 model_dir=model_dir, progress=False, log_every_steps=100)
 
 
@@ -119,7 +119,7 @@ def main():
   else:
     split = random_split(args.pairs, config.data.max_tokens)
   split = split.trimmed(config.data.max_tokens)
-  batches = jax_stacks.in_runs(shards.epoch_batches(
+  batches = jax_stacks.grouped_by_shape(shards.epoch_batches(
       split, config.data, seed=shards.epoch_seed(int(config.training.seed), 0)))
   steps = len(batches)
   real_tokens = sum(int(np.count_nonzero(labels)) for _, labels in batches)

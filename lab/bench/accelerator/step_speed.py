@@ -2,7 +2,7 @@ r"""Target tokens/s of the JAX training step on fixed random batches: issue 47's
 
   python lab/bench/accelerator/step_speed.py --output=step_speed.json
 
-Times :mod:`transformer.training.jax_trainer`'s compiled step (the one
+Times :mod:`transformer.training.jax_engine`'s compiled step (the one
 ``train.py`` runs under ``KERAS_BACKEND=jax``) on batches of random ids with
 no padding, the shapes issue 47 measured with a plain ``keras.ops``
 Transformer and ``fit`` on an H200:
@@ -42,7 +42,7 @@ import numpy as np
 from configs import base
 from configs import tutorial_2021
 from transformer.training import jax_stacks
-from transformer.training import jax_trainer
+from transformer.training import jax_engine
 
 # name: (config, vocabulary sizes, batch rows, length, mixed precision, issue 47's tokens/s)
 ARMS = {
@@ -65,7 +65,7 @@ def measure(name: str, small: bool, warmup: int, steps: int) -> dict:
     config.model.update(num_layers=1, d_model=32, dff=64, num_heads=4)
     rows, length = 8, 16
   with tempfile.TemporaryDirectory() as model_dir:
-    trainer = jax_trainer.JaxTrainer(config, input_vocab_size=vocab_sizes[0],
+    trainer = jax_engine.JaxTrainer(config, input_vocab_size=vocab_sizes[0],
                                  target_vocab_size=vocab_sizes[1], model_dir=Path(model_dir),
                                  mixed_precision=precision, progress=False)
     # A stack of one batch, put on the device once, outside the timing.

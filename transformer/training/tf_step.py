@@ -1,7 +1,7 @@
 """The arithmetic of one training step: its gradients (paper §5.3-5.4).
 
 The gradient of the token cross-entropy summed over a batch and divided by the
-real target tokens of the global batch (see :mod:`transformer.training.tf_trainer`).
+real target tokens of the global batch (see :mod:`transformer.training.tf_engine`).
 
 A batch of random sentences is padded to its longest sentence: with the
 tutorial's ``padded_batch(64)`` most positions are padding, and every layer

@@ -5,7 +5,7 @@ The tutorial calls ``transformer.fit(train_batches, epochs=20, ...)``; here
 trains one global batch per chunk under a ``tf.distribute`` strategy: the
 model and optimizer from :mod:`transformer.training.tf_build`, the steps on
 every replica from :mod:`transformer.training.tf_steps`. Its checkpoints
-(:mod:`transformer.training.checkpointing`) hold the model, the optimizer,
+(:mod:`transformer.training.tf_checkpointing`) hold the model, the optimizer,
 dropout's random state (a resumed run repeats the uninterrupted one bitwise)
 and the loop's state: the position in the data, the epoch's running sums and
 the time budget's plan.
@@ -22,8 +22,8 @@ import tensorflow as tf
 
 from transformer.model import losses
 from transformer.run.progress import plural
-from transformer.training import checkpointing
-from transformer.training import distribute
+from transformer.training import tf_checkpointing
+from transformer.training import tf_distribute
 from transformer.training import loop
 from transformer.training import tf_build
 from transformer.training import tf_steps
@@ -63,15 +63,15 @@ class TensorFlowEngine:
   def __init__(self, config, *, input_vocab_size: int, target_vocab_size: int,
                model_dir=None, strategy=None, mixed_precision: str = "none",
                jit_compile: bool = False):
-    if mixed_precision not in distribute.MIXED_PRECISION:
+    if mixed_precision not in tf_distribute.MIXED_PRECISION:
       raise ValueError(f"unknown mixed precision policy {mixed_precision!r}; "
-                       f"choose one of {', '.join(distribute.MIXED_PRECISION)}")
+                       f"choose one of {', '.join(tf_distribute.MIXED_PRECISION)}")
     length_groups = int(config.training.length_groups)
     if jit_compile and length_groups > 1:
       raise ValueError("jit_compile needs static shapes, and training.length_groups > 1 cuts "
                        "each sub-batch to a length known only at run time; use one or the other")
     self.strategy = strategy or tf.distribute.get_strategy()
-    self.is_chief = distribute.is_chief(self.strategy)
+    self.is_chief = tf_distribute.is_chief(self.strategy)
     self.model, self.optimizer, self._cooldown = tf_build.build(
         config, self.strategy, mixed_precision, input_vocab_size, target_vocab_size)
     self._steps = tf_steps.DistributedSteps(
@@ -89,7 +89,7 @@ class TensorFlowEngine:
                       "planned": variable(_BUDGET_NAMES["planned"], tf.int64),
                       "cooldown_steps": self._cooldown[0],
                       "cooldown_end_step": self._cooldown[1]}
-    self._checkpoints = checkpointing.Checkpoints(
+    self._checkpoints = tf_checkpointing.Checkpoints(
         model_dir, self.strategy, keep=int(config.training.keep_checkpoints),
         model=self.model, optimizer=self.optimizer, **self._position,
         added_state={"dropout_rng": tf_build.dropout_random_state(self.model),
@@ -113,13 +113,13 @@ class TensorFlowEngine:
   def epoch_batches(self, train_data: Callable[[int], tf.data.Dataset], epoch: int, skip: int,
                     length: int) -> _Batches:
     dataset = train_data(epoch)
-    if skip:  # the restore's line said where (checkpointing.py)
+    if skip:  # the restore's line said where (tf_checkpointing.py)
       dataset = dataset.skip(skip)
     # Until an epoch has ended its length is unknown: one pass over this
     # epoch's batches (the same on every pass) counts them.
     length = length or skip + int(dataset.reduce(tf.constant(0, tf.int64),
                                                  lambda count, _: count + 1))
-    dist = distribute.distribute_dataset(self.strategy, dataset)
+    dist = tf_distribute.distribute_dataset(self.strategy, dataset)
     self._train_fn = self._steps.train_fn(dist.element_spec)
     return _Batches(dist, length, skip)
 
@@ -146,7 +146,7 @@ class TensorFlowEngine:
 
   def agree(self, seconds: float) -> float:
     # Each worker timed itself; all must plan alike.
-    return distribute.mean_over_replicas(self.strategy, seconds)
+    return tf_distribute.mean_over_replicas(self.strategy, seconds)
 
   # --------------------------------------------------------------- checkpoints
 

@@ -2,7 +2,7 @@
 
 ``tf.train.Checkpoint(model, optimizer, position)`` with a
 ``tf.train.CheckpointManager`` under ``<model_dir>/checkpoints``; the loop in
-:mod:`transformer.training.tf_trainer` saves at the end of each epoch and whenever
+:mod:`transformer.training.tf_engine` saves at the end of each epoch and whenever
 ``config.training.checkpoint_every_steps`` steps have passed since the last
 save, so that the checkpoints averaged for evaluation (§6.1) are evenly spaced
 and no two are a few steps apart. The step counter is ``optimizer.iterations``
@@ -43,7 +43,7 @@ from transformer.run.checkpoint_files import (
     written_checkpoints)
 from transformer.run.errors import CheckpointError, describe_error
 from transformer.run.run_folder import CHECKPOINT_SUBDIR
-from transformer.training import distribute
+from transformer.training import tf_distribute
 
 
 class Checkpoints:
@@ -79,7 +79,7 @@ class Checkpoints:
     # Restores checkpoints written before ``added_state`` existed.
     self._core_checkpoint = tf.train.Checkpoint(**core)
     self.restored_added_state = True  # False after restoring a checkpoint without it
-    self._is_chief = distribute.is_chief(strategy)
+    self._is_chief = tf_distribute.is_chief(strategy)
     self._keep = keep
     self._directory = None
     self._write_dir = None
@@ -90,7 +90,7 @@ class Checkpoints:
       self._directory = model_dir / CHECKPOINT_SUBDIR
       self._write_dir = self._directory
       if not self._is_chief:
-        self._worker_tmp = model_dir / f".worker_{distribute.worker_id(strategy)}"
+        self._worker_tmp = model_dir / f".worker_{tf_distribute.worker_id(strategy)}"
         self._write_dir = self._worker_tmp / CHECKPOINT_SUBDIR
       self._manager = self._new_manager()
 

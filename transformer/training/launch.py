@@ -1,11 +1,11 @@
-"""train.py's two runs, after its checks: on TensorFlow, or from prepared shards on JAX.
+"""train.py's two launches, after its checks: on TensorFlow, or from prepared shards on JAX.
 
 :func:`train_with_tensorflow` reads the TED HRLR pairs, builds or loads the
 tokenizers, takes the run folder's lock, trains a
-:class:`~transformer.training.tf_trainer.TensorFlowTrainer` under the chosen
+:class:`~transformer.training.tf_engine.TensorFlowTrainer` under the chosen
 ``tf.distribute`` strategy, then exports and scores BLEU
 (:mod:`transformer.training.finish`). :func:`train_on_shards` does the same
-from a ``prepare.py`` folder with :mod:`transformer.training.jax_trainer`, never
+from a ``prepare.py`` folder with :mod:`transformer.training.jax_engine`, never
 importing TensorFlow; BLEU and the translator then come from ``evaluate.py``.
 """
 
@@ -21,7 +21,7 @@ from transformer.run import runtime
 from transformer.data import shards
 from transformer.run import stop_signals
 from transformer.run.errors import TrainingError, describe_error
-from transformer.training import distribute
+from transformer.training import tf_distribute
 from transformer.training import finish
 from transformer.training import run_checks
 from transformer.training.run_checks import RunError, RunOptions, UsageError
@@ -57,10 +57,10 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
   from transformer.data import pipeline  # pylint: disable=g-import-not-at-top
   from transformer.data import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
   from transformer.inference.evaluation import load_pairs  # pylint: disable=g-import-not-at-top
-  from transformer.training.tf_trainer import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
+  from transformer.training.tf_engine import TensorFlowTrainer  # pylint: disable=g-import-not-at-top
 
-  strategy = distribute.get_strategy(options.strategy, options.tpu)
-  chief = distribute.is_chief(strategy)
+  strategy = tf_distribute.get_strategy(options.strategy, options.tpu)
+  chief = tf_distribute.is_chief(strategy)
   train_pairs, _ = load_pairs(options.data, "train", options.train_examples)
   validation_pairs, _ = load_pairs(options.data, "validation")
   # The validation loss's pairs (--validation_examples); BLEU says its own count.
@@ -172,11 +172,11 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
 
 def train_on_shards(config, options: RunOptions, model_dir: Path) -> None:
   """Training from prepared shards on Keras and JAX, with no TensorFlow
-  imported (transformer/training/jax_trainer.py)."""
+  imported (transformer/training/jax_engine.py)."""
   runtime.hide_jax_logs(options.verbose)
   runtime.use_compilation_cache(options.compilation_cache)
   # Deferred: JAX is kept out of the TensorFlow process, whose start it would slow.
-  from transformer.training import jax_trainer  # pylint: disable=g-import-not-at-top
+  from transformer.training import jax_engine  # pylint: disable=g-import-not-at-top
   import jax  # pylint: disable=g-import-not-at-top
   manifest = shards.read_manifest(options.data)
   try:
@@ -201,7 +201,7 @@ def train_on_shards(config, options: RunOptions, model_dir: Path) -> None:
       logging.info("training.length_groups=%d is the TensorFlow step's; under JAX the "
                    "batches' padding to few shapes does its work", config.training.length_groups)
     devices = jax.devices() if options.strategy in ("mirrored", "auto") else jax.devices()[:1]
-    trainer = jax_trainer.JaxTrainer(
+    trainer = jax_engine.JaxTrainer(
         config, input_vocab_size=manifest["vocab_sizes"]["pt"],
         target_vocab_size=manifest["vocab_sizes"]["en"], model_dir=model_dir, devices=devices,
         mixed_precision=options.mixed_precision, log_every_steps=options.log_every_steps)

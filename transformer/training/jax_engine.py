@@ -2,7 +2,7 @@
 
 ``KERAS_BACKEND=jax python train.py --data=<prepared folder>`` trains here,
 from prepared shards; :class:`transformer.training.loop.Trainer` runs the
-epochs, as it does for :class:`transformer.training.tf_trainer.TensorFlowEngine`.
+epochs, as it does for :class:`transformer.training.tf_engine.TensorFlowEngine`.
 The same configuration gives the same model, schedule (with the time budget's
 cooldown), label smoothing, dropout and loss over the real target tokens of
 the global batch; its checkpoints (:mod:`transformer.training.jax_checkpointing`,
@@ -121,10 +121,10 @@ class JaxEngine:
 
   def epoch_batches(self, train_data: shards.Split, epoch: int, skip: int,
                     length: int) -> _Stacks:
-    """The epoch's batches in runs of one shape."""
+    """The epoch's batches in groups of one shape."""
     del length  # known from the batches themselves
     seed = shards.epoch_seed(int(self.config.training.seed), epoch)
-    return _Stacks(jax_stacks.in_runs(self._batches(train_data, seed, shuffle=True)), skip,
+    return _Stacks(jax_stacks.grouped_by_shape(self._batches(train_data, seed, shuffle=True)), skip,
                    self._steps)
 
   def train(self, chunk):
