@@ -165,7 +165,7 @@ class Trainer:
       with stop_signals.StopSignals() as stop:
         while self.has_steps_left():
           first_step = self.step
-          record, run_seconds = self._train_epoch(train_data, max_steps, stop, step_callback)
+          record, run_seconds = self.train_epoch(train_data, stop, max_steps, step_callback)
           if self.budget is not None:
             self.budget.add_seconds(self.engine.agree(run_seconds))
           if stop.received is not None:
@@ -224,8 +224,10 @@ class Trainer:
     self.progress.start(progress_lib.epoch_label(self.epoch + 1, planned, estimated), skip, last)
     return last
 
-  def _train_epoch(self, train_data, max_steps: Optional[int], stop,
-                   step_callback) -> Tuple[Dict, float]:
+  def train_epoch(self, train_data, stop: stop_signals.StopSignals,
+                  max_steps: Optional[int] = None,
+                  step_callback: Optional[Callable[[int, float], None]] = None
+                  ) -> Tuple[Dict, float]:
     """Trains the current epoch, or what is left of it; returns its record
     (``complete`` False when cut short) and the seconds this run spent on it."""
     skip, known = self.step_in_epoch, self.steps_per_epoch

@@ -91,7 +91,7 @@ def step_arm(trainer, device_stacks):
 def loop_arm(trainer, split, stop):
   def run():
     trainer.step_in_epoch = 0  # the same epoch's batches again
-    trainer._train_epoch(split, None, stop, None)  # pylint: disable=protected-access
+    trainer.train_epoch(split, stop)
   return run
 
 
