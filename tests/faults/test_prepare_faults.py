@@ -18,6 +18,7 @@ import sys
 import numpy as np
 import pytest
 
+from helpers.backends import needs_jax
 from helpers.fault_runs import error_lines, files_below, run_driver
 from helpers.prepared import random_prepared_folder
 from transformer.data import shards
@@ -78,6 +79,20 @@ def test_a_renamed_token_in_the_english_vocabulary_is_refused_in_one_line(tmp_pa
   assert result.stderr.strip().splitlines() == [
       f"evaluate.py: error: {vocabulary}: changed since prepare.py wrote it (its sha256 differs "
       "from manifest.json: a damaged disk or an edited file); run prepare.py again"]
+
+
+@needs_jax
+def test_a_folder_without_references_or_their_data_is_one_line(tmp_path, monkeypatch):
+  """A folder prepared before the references were kept, whose manifest names no
+  TED files: the evaluation's error, not a KeyError."""
+  monkeypatch.setenv("KERAS_BACKEND", "jax")
+  from transformer.inference import evaluation_jax  # pylint: disable=g-import-not-at-top
+  prepared = random_prepared_folder(tmp_path / "prepared")
+  with pytest.raises(evaluation_jax.PreparedEvaluationError,
+                     match=rf"^{prepared} holds no validation references \(the whole_word "
+                     r"scoring's\) and names no TED files to read them from; run prepare.py "
+                     r"again to keep them in the folder$"):
+    evaluation_jax.raw_references(prepared, "validation", 4)
 
 
 def test_every_file_of_a_prepared_folder_is_in_its_digest(tmp_path):

@@ -105,13 +105,17 @@ def raw_references(prepared_dir, split: str, count: int) -> List[str]:
   kept = shards.read_references(prepared_dir, split)
   if kept is not None:
     return kept[:count]
-  manifest = shards.read_manifest(prepared_dir)
+  data = shards.read_manifest(prepared_dir).get("data")
+  if not data or data == "tfds":
+    raise PreparedEvaluationError(
+        f"{prepared_dir} holds no {split} references (the whole_word scoring's) and names no "
+        "TED files to read them from; run prepare.py again to keep them in the folder")
   try:
-    pairs = ted.local_split_pairs(manifest["data"], split)
+    pairs = ted.local_split_pairs(data, split)
   except (ted.DataError, OSError) as e:
     raise PreparedEvaluationError(
         f"the whole_word scoring reads the references from the TED files the folder was "
-        f"prepared from, {manifest['data']} (the folder predates the references kept in "
+        f"prepared from, {data} (the folder predates the references kept in "
         f"it: prepare it again to carry them): {e}") from e
   return [en for _, en in pairs[:count]]
 

@@ -95,7 +95,7 @@ def _exit_now(status: int) -> None:
 
 # JAX compiles the main thread is waiting for (one inside another's callback
 # counts twice), and the signals :func:`interrupt_on_signals` held meanwhile.
-_compiles_in_progress = 0
+_compiles_in_progress: List[bool] = []
 _held_signals: List[int] = []
 
 
@@ -129,14 +129,13 @@ def finish_compiles_first() -> None:
 
   @functools.wraps(compile_or_get_cached)
   def compile_then_interrupt(*args, **kwargs):
-    global _compiles_in_progress  # pylint: disable=global-statement
     if threading.current_thread() is not threading.main_thread():
       return compile_or_get_cached(*args, **kwargs)
-    _compiles_in_progress += 1
+    _compiles_in_progress.append(True)
     try:
       return compile_or_get_cached(*args, **kwargs)
     finally:
-      _compiles_in_progress -= 1
+      _compiles_in_progress.pop()
       if not _compiles_in_progress and _held_signals:
         signum = _held_signals[0]
         _held_signals.clear()

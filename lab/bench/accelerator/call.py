@@ -96,6 +96,9 @@ COMPILED = re.compile(r"compiled the (training step(?: \(\d+ a dispatch\))?|vali
                       r"for (\d+) × (\d+) in ([\d.]+) s")
 # Seconds kept back at the end of the call: the last summary, the files.
 RESERVE = 15
+# Seconds a train.py has, after the SIGTERM of a deadline, to finish its step
+# (a compile under way finishes first) and save; then it is killed.
+GRACE = 45
 
 
 class Tee:
@@ -228,7 +231,7 @@ def train_run(call: Call, name: str, flags, data: str, deadline: float, max_epoc
 
   on_line, totals = compile_counter()
   done = children.run_child(command, cwd=REPO_DIR, env=call.env(), deadline=deadline,
-                            grace=60, on_line=on_line, stop_when=converged, stop_every=0.05)
+                            grace=GRACE, on_line=on_line, stop_when=converged, stop_every=0.05)
   if done.signum is not None:
     raise children.Stopped(done.signum, children.where_stopped(run_dir))
   # 143: the SIGTERM this driver sent (converged, or the deadline).
@@ -400,8 +403,9 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--out", required=True, help="what comes back: summary.json and a few files")
   parser.add_argument("--work", required=True, help="run folders, checkpoints, the cache")
-  parser.add_argument("--seconds", type=float, default=560,
-                      help="the whole call's seconds (the command's limit less a margin)")
+  parser.add_argument("--seconds", type=float, default=540,
+                      help="the whole call's seconds: the command's 600-s limit less the "
+                           "start, and a stopped run's last step and checkpoint (GRACE)")
   parser.add_argument("--patience", type=int, default=5,
                       help="epochs without a lower validation loss before a run stops")
   parser.add_argument("--average", type=int, default=5, help="checkpoints averaged (§6.1)")
