@@ -270,3 +270,18 @@ def test_keras_backend_jax_left_exported_runs_tensorflow_inputs_on_tensorflow(
     assert len(result.stdout.splitlines()) == 1 and result.stdout.strip(), result.stdout
   else:
     assert (tmp_path / "bleu" / "test.greedy.partial2.json").is_file(), result.stderr[-3000:]
+
+
+def test_running_out_of_memory_while_building_the_model_under_jax_is_one_line(tmp_path):
+  """A 7,765 × 262,144 embedding does not fit: XLA's RESOURCE_EXHAUSTED is one
+  line naming the configuration to shrink, as the TensorFlow path's (test_faults.py)."""
+  from helpers.prepared import random_prepared_folder  # pylint: disable=g-import-not-at-top
+  model_dir = tmp_path / "run"
+  result = _run_under_jax(tmp_path, "train.py", "--config=configs/tiny.py",
+                          f"--data={random_prepared_folder(tmp_path / 'prepared')}",
+                          f"--model_dir={model_dir}", "--config.model.d_model=262144",
+                          "--config.model.num_heads=1", "--compilation_cache=off")
+  assert_fails_in_one_line(
+      result.returncode, result.stderr,
+      r"train.py: error: out of memory while building the model \(.*RESOURCE_EXHAUSTED: .*\); "
+      r"try a smaller configuration \(config.model\), or free memory$")

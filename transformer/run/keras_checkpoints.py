@@ -60,12 +60,6 @@ def exist(directory: Path) -> bool:
   return bool(checkpoint_dirs(directory))
 
 
-def latest_weights(directory: Path) -> Optional[Path]:
-  """The newest checkpoint's weights file, or None."""
-  dirs = checkpoint_dirs(directory)
-  return dirs[-1] / WEIGHTS_FILE if dirs else None
-
-
 def damage(path: Path) -> Optional[str]:
   """Why the checkpoint folder ``path`` cannot be trusted (a file missing, or
   one whose sha256 is not the one recorded at write time), or None. Folders

@@ -9,6 +9,7 @@ from a ``prepare.py`` folder with :mod:`transformer.training.jax_engine`, never
 importing TensorFlow; BLEU and the translator then come from ``evaluate.py``.
 """
 
+import contextlib
 from pathlib import Path
 
 from absl import logging
@@ -170,6 +171,19 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
     summaries.append_metrics(final)
 
 
+@contextlib.contextmanager
+def out_of_memory_said(doing: str, remedy: str):
+  """JAX's out-of-memory error (XLA's RESOURCE_EXHAUSTED, or NumPy's
+  MemoryError on the host) while ``doing``, as one RunError line."""
+  try:
+    yield
+  except Exception as e:  # pylint: disable=broad-except  (jax.errors.JaxRuntimeError and kin)
+    if not (isinstance(e, MemoryError) or "RESOURCE_EXHAUSTED" in str(e)):
+      raise
+    raise RunError(f"out of memory while {doing} ({describe_error(e)}); try {remedy}, "
+                   "or free memory") from e
+
+
 def train_on_shards(config, options: RunOptions, model_dir: Path) -> None:
   """Training from prepared shards on Keras and JAX, with no TensorFlow
   imported (transformer/training/jax_engine.py)."""
@@ -201,16 +215,20 @@ def train_on_shards(config, options: RunOptions, model_dir: Path) -> None:
       logging.info("training.length_groups=%d is the TensorFlow step's; under JAX the "
                    "batches' padding to few shapes does its work", config.training.length_groups)
     devices = jax.devices() if options.strategy in ("mirrored", "auto") else jax.devices()[:1]
-    trainer = jax_engine.JaxTrainer(
-        config, input_vocab_size=manifest["vocab_sizes"]["pt"],
-        target_vocab_size=manifest["vocab_sizes"]["en"], model_dir=model_dir, devices=devices,
-        mixed_precision=options.mixed_precision, log_every_steps=options.log_every_steps)
+    with out_of_memory_said("building the model", "a smaller configuration (config.model)"):
+      trainer = jax_engine.JaxTrainer(
+          config, input_vocab_size=manifest["vocab_sizes"]["pt"],
+          target_vocab_size=manifest["vocab_sizes"]["en"], model_dir=model_dir,
+          devices=devices, mixed_precision=options.mixed_precision,
+          log_every_steps=options.log_every_steps)
     trainer.restore()
     logging.info(plan_line(config, options, 0))
     finish.record_run_files(model_dir, config, Path(manifest["tokenizer"]),
                             manifest["tokenizer_vocabulary_sha256"], trainer="jax",
                             data=options.data)
-    result = trainer.fit(splits["train"], splits["validation"])
+    with out_of_memory_said("training", "smaller batches (config.data.tokens_per_batch, or "
+                            "config.data.batch_size without it) or a smaller config.model"):
+      result = trainer.fit(splits["train"], splits["validation"])
     finish.exit_if_stopped(result, model_dir)
     logging.info(progress.run_summary(result.step, result.start_step, result.history))
     if options.export:
