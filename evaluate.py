@@ -70,7 +70,10 @@ _METHOD = flags.DEFINE_enum("method", "beam", ["beam", "greedy"],
                             "beam: config.decoding's beam search (§6.1); greedy: faster.")
 _AVERAGE_LAST = flags.DEFINE_integer(
     "average_last", 0, "Average the last N checkpoints (§6.1 uses 5); 0 uses the latest.")
-_DATA = flags.DEFINE_string("data", sources.AUTO, sources.DATA_HELP)
+_DATA = flags.DEFINE_string(
+    "data", sources.AUTO,
+    sources.DATA_HELP + " Default: the --data the run of --model_dir trained on, where its "
+    "trained_with.json records it and it is still there; else auto.")
 _DATA_DIR = flags.DEFINE_string("data_dir", None, "Deprecated: the old name of --data.")
 _MAX_SENTENCES = flags.DEFINE_integer(
     "max_sentences", 0, "Score only the split's first N sentences (a quick look); 0: all.")
@@ -137,7 +140,7 @@ def data_flag() -> tuple:
   that says so, with 'auto' made the local copy or 'tfds', and the line that
   says which (said once the flags are known good: bad input is one line)."""
   if _DATA_DIR.value is None:
-    data_dir = _DATA.value
+    data_dir = _DATA.value if _DATA.present else recorded_data() or _DATA.value
   elif _DATA.present:
     raise UsageError("--data_dir is the deprecated name of --data; give only --data")
   else:
@@ -147,6 +150,21 @@ def data_flag() -> tuple:
     return sources.data_source(data_dir)
   except sources.SourceError as e:
     raise UsageError(str(e)) from e
+
+
+def recorded_data():
+  """The --data the run of --model_dir trained on (its trained_with.json), where it
+  is still there, said in one line; else None."""
+  if not _MODEL_DIR.value or _TRANSLATOR.value:
+    return None
+  try:
+    data = run_folder.trained_with(_MODEL_DIR.value).get("data")
+  except run_folder.RunFolderError as e:
+    raise UsageError(str(e)) from e
+  if data is None or (data != sources.TFDS and not Path(data).exists()):
+    return None
+  say(f"evaluate.py: the data {data} the run trained on ({run_folder.TRAINED_WITH_FILE})")
+  return data
 
 
 def say(line: str) -> None:

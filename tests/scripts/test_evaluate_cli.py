@@ -2,8 +2,10 @@
 before TensorFlow is imported where the flags alone are wrong. The evaluation
 itself: tests/integration/test_evaluation_runs.py."""
 
+import json
 import os
 from pathlib import Path
+import shutil
 import subprocess
 import sys
 
@@ -161,3 +163,21 @@ def test_unreadable_data_fails_in_one_line(tmp_path, cli_dirs):
   (data_dir / "en.dev").write_bytes(b"one\n\xff two\n")
   result = run_evaluate(f"--model_dir={model_dir}", f"--data={data_dir}")
   assert_one_line_error(result, "is not valid UTF-8")
+
+
+@pytest.mark.slow
+def test_without_data_the_runs_recorded_data_is_read(tmp_path, cli_dirs):
+  """No --data: the folder trained_with.json names (here one made unreadable, so
+  that its reading shows) is the one read, and a line says so."""
+  model_dir, _ = cli_dirs
+  run = tmp_path / "run"
+  shutil.copytree(model_dir, run)
+  data_dir = write_data_dir(tmp_path / "data", PAIRS)
+  (data_dir / "en.dev").write_bytes(b"one\n\xff two\n")
+  (run / "trained_with.json").write_text(json.dumps({"trainer": "tensorflow",
+                                                     "data": str(data_dir)}))
+  result = run_evaluate(f"--model_dir={run}")
+  said, error = result.stderr.strip().splitlines()
+  assert said == f"evaluate.py: the data {data_dir} the run trained on (trained_with.json)"
+  assert result.returncode == 1 and error.startswith("evaluate.py: error: ") and (
+      "is not valid UTF-8" in error), result.stderr[-3000:]
