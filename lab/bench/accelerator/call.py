@@ -50,8 +50,6 @@ and Table 3 with one or two runs each), for the rehearsal on a CPU
 
 import argparse
 import json
-import math
-import os
 from pathlib import Path
 import re
 import shutil
