@@ -1,5 +1,5 @@
-"""The accelerator drivers under faults (issue 67, case 1): run.py and
-converge.py hand SIGINT/SIGTERM to their train.py, wait for its checkpoint,
+"""The accelerator drivers under faults (issue 67, case 1): run.py,
+converge.py and call.py (device_call.sh's) hand SIGINT/SIGTERM to their train.py, wait for its checkpoint,
 leave no lock, say in one line where the run stopped, and the same command
 resumes; their flags are refused before any work."""
 
@@ -21,6 +21,7 @@ from helpers.prepared import random_prepared_folder
 REPO_DIR = Path(__file__).resolve().parents[2]
 RUN = "lab/bench/accelerator/run.py"
 CONVERGE = "lab/bench/accelerator/converge.py"
+CALL = "lab/bench/accelerator/call.py"
 ENV = {**os.environ, "PYTHONPATH": "", "PYTHONUNBUFFERED": "1"}
 
 
@@ -165,3 +166,22 @@ def test_ctrl_c_to_converge_py_stops_its_train_py_cleanly_and_the_same_command_r
   assert "restored checkpoint" in text, text[-3000:]
   summary = json.loads((output / "summary.json").read_text())
   assert [run["run"] for run in summary] == ["base"] and summary[0]["epochs"] == 3
+
+
+@pytest.mark.slow
+@needs_jax
+def test_sigterm_to_the_calls_driver_stops_its_train_py_cleanly_and_the_same_command_resumes(
+    tmp_path):
+  """call.py, which device_call.sh becomes: the run stopped is resumed by the
+  same command and then stopped by its validation loss."""
+  prepared = random_prepared_folder(tmp_path / "prepared", pairs=128, test_pairs=24)
+  work = tmp_path / "work"
+  args = [CALL, f"--out={tmp_path / 'out'}", f"--work={work}", "--tiny", "--phases=tutorial",
+          f"--tutorial_data={prepared}", f"--base_data={prepared}", "--patience=1",
+          "--min_run_seconds=5", "--seconds=900"]
+  _stopped_and_clean(_Driver(args), signal.SIGTERM, "call.py", work / "runs" / "tutorial")
+  code, text = _Driver(args).finish()
+  assert code == 0, text[-3000:]
+  assert "restored checkpoint" in text, text[-3000:]
+  tutorial = json.loads((tmp_path / "out" / "summary.json").read_text())["tutorial"]
+  assert tutorial["stopped_by_validation_loss"] == 1 and tutorial["recompiles"] == 0, tutorial

@@ -61,7 +61,8 @@ def _rehearse(tmp_path, python):
   for record in runs:
     assert _numbers_only(record), record
     assert record["recompiles"] == 0 and record["compiles"] >= 2, record
-    assert record["compile_seconds"] > 0 and record["training_seconds"] > 0, record
+    # A compile the cache answers can print 0.0 s: the seconds are there, apart.
+    assert record["compile_seconds"] >= 0 and record["training_seconds"] > 0, record
   # Stopped by the validation loss, not by the clock, each with what it averaged.
   assert all(record["stopped_by_validation_loss"] for record in runs), summary
   assert all(0 < record["checkpoints_averaged"] <= 2 for record in runs[1:]), summary

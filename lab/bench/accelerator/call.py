@@ -50,8 +50,6 @@ and Table 3 with one or two runs each), for the rehearsal on a CPU
 
 import argparse
 import json
-import math
-import os
 from pathlib import Path
 import re
 import shutil
@@ -328,16 +326,17 @@ def base_flags(data: str, tiny: bool):
 
 
 def phase_tutorial(call: Call, deadline: float) -> dict:
-  record, _ = train_run(call, "tutorial", tutorial_flags(call.args.tiny), TUTORIAL_DATA,
-                        deadline, TINY_EPOCHS if call.args.tiny else 20)
+  args = call.args
+  record, _ = train_run(call, "tutorial", tutorial_flags(args.tiny), args.tutorial_data,
+                        deadline, TINY_EPOCHS if args.tiny else 20)
   return record
 
 
 def phase_loop(call: Call, deadline: float) -> dict:
   args = call.args
   output = call.work / "loop_speed.json"
-  command = [sys.executable, "lab/bench/accelerator/loop_speed.py", f"--data={TUTORIAL_DATA}",
-             "--stack=8", f"--output={output}"]
+  command = [sys.executable, "lab/bench/accelerator/loop_speed.py",
+             f"--data={args.tutorial_data}", "--stack=8", f"--output={output}"]
   command += ["--small", "--pairs=128", "--rounds=1"] if args.tiny else ["--rounds=3"]
   print(f"== loop_speed: {' '.join(command[1:])}", flush=True)
   done = children.run_child(command, cwd=REPO_DIR, env=call.env(), deadline=deadline, grace=5)
@@ -366,7 +365,8 @@ def trained_and_scored(call: Call, name: str, flags, data: str, deadline: float,
 
 
 def phase_base(call: Call, deadline: float) -> dict:
-  return trained_and_scored(call, "base", base_flags(BASE_DATA, call.args.tiny), BASE_DATA,
+  data = call.args.base_data
+  return trained_and_scored(call, "base", base_flags(data, call.args.tiny), data,
                             deadline, TINY_EPOCHS if call.args.tiny else 1000, samples=True)
 
 
@@ -390,12 +390,14 @@ def phase_of_runs(call: Call, phase: str, runs, flags, data: str, deadline: floa
 
 
 def phase_arms(call: Call, deadline: float) -> dict:
-  return phase_of_runs(call, "arms", ARMS, tutorial_flags(call.args.tiny), TUTORIAL_DATA,
+  return phase_of_runs(call, "arms", ARMS, tutorial_flags(call.args.tiny),
+                       call.args.tutorial_data,
                        deadline, TINY_EPOCHS if call.args.tiny else 100)
 
 
 def phase_table3(call: Call, deadline: float) -> dict:
-  return phase_of_runs(call, "table3", TABLE3, base_flags(BASE_DATA, call.args.tiny), BASE_DATA,
+  data = call.args.base_data
+  return phase_of_runs(call, "table3", TABLE3, base_flags(data, call.args.tiny), data,
                        deadline, TINY_EPOCHS if call.args.tiny else 1000)
 
 
@@ -414,6 +416,10 @@ def main():
   parser.add_argument("--phases", default=",".join(name for name, _ in PHASES),
                       help="the phases to run, in this order")
   parser.add_argument("--tiny", action="store_true", help="one-layer models, a few steps each")
+  parser.add_argument("--tutorial_data", default=TUTORIAL_DATA,
+                      help="the tutorial's prepared folder (pack.py's)")
+  parser.add_argument("--base_data", default=BASE_DATA,
+                      help="the base model's prepared folder (pack.py's)")
   args = parser.parse_args()
   known = [name for name, _ in PHASES]
   unknown = sorted(set(args.phases.split(",")) - set(known))
@@ -423,7 +429,7 @@ def main():
   for name in ("seconds", "patience", "average", "min_run_seconds"):
     if getattr(args, name) < 1:
       sys.exit(f"call.py: error: --{name} must be >= 1, got {getattr(args, name)}")
-  for data in (TUTORIAL_DATA, BASE_DATA):
+  for data in (args.tutorial_data, args.base_data):
     if not shards.is_prepared(REPO_DIR / data):
       sys.exit(f"call.py: error: {data} is not a prepared folder; run "
                "lab/bench/accelerator/pack.py and carry what it prints")
