@@ -112,14 +112,13 @@ class TensorFlowEngine:
 
   def epoch_batches(self, train_data: Callable[[int], tf.data.Dataset], epoch: int, skip: int,
                     length: int) -> _Batches:
-    dataset = train_data(epoch)
-    if skip:  # the restore's line said where (tf_checkpointing.py)
-      dataset = dataset.skip(skip)
-    # Until an epoch has ended its length is unknown: one pass over this
-    # epoch's batches (the same on every pass) counts them.
-    length = length or skip + int(dataset.reduce(tf.constant(0, tf.int64),
-                                                 lambda count, _: count + 1))
-    dist = tf_distribute.distribute_dataset(self.strategy, dataset)
+    # The batches after the first ``skip`` (the restore's line said where). A
+    # shuffle reshuffles on each pass over one dataset: the count passes over one
+    # of its own, so that training takes the epoch's first pass, resumed or not.
+    remaining = lambda: train_data(epoch).skip(skip)
+    length = length or skip + int(remaining().reduce(tf.constant(0, tf.int64),
+                                                     lambda count, _: count + 1))
+    dist = tf_distribute.distribute_dataset(self.strategy, remaining())
     self._train_fn = self._steps.train_fn(dist.element_spec)
     return _Batches(dist, length, skip)
 
