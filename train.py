@@ -144,7 +144,9 @@ _EXPORT = flags.DEFINE_bool(
     "At the end, export the translator SavedModel to <model_dir>/export/translator "
     "and the .keras model to <model_dir>/export/.")
 _LOG_EVERY_STEPS = flags.DEFINE_integer(
-    "log_every_steps", 100, "Write TensorBoard training scalars every N steps.")
+    "log_every_steps", 100,
+    "Write TensorBoard training scalars every N steps; where stdout is not a terminal (a log "
+    "file, a pipe), also a progress line every N steps or 60 seconds, whichever comes first.")
 _COMPILATION_CACHE = flags.DEFINE_string(
     "compilation_cache", runtime.COMPILATION_CACHE_AUTO,
     "Under KERAS_BACKEND=jax: where compiled steps are kept for the next run or resume, "
