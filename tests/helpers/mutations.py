@@ -208,8 +208,9 @@ MUTATIONS = (
              (f"{EVALUATION}::test_averaging_trainer_checkpoints_gives_the_mean_of_each_"
               "variable",)),
     Mutation("resume_position", "a resumed epoch trains its first batches again",
-             "transformer/training/tf_engine.py", "dataset = dataset.skip(skip)",
-             "dataset = dataset",
+             "transformer/training/tf_engine.py",
+             "distribute_dataset(self.strategy, remaining())",
+             "distribute_dataset(self.strategy, train_data(epoch))",
              (f"{FAULTS}::test_a_resumed_run_with_dropout_repeats_the_uninterrupted_one",)),
     # Dropout in cached decoding (inference: every dropout layer off).
     Mutation("decoding_embedding_dropout", "a cached step drops embedding units",
