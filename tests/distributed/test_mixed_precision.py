@@ -80,7 +80,7 @@ def dataset(b):
 
 def replica_weights(trainer):
   # [replica][weight]: every replica's own copy.
-  per_weight = [[v.numpy() for v in trainer.strategy.experimental_local_results(w.value)]
+  per_weight = [[v.numpy() for v in trainer.engine.strategy.experimental_local_results(w.value)]
                 for w in trainer.model.trainable_weights]
   return [list(r) for r in zip(*per_weight)]
 

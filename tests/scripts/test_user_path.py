@@ -198,7 +198,8 @@ def test_a_clone_without_shared_trains_is_stopped_translates_and_evaluates(tmp_p
                                     "--split=test", "--max_sentences=5", "--method=greedy"]),
                    fake_tfds)
   assert evaluated.returncode == 0, evaluated.stderr[-3000:]
-  assert "evaluate.py: data: TensorFlow Datasets' ted_hrlr_translate/pt_to_en" in evaluated.stderr
+  # The data the run trained on, which its folder records.
+  assert "evaluate.py: the data tfds the run trained on (trained_with.json)" in evaluated.stderr
   record = json.loads(evaluated.stdout)
   assert record["partial"] and record["num_sentences"] == 5
   assert (model_dir / "bleu" / "test.greedy.partial5.json").is_file()

@@ -21,6 +21,7 @@ the two redoes the epoch's end once, a kill after both loses nothing.
 """
 
 import math
+from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 from absl import logging
@@ -64,14 +65,13 @@ class Trainer:
     training = config.training
     self.budget = (TimeBudget(training.time_budget_minutes, training.cooldown_fraction,
                               int(training.epochs)) if training.time_budget_minutes else None)
-    self.summaries = Summaries(model_dir, is_chief=is_chief)
+    self.summaries = Summaries(None if model_dir is None else Path(model_dir), is_chief=is_chief)
     self.log_every_steps = max(1, int(log_every_steps))
     self.progress = progress_lib.EpochProgress(enabled=progress and is_chief,
                                                log_every_steps=self.log_every_steps)
     # Completed epochs, batches done in this one and in an epoch (0: not known yet).
     self.epoch = self.step_in_epoch = self.steps_per_epoch = 0
-    # The current epoch's sums and training seconds, across a resume.
-    self.epoch_sums, self.epoch_seconds = losses.TokenMetrics(), 0.0
+    self.epoch_sums, self.epoch_seconds = losses.TokenMetrics(), 0.0  # this epoch's, resumed
     self._partial = False  # the resumed epoch's earlier sums were not checkpointed
     self._checked = False  # the data's epoch length checked against the checkpoint's
     self._saved = None  # (step, epoch, step_in_epoch) last saved or restored
@@ -87,9 +87,7 @@ class Trainer:
   def step(self) -> int:
     return self.engine.step
 
-  @property
-  def learning_rate(self) -> float:
-    return self.engine.learning_rate(self.step)
+  learning_rate = property(lambda self: self.engine.learning_rate(self.step))
 
   def latest_checkpoint(self):
     return self.engine.latest_checkpoint()
@@ -136,11 +134,11 @@ class Trainer:
     return ahead and not (self.budget is not None and self.budget.finished(self.epoch))
 
   def evaluate(self, validation) -> Dict[str, float]:
-    """Mean token loss and accuracy over ``validation`` (no dropout)."""
+    """Mean token loss and accuracy, and the tokens, over ``validation`` (no dropout)."""
     metrics = self.engine.evaluate(validation)
     if metrics.tokens == 0:
       raise TrainingError("the validation data is empty")
-    return {"loss": metrics.loss, "accuracy": metrics.accuracy}
+    return {"loss": metrics.loss, "accuracy": metrics.accuracy, "tokens": metrics.tokens}
 
   def fit(self, train_data, validation=None, *,
           epoch_end_callback: Optional[Callable[[int, Dict], Dict]] = None,
@@ -177,9 +175,10 @@ class Trainer:
           if record["complete"]:
             self._end_epoch(record, steps_run=self.step - first_step)
           if validation is not None:
-            val = self.evaluate(validation)
-            record.update(val_loss=val["loss"], val_accuracy=val["accuracy"])
-            self.summaries.write_scalars("validation", self.step, val)
+            loss, accuracy = (self.evaluate(validation)[key] for key in ("loss", "accuracy"))
+            record.update(val_loss=loss, val_accuracy=accuracy)
+            self.summaries.write_scalars("validation", self.step,
+                                         dict(loss=loss, accuracy=accuracy))
           if epoch_end_callback is not None:
             record.update(epoch_end_callback(record["epoch"], dict(record)) or {})
           if "planned_epochs" in record:  # the budget's plan as this epoch's end made it

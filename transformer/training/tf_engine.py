@@ -15,6 +15,7 @@ Outputs under ``model_dir`` (the chief's only, under multi-worker):
 ``logs/validation``, and one JSON line per epoch in ``metrics.jsonl``.
 """
 
+from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 import keras
@@ -36,7 +37,8 @@ _BUDGET_NAMES = {"used_seconds": "budget_used_seconds", "planned": "budget_plann
 
 
 class _Batches:
-  """An epoch's distributed batches, one a chunk (:class:`transformer.training.engine.EpochBatches`)."""
+  """An epoch's distributed batches, one a chunk
+  (:class:`transformer.training.engine.EpochBatches`)."""
 
   def __init__(self, dist, length: int, skip: int):
     self._dist, self.length, self._skip = dist, length, skip
@@ -90,7 +92,8 @@ class TensorFlowEngine:
                       "cooldown_steps": self._cooldown[0],
                       "cooldown_end_step": self._cooldown[1]}
     self._checkpoints = tf_checkpointing.Checkpoints(
-        model_dir, self.strategy, keep=int(config.training.keep_checkpoints),
+        None if model_dir is None else Path(model_dir), self.strategy,
+        keep=int(config.training.keep_checkpoints),
         model=self.model, optimizer=self.optimizer, **self._position,
         added_state={"dropout_rng": tf_build.dropout_random_state(self.model),
                      "epoch_sums": self._epoch_sums},
