@@ -197,3 +197,22 @@ def test_a_resume_on_data_of_another_epoch_length_is_refused(tmp_path, stopped_a
                                           r"this run had 6 \(its checkpoint is at batch "):
     resumed.fit(lambda epoch: six_batches(epoch)[:5])
   assert engine.step == stopped_at
+
+
+def test_without_the_tensorboard_package_training_goes_on_without_scalars(
+    tmp_path, monkeypatch, caplog):
+  """An accelerator machine with Keras and JAX alone: one warning, no logs/, the
+  records and checkpoints as ever."""
+  import builtins  # pylint: disable=g-import-not-at-top
+  real_import = builtins.__import__
+
+  def no_tensorboard(name, *args, **kwargs):
+    if name.startswith("tensorboard"):
+      raise ImportError(f"No module named {name!r}")
+    return real_import(name, *args, **kwargs)
+  monkeypatch.setattr(builtins, "__import__", no_tensorboard)
+  with caplog.at_level("WARNING"):
+    result = loop.Trainer(config(), FakeEngine(), model_dir=tmp_path, log_every_steps=1,
+                          progress=False).fit(six_batches, validation=[])
+  assert result.step == 12 and "no TensorBoard scalars: the tensorboard package" in caplog.text
+  assert not (tmp_path / "logs").exists() and (tmp_path / "metrics.jsonl").is_file()

@@ -68,6 +68,19 @@ class EventFileScalars:
     self._records.flush()
 
 
+def scalars_missing() -> Optional[str]:
+  """Why :class:`EventFileScalars` cannot be used here, or None."""
+  try:
+    # Deferred: only a run that writes scalars needs the package.
+    # pylint: disable=g-import-not-at-top,unused-import
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.summary.writer import record_writer
+  except ImportError as e:
+    return (f"the tensorboard package cannot be imported ({e}); pip install tensorboard "
+            "to get them")
+  return None
+
+
 class Summaries:
   """The run's TensorBoard writers (one per name, made on first use) and metrics file.
 
@@ -79,10 +92,14 @@ class Summaries:
   def __init__(self, model_dir: Optional[Path], *, is_chief: bool):
     self._dir = model_dir if is_chief else None
     self._writers = {}
+    # A machine with Keras and JAX alone (an accelerator's) trains without scalars.
+    self._scalars_off = scalars_missing() if self._dir is not None else None
+    if self._scalars_off:
+      logging.warning("no TensorBoard scalars: %s", self._scalars_off)
 
   def write_scalars(self, name: str, step: int, scalars: Dict[str, Optional[float]]) -> None:
     """Writes ``scalars`` (None values skipped) at ``step`` to ``logs/<name>``, then flushes."""
-    if self._dir is None:
+    if self._dir is None or self._scalars_off:
       return
     if name not in self._writers:
       self._writers[name] = EventFileScalars(self._dir / run_folder.LOGS_SUBDIR / name)
