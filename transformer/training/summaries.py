@@ -71,7 +71,7 @@ class EventFileScalars:
 def scalars_missing() -> Optional[str]:
   """Why :class:`EventFileScalars` cannot be used here, or None."""
   try:
-    # Deferred: only a run that writes scalars needs the package.
+    # Deferred: looked for once a run writes, not at the start of every script importing this.
     # pylint: disable=g-import-not-at-top,unused-import
     from tensorboard.compat.proto import event_pb2
     from tensorboard.summary.writer import record_writer
