@@ -4,10 +4,12 @@ The tutorial does not measure BLEU. :func:`evaluate` is the one evaluation, on
 token ids, for both backends: the run restored (:func:`restore_run`), sorted by
 length and decoded, detokenized, scored (:mod:`transformer.inference.scoring`),
 and its teacher-forced loss. The backends differ only in the decoding function
-and the detokenizer: :class:`TensorFlowData` (the TED files, the run's tokenizer,
-a ``tf.function``) and :class:`~transformer.inference.evaluation_jax.PreparedData`
-(a ``prepare.py`` folder, ``JaxDecoder``, ``Detokenizer``: no TensorFlow import). A translator SavedModel
-serves strings only, so :func:`evaluate_bleu` scores translators on strings.
+and the detokenizer: :class:`TensorFlowData` (the TED files, the run's
+tokenizer, a ``tf.function``) and
+:class:`~transformer.inference.evaluation_jax.PreparedData` (a ``prepare.py``
+folder, ``JaxDecoder``, ``Detokenizer``: no TensorFlow import). A translator
+SavedModel serves strings only, so :func:`evaluate_bleu` scores translators on
+strings.
 
 ``bleu`` is sacreBLEU's (``13a``) on lower-cased, Moses-tokenized text, the
 references after the tokenizer's round trip (it splits ``did n't`` into ``did n
