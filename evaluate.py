@@ -78,10 +78,27 @@ class UsageError(ValueError):
 
 
 def check_flags(data_dir: str) -> None:
-  """Every check that needs no TensorFlow; raises UsageError."""
-  if bool(_MODEL_DIR.value) == bool(_TRANSLATOR.value):
+  """Every check that needs neither TensorFlow nor JAX; raises UsageError."""
+  prepared = shards.is_prepared(data_dir)
+  if prepared:
+    if runtime.keras_backend() != "jax":
+      raise UsageError(f"--data={data_dir} is a prepare.py folder, scored under "
+                       f"KERAS_BACKEND=jax (now {runtime.keras_backend()}); set it, or pass "
+                       "the folder of the TED HRLR files")
+    if not _MODEL_DIR.value or _TRANSLATOR.value or _EXPORT_DIR.value:
+      raise UsageError("a prepare.py folder is scored with --model_dir (a run trained under "
+                       "JAX), without --translator or --export_dir")
+    if problem := run_folder.not_a_folder(_MODEL_DIR.value):
+      raise UsageError(problem)
+  elif _COMPILATION_CACHE.value != runtime.COMPILATION_CACHE_AUTO:
+    raise UsageError("--compilation_cache is JAX's: it applies under KERAS_BACKEND=jax with a "
+                     "prepare.py folder as --data")
+  elif bool(_MODEL_DIR.value) == bool(_TRANSLATOR.value):
     raise UsageError("give exactly one of --model_dir and --translator")
-  check_numbers()
+  if _AVERAGE_LAST.value < 0 or _BATCH_SIZE.value < 1 or _MAX_SENTENCES.value < 0:
+    raise UsageError("--average_last and --max_sentences must be >= 0 and --batch_size >= 1")
+  if prepared:
+    return
   if data_dir == sources.TFDS:  # without tensorflow-datasets: data_flag() said so
     missing = []
   else:
@@ -116,11 +133,6 @@ def check_flags(data_dir: str) -> None:
   if missing:
     raise UsageError(f"--model_dir={model_dir}: not a train.py output folder (missing "
                      f"{', '.join(missing)})")
-
-
-def check_numbers() -> None:
-  if _AVERAGE_LAST.value < 0 or _BATCH_SIZE.value < 1 or _MAX_SENTENCES.value < 0:
-    raise UsageError("--average_last and --max_sentences must be >= 0 and --batch_size >= 1")
 
 
 def data_flag() -> tuple:
@@ -191,6 +203,7 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
   if export_dir:
     # Deferred: TensorFlow, which only an export needs.
     from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
+    from transformer.run.checkpoint_files import checkpoint_step  # pylint: disable=g-import-not-at-top
     export_lib.check_export_target(export_dir, "give another --export_dir")
   start = time.monotonic()
   run = data.restore(model_dir, average_last)
@@ -203,23 +216,13 @@ def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
   if skipped:
     say(f"evaluate.py: warning: skipped the newer {', '.join(skipped)}: cannot be read in full "
         "(truncated or corrupt)")
-  if export_dir:
-    export(run.model, data.tokenizers, run.config, export_dir, run.checkpoints)
+  if export_dir:  # swapped in whole: a kill or a full disk leaves the previous export
+    with progress.announced(f"exporting the translator to {export_dir}", say):
+      export_lib.export_model(run.model, data.tokenizers, run.config.decoding, export_dir,
+                              checkpoint_step(run.checkpoints[-1]), checkpoints=run.names)
   # The JSON beside the hypotheses also says which checkpoints were scored.
   return evaluation.evaluate(data, run, method, output_dir, batch_size,
                              {"checkpoints": run.checkpoints, "export_dir": export_dir}, say)
-
-
-def export(model, tokenizers, config, export_dir, checkpoints):
-  """Exports the translator SavedModel to ``export_dir``, swapped in whole
-  (:func:`transformer.inference.export.export_model`): a kill or a full disk
-  leaves the previous export."""
-  from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
-  from transformer.run.checkpoint_files import checkpoint_name, checkpoint_step  # pylint: disable=g-import-not-at-top
-  with progress.announced(f"exporting the translator to {export_dir}", say):
-    export_lib.export_model(model, tokenizers, config.decoding, export_dir,
-                            checkpoint_step(checkpoints[-1]),
-                            checkpoints=[checkpoint_name(path) for path in checkpoints])
 
 
 def evaluate_translator(translator_dir, split: str, method: str, data_dir, output_dir=None,
@@ -250,10 +253,21 @@ def main(argv):
   if len(argv) > 1:
     raise UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   data_dir, message = data_flag()
-  if shards.is_prepared(data_dir):
-    start_jax(data_dir)
+  check_flags(data_dir)
+  if not _VERBOSE.value:
+    logging.set_verbosity(logging.ERROR)
+  if shards.is_prepared(data_dir):  # scored under JAX, with no TensorFlow
+    runtime.hide_jax_logs(_VERBOSE.value)
+    # train.py's cache and default: a rerun loads the decoding steps compiled before.
+    runtime.use_compilation_cache(_COMPILATION_CACHE.value,
+                                  warn=lambda line: say(f"evaluate.py: warning: {line}"))
   else:
-    start_tensorflow(data_dir, message)
+    if message:
+      say(f"evaluate.py: {message}")
+    runtime.keras_on_tensorflow(
+        "evaluate.py", "the TED files and exported translators are scored on TensorFlow (a "
+        "prepare.py folder as --data is scored under JAX)", say)
+    runtime.import_tensorflow(_VERBOSE.value)
   if _TRANSLATOR.value:
     result = evaluate_translator(_TRANSLATOR.value, _SPLIT.value, _METHOD.value,
                                  data_dir, _OUTPUT_DIR.value, _BATCH_SIZE.value,
@@ -263,43 +277,6 @@ def main(argv):
                       data_dir, _OUTPUT_DIR.value, _BATCH_SIZE.value, _EXPORT_DIR.value,
                       _MAX_SENTENCES.value)
   print(json.dumps(result, indent=2))
-
-
-def start_tensorflow(data_dir, message: str) -> None:
-  """The TED files or a translator: the flags checked, then TensorFlow imported."""
-  if _COMPILATION_CACHE.value != runtime.COMPILATION_CACHE_AUTO:
-    raise UsageError("--compilation_cache is JAX's: it applies under KERAS_BACKEND=jax with a "
-                     "prepare.py folder as --data")
-  check_flags(data_dir)
-  if message:
-    say(f"evaluate.py: {message}")
-  if not _VERBOSE.value:
-    logging.set_verbosity(logging.ERROR)
-  runtime.keras_on_tensorflow(
-      "evaluate.py", "the TED files and exported translators are scored on TensorFlow (a "
-      "prepare.py folder as --data is scored under JAX)", say)
-  runtime.import_tensorflow(_VERBOSE.value)
-
-
-def start_jax(data_dir) -> None:
-  """--data is a prepare.py folder, scored under JAX with no TensorFlow: the
-  flags checked, then JAX's logs and compilation cache set up."""
-  if runtime.keras_backend() != "jax":
-    raise UsageError(f"--data={data_dir} is a prepare.py folder, scored under KERAS_BACKEND=jax "
-                     f"(now {runtime.keras_backend()}); set it, or pass the folder of the TED "
-                     "HRLR files")
-  if not _MODEL_DIR.value or _TRANSLATOR.value or _EXPORT_DIR.value:
-    raise UsageError("a prepare.py folder is scored with --model_dir (a run trained under "
-                     "JAX), without --translator or --export_dir")
-  if problem := run_folder.not_a_folder(_MODEL_DIR.value):
-    raise UsageError(problem)
-  check_numbers()
-  if not _VERBOSE.value:
-    logging.set_verbosity(logging.ERROR)
-  runtime.hide_jax_logs(_VERBOSE.value)
-  # train.py's cache and default: a rerun loads the decoding steps compiled before.
-  runtime.use_compilation_cache(_COMPILATION_CACHE.value,
-                                warn=lambda line: say(f"evaluate.py: warning: {line}"))
 
 
 def say_stopped(interrupted: KeyboardInterrupt) -> str:
