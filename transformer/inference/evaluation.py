@@ -228,9 +228,10 @@ class TensorFlowData:
 
 def evaluate(data, run: Restored, method: str, output_dir: PathLike, batch_size: int = 64,
              record: Optional[dict] = None, say: Callable[[str], None] = print) -> dict:
-  """Scores ``run`` on ``data`` (:class:`TensorFlowData` or :class:`PreparedData`,
-  restored by it); returns the record, written whole to ``output_dir`` after the
-  scoring with the hypotheses beside it, ``record``'s fields after the score's."""
+  """Scores ``run`` on ``data`` (:class:`TensorFlowData`, or
+  :class:`~transformer.inference.evaluation_jax.PreparedData`, which restored
+  it); returns the record, written whole to ``output_dir`` after the scoring
+  with the hypotheses beside it, ``record``'s fields after the score's."""
   count = len(data.references)
   decode_batch = data.decoder(run.model, method, run.config.decoding, batch_size)
   with progress.announced(f"translating {count} {data.split} sentences ({method})", say):
