@@ -1,13 +1,11 @@
 """A training-time budget: as many whole epochs as fit, the last ones cooling down.
 
-Not in the paper (its runs count steps; its §5.3 schedule has no end). Given
-``training.time_budget_minutes``, a run trains whole epochs while they fit, its
-learning rate falling linearly to zero over the last ``training.cooldown_fraction``
-of them, so a faster machine gets more epochs instead of a slow one overrunning.
-After each epoch the length is estimated again from that epoch's training
-seconds (validation not counted) until the cooldown must begin; then the plan is
-fixed. The plan and the seconds used are checkpointed (:meth:`TimeBudget.state`);
-several workers plan on their mean seconds."""
+Not in the paper (its runs count steps; its §5.3 schedule has no end): a faster
+machine gets more epochs, a slower one fewer, instead of overrunning. The rate falls
+linearly to zero over the last ``training.cooldown_fraction`` of the epochs. The run's
+length is estimated again after each epoch from its training seconds (not validation)
+until the cooldown must begin; then the plan is fixed, and checkpointed with the seconds
+used (:meth:`TimeBudget.state`). Several workers plan on their mean seconds."""
 
 import math
 

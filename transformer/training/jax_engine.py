@@ -1,11 +1,9 @@
 """The JAX engine and :class:`JaxTrainer`: Keras on JAX from shards, no TensorFlow (paper §5).
 
-The same configuration gives the TensorFlow engine's model, schedule, label
-smoothing, dropout and loss; its checkpoints' ``model.weights.h5`` loads there
-(``evaluate.py``). Several devices: ``keras.distribution.DataParallel`` splits
-the batches on their rows. Not here: ``training.length_groups`` (the padded
-shapes of :func:`transformer.data.shards.epoch_batches` do its work) and
-``mixed_float16`` (no loss scaling; use ``mixed_bfloat16``).
+The TensorFlow engine's model, schedule, smoothing, dropout and loss; its checkpoints'
+``model.weights.h5`` loads there (``evaluate.py``); several devices split each batch's rows.
+Not here: ``training.length_groups`` (the padded shapes of
+:func:`transformer.data.shards.epoch_batches` do its work) and ``mixed_float16`` (no loss scaling).
 """
 
 from pathlib import Path
@@ -25,23 +23,6 @@ from transformer.training import jax_checkpointing
 from transformer.training import jax_stacks
 from transformer.training import jax_steps
 from transformer.training import loop
-
-
-class _Stacks:
-  """An epoch's batches, a stack a chunk; every shape is compiled before the
-  first chunk, so before the epoch's clock starts."""
-
-  def __init__(self, batches: List, skip: int, steps):
-    self._batches, self._skip, self._size = batches, skip, steps.steps_per_dispatch
-    self._compile, self._on_devices = steps.compile_stack, steps.on_devices
-    self.length = len(batches)
-
-  def chunks(self, last: int):
-    for batch in {jax_stacks.shape_of(b): b for b in self._batches[self._skip:last]}.values():
-      self._compile(jax_stacks.stacked([batch], self._size))
-    ranges = jax_stacks.stack_ranges(self._batches, self._skip, last, self._size)
-    return ((stop - first, (stop - first, stack)) for first, stop, stack in
-            jax_stacks.device_stacks(self._batches, ranges, self._size, self._on_devices))
 
 
 class JaxEngine:
@@ -65,8 +46,7 @@ class JaxEngine:
     keras.mixed_precision.set_global_policy(
         "float32" if mixed_precision == "none" else mixed_precision)
     jax_steps.set_random_seed(int(config.training.seed))
-    self.model = Transformer.from_model_config(config.model, input_vocab_size,
-                                               target_vocab_size)
+    self.model = Transformer.from_model_config(config.model, input_vocab_size, target_vocab_size)
     self.model.build(((None, None), (None, None)))
     self.optimizer = optimization.make_optimizer(config)
     # make_optimizer's WarmupInverseSquareRoot: its cooldown is the step's input.
@@ -95,11 +75,11 @@ class JaxEngine:
                                 rows_multiple=len(self.devices))
 
   def epoch_batches(self, train_data: shards.Split, epoch: int, skip: int,
-                    length: int) -> _Stacks:
+                    length: int) -> jax_stacks.EpochStacks:
     del length  # known from the batches themselves
     seed = shards.epoch_seed(int(self.config.training.seed), epoch)
-    return _Stacks(jax_stacks.grouped_by_shape(self._batches(train_data, seed, shuffle=True)), skip,
-                   self._steps)
+    batches = jax_stacks.grouped_by_shape(self._batches(train_data, seed, shuffle=True))
+    return jax_stacks.EpochStacks(batches, skip, self._steps)
 
   def train(self, chunk):
     steps, stack = chunk

@@ -1,12 +1,10 @@
-"""The host's side of the JAX trainer's stacks: K = ``training.steps_per_dispatch`` steps a call.
+"""The host's side of the JAX trainer's stacks of K = ``training.steps_per_dispatch`` batches.
 
-A compiled call costs the host about 5 µs per array it takes (2.3–3.6 ms for
-the tutorial's model), so the step runs K times a call, a ``jax.lax.scan``
-over a stack of K batches of one shape
-(:func:`transformer.training.jax_steps.make_stack_step`).
+A compiled call costs the host about 5 µs per array it takes (2.3–3.6 ms for the
+tutorial's model): :func:`transformer.training.jax_steps.make_stack_step` runs K steps a call.
 """
 
-from typing import Callable, Iterator, List, Tuple
+from typing import Iterator, List, Tuple
 
 import jax
 import numpy as np
@@ -63,18 +61,28 @@ def stacked(batches: List, size: int):
   return jax.tree_util.tree_map(stack, *batches), np.arange(size) < len(batches)
 
 
-def device_stacks(batches: List, ranges: List[Tuple[int, int]], size: int,
-                  on_devices: Callable) -> Iterator[Tuple[int, int, object]]:
-  """``(first, stop, stack on the devices)`` of each range; the next stack is
-  put on the devices before this one is handed out, so that the transfer
-  overlaps the training of the one dispatched before."""
+class EpochStacks:
+  """An epoch's batches (:func:`grouped_by_shape`) after the first ``skip``, a
+  stack a chunk (:class:`transformer.training.engine.EpochBatches`), trained by
+  ``steps`` (:class:`transformer.training.jax_steps.DeviceSteps`)."""
 
-  def put(index):
-    first, stop = ranges[index]
-    return on_devices(stacked(batches[first:stop], size), stacked=True)
-  ahead = put(0) if ranges else None
-  for index, (first, stop) in enumerate(ranges):
-    current = ahead
-    if index + 1 < len(ranges):
-      ahead = put(index + 1)
-    yield first, stop, current
+  def __init__(self, batches: List, skip: int, steps):
+    self._batches, self._skip, self._steps = batches, skip, steps
+    self.length = len(batches)
+
+  def chunks(self, last: int) -> Iterator[Tuple[int, Tuple[int, object]]]:
+    """Compiles every shape up to batch ``last`` (so, before the epoch's clock)."""
+    size = self._steps.steps_per_dispatch
+    for batch in {shape_of(b): b for b in self._batches[self._skip:last]}.values():
+      self._steps.compile_stack(stacked([batch], size))
+    return self._on_devices(stack_ranges(self._batches, self._skip, last, size), size)
+
+  def _on_devices(self, ranges: List[Tuple[int, int]], size: int):
+    """``(steps, (steps, stack))``, the next stack put on the devices before this
+    one is handed out, so that the transfer overlaps the training before it."""
+    stacks = (self._steps.on_devices(stacked(self._batches[first:stop], size), stacked=True)
+              for first, stop in ranges)
+    ahead = next(stacks, None)
+    for first, stop in ranges:
+      current, ahead = ahead, next(stacks, None)
+      yield stop - first, (stop - first, current)

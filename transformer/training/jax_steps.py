@@ -109,14 +109,9 @@ def make_stack_step(train_step, schedule):
 
 
 class DeviceSteps:
-  """The model's and optimizer's values on the devices, and the steps over them,
-  each compiled once per shape (the console says how long it took).
-
-  Args:
-    schedule: the optimizer's :class:`transformer.model.optimization.WarmupInverseSquareRoot`.
-    distribution: the ``keras.distribution.DataParallel`` over ``devices``, or None.
-    steps_per_dispatch: K, the steps of a stack.
-  """
+  """The values on the devices, and the steps over them, each compiled once per
+  shape; ``schedule`` is the optimizer's ``WarmupInverseSquareRoot``,
+  ``distribution`` the ``keras.distribution.DataParallel`` over ``devices`` or None."""
 
   def __init__(self, model, optimizer, schedule, devices, distribution, smoothing: float,
                steps_per_dispatch: int = 1):

@@ -1,8 +1,7 @@
 """What a training run records: TensorBoard scalars and ``metrics.jsonl``, and the epoch's clock.
 
-Under ``model_dir``, by the chief only: scalars in ``logs/<name>`` (``train``
-every ``log_every_steps``, ``validation`` every epoch with train.py's ``bleu``),
-and one JSON line per epoch in :data:`METRICS_FILE`."""
+Under ``model_dir``, by the chief only: scalars in ``logs/train`` and ``logs/validation``
+(with train.py's ``bleu``), one JSON line per epoch in :data:`METRICS_FILE`."""
 
 import json
 import os
@@ -99,10 +98,9 @@ class Summaries:
       f.seek(0)
       written = f.read()
       if written and not written.endswith(b"\n"):
-        whole = written.rfind(b"\n") + 1
         logging.warning("%s: removing its line %d, cut short by a kill during its append",
                         path, written.count(b"\n") + 1)
-        f.truncate(whole)
+        f.truncate(written.rfind(b"\n") + 1)
       f.write((json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
       f.flush()
       os.fsync(f.fileno())
@@ -138,9 +136,8 @@ class Summaries:
 
 
 class TrainScalars:
-  """TensorBoard's training scalars: the sums of the steps since the last write
-  (``metrics``, a :class:`transformer.model.losses.TokenMetrics`), written every
-  ``every`` steps with the learning rate and the tokens per second since then."""
+  """The training scalars: the sums of the steps since the last write (``metrics``),
+  written every ``every`` steps with the rate and the tokens per second since then."""
 
   def __init__(self, summaries, every: int, now: float):
     self._summaries, self.every = summaries, every
@@ -163,8 +160,7 @@ class EpochClock:
   the whole epoch's across a resume (``seconds_before`` the earlier runs')."""
 
   def __init__(self, seconds_before: float = 0.0):
-    self.start = time.monotonic()
-    self.seconds_before = seconds_before
+    self.start, self.seconds_before = time.monotonic(), seconds_before
 
   @staticmethod
   def now() -> float:
