@@ -1,9 +1,6 @@
-"""The JAX engine's checkpoints: :mod:`transformer.run.keras_checkpoints` folders.
-
-They are written on a thread of their own while training goes on, one at a
-time, from a copy of the values in host memory; a write's error (a full disk)
-comes at the loop's next :meth:`Checkpoints.poll` or :meth:`Checkpoints.wait`.
-"""
+"""The JAX engine's checkpoints: :mod:`transformer.run.keras_checkpoints` folders, written
+one at a time on a thread of their own from host copies while training goes on; a failed
+write (a full disk) raises at the loop's next :meth:`Checkpoints.poll` or ``wait``."""
 
 from concurrent import futures
 from pathlib import Path

@@ -26,12 +26,8 @@ from transformer.training import loop
 
 
 class JaxEngine:
-  """The loop's :class:`transformer.training.engine.Engine` under JAX, on NumPy batches.
-
-  Args:
-    devices: the JAX devices to train on (default: the first).
-    mixed_precision: ``"none"`` or ``"mixed_bfloat16"``.
-  """
+  """The loop's :class:`transformer.training.engine.Engine` under JAX, on NumPy batches;
+  ``devices`` default to the first, ``mixed_precision`` is "none" or "mixed_bfloat16"."""
 
   def __init__(self, config, *, input_vocab_size: int, target_vocab_size: int,
                model_dir: Path, devices=None, mixed_precision: str = "none"):

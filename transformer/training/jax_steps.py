@@ -1,9 +1,8 @@
 """The JAX trainer's compiled steps (Keras' stateless API), and seeding without TensorFlow.
 
-A step maps ``(values, batch) -> (values, (loss_sum, tokens, correct))``, ``values``
-the ``(trainable, non_trainable, optimizer)`` lists of arrays, kept on the devices
-between steps and written into the Keras variables only for a checkpoint.
-"""
+A step maps ``(values, batch) -> (values, (loss_sum, tokens, correct))``; ``values``, the
+``(trainable, non_trainable, optimizer)`` lists of arrays, stay on the devices between
+steps and go into the Keras variables only for a checkpoint."""
 
 import sys
 import time
@@ -74,13 +73,11 @@ def step_functions(model, optimizer, smoothing: float):
 
 
 def make_stack_step(train_step, schedule):
-  """``train_step`` scanned over a stack, jitted with the values donated:
-  ``(values, (batches, active), cooldown) -> (values, sums, step_losses)``.
-  ``batches``' arrays lead with K steps, ``active`` is ``(K,)`` bool (an inactive
-  step, a short stack's padding, changes nothing, so each shape compiles once),
-  ``cooldown`` the ``(2,)`` ``cooldown_steps, cooldown_end_step`` of
-  ``schedule``: traced, so that a time budget's plan compiles nothing again.
-  ``sums`` are the active steps'; ``step_losses`` (K,) name the step of a NaN."""
+  """``train_step`` scanned over a stack, jitted, values donated: ``(values, (batches,
+  active), cooldown) -> (values, sums, step_losses)``. ``batches`` lead with K steps;
+  ``active`` (K,): an inactive step (a short stack's padding) changes nothing, so each
+  shape compiles once; ``cooldown`` (2,), ``schedule``'s, traced: a time budget's plan
+  compiles nothing again; ``sums`` the active steps'; ``step_losses`` (K,) for NaNs."""
 
   def train_stack(values, stack, cooldown):
     batches, active = stack
