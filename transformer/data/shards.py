@@ -11,12 +11,10 @@ fits) and ``<split>.lengths.npy`` (``(pairs, 2)`` int32); ``vocab.pt.txt`` and
 (:data:`VOCABULARY_HASH_FILE`); ``references.<split>.en.txt`` (the scored
 splits' English as in the data). It needs nothing outside itself.
 
-Sentences are trimmed as :mod:`transformer.data.pipeline` trims them; a run may
-use a smaller ``config.data.max_tokens`` than the shards were prepared with.
-
 :func:`epoch_batches` batches a split as :func:`transformer.data.pipeline.batch_tokenized`
-does, in NumPy: the same form, ``config.data`` semantics and trimming. Three
-things differ, all for XLA, which compiles a step per batch shape:
+does, in NumPy: the same form, ``config.data`` semantics and trimming (a run may
+trim more than ``prepare.py`` did). Three things differ, all for XLA, which
+compiles a step per batch shape (padding changes nothing at real positions):
 
 * every batch is padded to a multiple of :data:`LENGTH_MULTIPLE` and to its
   full number of rows (padding rows carry no loss): 8 shapes an epoch for
@@ -26,8 +24,6 @@ things differ, all for XLA, which compiles a step per batch shape:
   their bucket's length, rows rounded down to the devices' multiple;
 * the shuffle is a full permutation seeded by the epoch (:func:`epoch_seed`),
   as resuming needs, not ``tf.data``'s shuffle buffer.
-
-Padding changes nothing at real positions (``tests/unit/test_masking.py``).
 """
 
 import json
@@ -52,7 +48,6 @@ REFERENCE_SPLITS = ("validation", "test")
 
 
 def references_file(split: str) -> str:
-  """The name of ``split``'s references in a prepared folder."""
   return f"references.{split}.en.txt"
 
 
@@ -61,7 +56,6 @@ class ShardError(ValueError):
 
 
 def is_prepared(path: PathLike) -> bool:
-  """Whether ``path`` is a folder written by ``prepare.py``."""
   return (Path(path) / MANIFEST_FILE).is_file()
 
 
@@ -182,11 +176,10 @@ class Split:
     return len(self.pt)
 
   def take(self, n: int) -> "Split":
-    """The first ``n`` pairs (all with 0)."""
-    return Split(self.pt[:n], self.en[:n]) if n else self
+    return Split(self.pt[:n], self.en[:n]) if n else self  # n = 0: all
 
   def trimmed(self, max_tokens: int) -> "Split":
-    """Each source cut to ``max_tokens``, each target to ``max_tokens + 1`` ids."""
+    """Sources cut to ``max_tokens``, targets to ``max_tokens + 1`` ids."""
     return Split([p[:max_tokens] for p in self.pt], [e[:max_tokens + 1] for e in self.en])
 
 
