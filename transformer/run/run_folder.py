@@ -70,8 +70,7 @@ class RunFolderError(TrainingError):
 
 
 def not_a_folder(model_dir: PathLike) -> Optional[str]:
-  """The one wording of a ``--model_dir`` that is no folder (evaluate.py and
-  translate.py say it alike), or None when it is one."""
+  """What is wrong with a ``--model_dir`` that is no folder, or None."""
   path = Path(model_dir)
   if path.is_dir():
     return None
@@ -80,8 +79,7 @@ def not_a_folder(model_dir: PathLike) -> Optional[str]:
 
 
 def exported_step(export_dir: PathLike) -> Optional[int]:
-  """The step of the export in ``export_dir`` (its :data:`EXPORT_INFO_FILE`),
-  or None when there is none or it does not say."""
+  """The step of the export in ``export_dir`` (:data:`EXPORT_INFO_FILE`), or None."""
   try:
     return int(json.loads((Path(export_dir) / EXPORT_INFO_FILE).read_text(encoding="utf-8"))
                ["step"])
@@ -91,7 +89,7 @@ def exported_step(export_dir: PathLike) -> Optional[int]:
 
 def read_run_config(config_file: PathLike) -> dict:
   """A run folder's ``config.json`` as a dict; :class:`RunFolderError` naming the
-  file if it is unreadable, empty, cut short or not a JSON object."""
+  file if it is not a readable JSON object."""
   try:
     with open(config_file, encoding="utf-8") as f:
       stored = json.load(f)
@@ -116,12 +114,8 @@ def trained_with(model_dir: PathLike) -> dict:
 
 
 def read_metrics(metrics_path: PathLike) -> List[dict]:
-  """The records of a run's ``metrics.jsonl``, one dict per line.
-
-  A line that is not a whole JSON object (the last one, cut by a kill during
-  its append; or, from versions before the writer repaired such a line, a
-  record glued onto it) is skipped with a warning naming the file and line.
-  """
+  """The records of a run's ``metrics.jsonl``, one dict per line; a line that
+  is not a whole JSON object (cut by a kill) is skipped with a warning."""
   records = []
   with open(metrics_path, encoding="utf-8", errors="replace") as f:
     for number, line in enumerate(f, start=1):
@@ -140,10 +134,9 @@ def read_metrics(metrics_path: PathLike) -> List[dict]:
 
 
 def vocabulary_mismatch(model_dir: PathLike, vocabulary_hash: str) -> Optional[str]:
-  """Why a tokenizer of ``vocabulary_hash`` (the sha256 of its vocabularies) is
-  not the one the run in ``model_dir`` recorded (:data:`VOCABULARY_HASH_FILE`),
-  or None: it is, or nothing was recorded (a run folder written before the
-  hash was)."""
+  """Why a tokenizer of ``vocabulary_hash`` is not the one the run in
+  ``model_dir`` recorded (:data:`VOCABULARY_HASH_FILE`), or None: it is, or
+  none was recorded."""
   recorded_file = Path(model_dir) / VOCABULARY_HASH_FILE
   if not recorded_file.is_file():
     return None

@@ -1,11 +1,10 @@
 """How every script ends: an expected failure as one line, a signal as one line.
 
 :func:`run_main` runs a script's ``main`` with SIGTERM and SIGINT raising
-:class:`~transformer.run.stop_signals.Interrupted` (which the script reports in
-one line before exiting 128 + the signal's number, 143 and 130, as a shell
-does), and the errors the script expects (bad input, a full disk, a corrupt
-file) reported as one ``<script>: error: ...`` line with exit status 1.
-Anything else is a bug in this project and keeps its traceback.
+:class:`~transformer.run.stop_signals.Interrupted` (one line, exit 128 + the
+signal's number, as a shell), and the errors the script expects (bad input, a
+full disk, a corrupt file) as one ``<script>: error: ...`` line, exit 1.
+Anything else is a bug and keeps its traceback.
 """
 
 import signal
