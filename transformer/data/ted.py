@@ -1,14 +1,10 @@
 """Loading the TED HRLR Portuguese-English data (tutorial: "Download the dataset").
 
 The tutorial calls ``tfds.load('ted_hrlr_translate/pt_to_en', as_supervised=True)``.
-Machines without internet cannot download it, so this module also reads the
-original line-aligned files (``pt.train en.train pt.dev en.dev pt.test en.test``)
-from a folder and puts the examples in the order TFDS gives them, so that both
-sources yield the same ``(pt, en)`` pairs in the same order.
-
-TFDS builds the data set from the same files with two differences this module
-reproduces: it drops pairs where either side is empty, and it orders the examples
-of a split by an MD5 hash of ``split_name + str(line_index)`` rather than by line.
+This module also reads the original files (``pt.train en.train pt.dev ...``)
+from a folder, as TFDS does: pairs with an empty side dropped, a split's
+examples ordered by the MD5 of ``split_name + str(line_index)``; both sources
+give the same ``(pt, en)`` pairs in the same order.
 """
 
 import hashlib
@@ -34,7 +30,7 @@ class DataError(ValueError):
 
 
 def split_files(data_dir: PathLike, split: str) -> Tuple[Path, Path]:
-  """Returns the (source, target) file paths of `split` inside `data_dir`."""
+  """The (source, target) file paths of `split` inside `data_dir`."""
   _check_split(split)
   suffix = SPLIT_FILE_SUFFIX[split]
   data_dir = Path(data_dir)
@@ -67,17 +63,10 @@ def _read_lines(path: Path) -> List[str]:
 
 def read_parallel_files(source_path: PathLike,
                         target_path: PathLike) -> Tuple[List[Pair], int]:
-  """Reads two line-aligned UTF-8 files into (source, target) pairs.
-
-  Pairs where either side is empty are dropped, as TFDS does; so are pairs
-  with a whitespace-only side, which TFDS would keep but no model can use.
-
-  Returns:
-    (pairs, dropped): the kept pairs in file order and how many were dropped.
-
-  Raises:
-    DataError: a file is missing, is not UTF-8, or the line counts differ.
-  """
+  """(pairs in file order, number dropped) of two line-aligned UTF-8 files;
+  pairs with an empty or whitespace-only side are dropped (TFDS keeps the
+  latter, which no model can use). DataError for a missing file, bad UTF-8 or
+  line counts that differ."""
   indexed_pairs, dropped = _read_indexed_pairs(source_path, target_path)
   return [pair for _, pair in indexed_pairs], dropped
 
@@ -147,8 +136,7 @@ def load_local_split(data_dir: PathLike, split: str) -> "tf.data.Dataset":
 
 
 def load_tfds_split(split: str) -> "tf.data.Dataset":
-  """The `split` from TensorFlow Datasets (downloaded on first use, or a
-  DataError that says in one line why it cannot be)."""
+  """The `split` from TensorFlow Datasets (downloaded on first use, or a DataError)."""
   _check_split(split)
   try:
     builder = download.prepared_builder()

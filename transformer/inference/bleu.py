@@ -1,23 +1,13 @@
 """Whole-word BLEU on the references as published: the scoring of Qi et al. (2018).
 
 Qi et al. (2018, NAACL), who made this TED split, score lower-cased, tokenized
-BLEU on the original references, which are Moses-tokenized: ``that 's``,
-``did n't``, quotes as ``` `` ``` and ``''``, ``solar-powered``, ``6,000``.
-The tutorial tokenizer's detokenized English splits every punctuation mark
-off (``that ' s``, ``did n ' t``, ``` ` ` ```, ``solar - powered``, ``6 , 000``),
-so it has more, shorter tokens than those references.
-
-:func:`moses_join` re-joins that output to the references' conventions, and
-:func:`whole_word_bleu` scores it against the references as they are in the
-data, split on spaces only (sacreBLEU ``tokenize='none'``, ``lowercase=True``:
-what ``multi-bleu.perl -lc`` computes on tokenized text). Not restored:
-accents the WordPiece normalization strips (``rūmī``) and Moses' abbreviations
-(``u.s.``, ``mr.``); on the dev set's own references these leave the round
-trip's score just under 100 (tests/unit/test_bleu_tokenized.py).
-
-:mod:`transformer.inference.evaluation`'s score, computed beside it, is on the
-tokenizer's round trip of the references instead and counts ``' s`` as two
-tokens: the two do not compare with each other.
+BLEU on Moses-tokenized references (``that 's``, ``did n't``, ``6,000``); the
+tutorial tokenizer's English splits every punctuation mark off (``that ' s``).
+:func:`moses_join` re-joins it, and :func:`whole_word_bleu` scores it on the
+references split on spaces (sacreBLEU ``tokenize='none'``, ``lowercase=True``,
+as ``multi-bleu.perl -lc``). Stripped accents and Moses' abbreviations are not
+restored: the dev references' own round trip scores just under 100. It does
+not compare with :mod:`transformer.inference.evaluation`'s round-trip score.
 """
 
 import re

@@ -1,19 +1,11 @@
-"""Attention plots (tutorial: "Create attention plots").
+"""Attention plots (tutorial: "Create attention plots"), and training curves.
 
 One panel per head of the last decoder layer's cross-attention: which source
-tokens each output token looked at while it was predicted.
-
-* The tutorial's functions, on the current figure (``plt.show()`` shows it):
-  ``plot_attention_head(in_tokens, translated_tokens, attention)`` and
-  ``plot_attention_weights(sentence, translated_tokens, attention_heads)``,
-  with what ``Translator(tokenizers, transformer)(sentence)`` returns.
-* :func:`save_attention_plot`: every head of one sentence of the exported
-  translator's ``translate_with_attention`` (see :mod:`transformer.inference.export`),
-  sized so that every label reads, written to a PNG file.
-
-Also the training curves of a ``train.py`` run, from its ``metrics.jsonl``.
-Importing this module leaves matplotlib's backend alone, so plots still show in
-a notebook; without a display matplotlib picks a file-only one by itself.
+tokens each output token looked at while it was predicted. The tutorial's
+``plot_attention_head`` and ``plot_attention_weights`` draw a translator
+call's on the current figure; :func:`save_attention_plot` writes one
+sentence's of ``translate_with_attention`` to a PNG, sized so that every label
+reads. matplotlib's backend is left alone, so plots still show in a notebook.
 """
 
 import inspect
@@ -56,15 +48,9 @@ def _labels(tokens) -> list:
 
 
 def plot_attention_head(in_tokens, translated_tokens, attention):
-  """The tutorial's: one head's attention on the current axes.
-
-  Args:
-    in_tokens: the ``src_len`` source token strings (x axis).
-    translated_tokens: the ``out_len + 1`` output token strings from [START],
-      as the translator returns them; [START] is not predicted, so it is left off
-      the y axis.
-    attention: ``(out_len, src_len)`` weights.
-  """
+  """The tutorial's: one head's ``(out_len, src_len)`` attention on the current
+  axes, ``in_tokens`` on x, ``translated_tokens`` (from [START], which is
+  left off: it is not predicted) on y."""
   axes = plt.gca()
   axes.matshow(np.asarray(attention))
   source_labels = _labels(in_tokens)
@@ -75,13 +61,8 @@ def plot_attention_head(in_tokens, translated_tokens, attention):
 
 def plot_attention_weights(sentence, translated_tokens, attention_heads, tokenizers=None):
   """The tutorial's: every head of ``attention_heads`` ``(heads, out_len, src_len)``
-  (``attention_weights[0]`` of a translator call) in a figure of 2 × 4 panels,
-  shown with ``plt.show()``.
-
-  ``sentence`` is tokenized with ``tokenizers.pt``. The tutorial's function
-  reads its notebook's variable ``tokenizers``; so does this one when
-  ``tokenizers`` is not passed: the caller's ``tokenizers``, local or global.
-  """
+  in 2 rows of panels, shown. ``sentence`` is tokenized with ``tokenizers``,
+  by default the caller's variable of that name, as in the tutorial."""
   if tokenizers is None:
     caller = inspect.currentframe().f_back
     tokenizers = caller.f_locals.get("tokenizers", caller.f_globals.get("tokenizers"))
@@ -100,21 +81,12 @@ def plot_attention_weights(sentence, translated_tokens, attention_heads, tokeniz
 
 def save_attention_plot(sentence_tokens: Sequence, translation_tokens: Sequence,
                         attention_heads, path: PathLike):
-  """Draws every head's attention and saves the figure as a PNG at ``path``.
+  """Draws every head's ``(heads, out_len, src_len)`` attention, source tokens
+  on x and output tokens on y, to the PNG ``path``; returns the closed figure.
 
-  Only real tokens are drawn: source tokens up to the first [PAD], output
-  tokens through the first [END] (a batch pads both). Each panel is sized to
-  its source and output lengths, a fixed size per token, so that every label
-  can be read; long sentences get fewer panels per row.
-
-  Args:
-    sentence_tokens: the ``src_len`` source tokens (str or bytes), on the x axis.
-    translation_tokens: the ``out_len`` output tokens, on the y axis; row t of
-      the attention is the one used to predict token t.
-    attention_heads: ``(heads, out_len, src_len)`` weights of one sentence.
-    path: the PNG file to write.
-  Returns:
-    The matplotlib figure (closed, so it holds no display resources).
+  Only real tokens are drawn: sources up to the first [PAD], outputs through
+  the first [END]. A fixed size per token keeps every label readable; long
+  sentences get fewer panels per row.
   """
   attention_heads = np.asarray(attention_heads)
   heads, out_len, src_len = attention_heads.shape
@@ -157,14 +129,9 @@ read_metrics = run_folder.read_metrics
 
 
 def plot_training_curves(metrics_path: PathLike, path: PathLike):
-  """Loss and accuracy per epoch, training and validation, from ``train.py``'s
-  ``metrics.jsonl``, saved as a PNG at ``path``. Returns the (closed) figure.
-
-  The x axis counts steps below and epochs above (an epoch's point is at its
-  last step). A dashed line marks where the learning-rate warm-up ends (§5.3),
-  from ``training.warmup_steps`` in the run's ``config.json`` beside
-  ``metrics.jsonl`` (no line without it).
-  """
+  """Loss and accuracy per epoch (steps below, epochs above) from ``train.py``'s
+  ``metrics.jsonl``, with the end of warm-up (§5.3) from the ``config.json``
+  beside it, saved as a PNG at ``path``. Returns the closed figure."""
   epochs = [r for r in read_metrics(metrics_path) if "train_loss" in r]
   if not epochs:
     raise ValueError(f"{metrics_path} holds no epoch records")
