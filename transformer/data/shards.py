@@ -27,9 +27,8 @@ compiles a step per batch shape (padding changes nothing at real positions):
 """
 
 import json
-import os
 from pathlib import Path
-from typing import List, Sequence, Tuple, Union
+from typing import List, Sequence, Tuple
 
 import numpy as np
 
@@ -37,9 +36,8 @@ from transformer.data.buckets import (FIXED_STEP_BUCKETS, LENGTH_MULTIPLE, bucke
                                       bucket_max_lengths)
 from transformer.run import files
 from transformer.run.errors import describe_error
-from transformer.run.run_folder import VOCABULARY_HASH_FILE
+from transformer.run.run_folder import VOCABULARY_HASH_FILE, PathLike
 
-PathLike = Union[str, os.PathLike]
 MANIFEST_FILE = "manifest.json"
 FORMAT_VERSION = 1
 LANGUAGES = ("pt", "en")

@@ -8,20 +8,19 @@ give the same ``(pt, en)`` pairs in the same order.
 """
 
 import hashlib
-import os
 from pathlib import Path
-from typing import List, Tuple, Union
+from typing import List, Tuple
 
 from absl import logging
 
 from transformer.config import SPLIT_FILE_SUFFIX
 from transformer.data import download
+from transformer.run.run_folder import PathLike
 
 SPLITS = ("train", "validation", "test")
 SOURCE_LANGUAGE = "pt"
 TARGET_LANGUAGE = "en"
 
-PathLike = Union[str, os.PathLike]
 Pair = Tuple[str, str]
 
 
@@ -130,11 +129,6 @@ def pairs_to_dataset(pairs: List[Pair]) -> "tf.data.Dataset":
       (tf.constant(sources, dtype=tf.string), tf.constant(targets, dtype=tf.string)))
 
 
-def load_local_split(data_dir: PathLike, split: str) -> "tf.data.Dataset":
-  """The `split` read from `data_dir` as a dataset of (pt, en) string pairs."""
-  return pairs_to_dataset(local_split_pairs(data_dir, split))
-
-
 def load_tfds_split(split: str) -> "tf.data.Dataset":
   """The `split` from TensorFlow Datasets (downloaded on first use, or a DataError)."""
   _check_split(split)
@@ -154,9 +148,9 @@ def split_pairs(source: PathLike, split: str) -> List[Pair]:
 
 
 def load_split(source: PathLike, split: str) -> "tf.data.Dataset":
-  """Loads `split` from "tfds" or from a folder of the original files."""
+  """`split` from "tfds" or a folder of the original files, as (pt, en) string pairs."""
   if str(source) == "tfds":
     return load_tfds_split(split)
   if not Path(source).is_dir():
     raise DataError(f"data source {source!r} is neither 'tfds' nor a folder")
-  return load_local_split(source, split)
+  return pairs_to_dataset(local_split_pairs(source, split))

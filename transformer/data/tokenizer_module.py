@@ -2,9 +2,8 @@
 interface of the tutorial's ``ted_hrlr_translate_pt_en_converter``
 (:mod:`transformer.data.tokenizers` builds, caches and loads it)."""
 
-import os
 from pathlib import Path
-from typing import Sequence, Union
+from typing import Sequence
 
 import tensorflow as tf
 # Registers the ops the SavedModel's functions use.
@@ -12,8 +11,7 @@ import tensorflow_text as text
 
 from transformer.data import wordpiece
 from transformer.data.reserved_tokens import RESERVED_TOKENS
-
-PathLike = Union[str, os.PathLike]
+from transformer.run.run_folder import PathLike
 
 
 def _re2_escape(token: str) -> str:

@@ -37,14 +37,13 @@ from transformer.data.reserved_tokens import END_ID, PAD_ID, RESERVED_TOKENS, ST
 from transformer.data.tokenizer_module import Tokenizers
 from transformer.run import files
 from transformer.run.errors import describe_error
+from transformer.run.run_folder import PathLike
 
 VOCABULARIES = ("separate", "joint")
 # Bump when the exported module changes so that old caches are rebuilt.
 _FORMAT_VERSION = 1
 INTERFACE = ("tokenize", "detokenize", "lookup", "get_vocab_size",
              "get_vocab_path", "get_reserved_tokens")
-
-PathLike = Union[str, os.PathLike]
 
 
 class TokenizerError(ValueError):

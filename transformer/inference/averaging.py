@@ -1,9 +1,8 @@
 """Checkpoint averaging (paper §6.1: "averaging the last 5 checkpoints"), and
 restoring a model only from a checkpoint that fits it."""
 
-import os
 from pathlib import Path
-from typing import List, Sequence, Union
+from typing import List, Sequence
 
 from absl import logging
 import numpy as np
@@ -12,8 +11,8 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from transformer.run.checkpoint_files import drop_unreadable_newest
 from transformer.run.errors import CheckpointError, describe_error
+from transformer.run.run_folder import PathLike
 
-PathLike = Union[str, os.PathLike]
 # Where tf.train.Checkpoint stores its object graph inside a checkpoint.
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 

@@ -30,9 +30,7 @@ characters [UNK]; sentences past ``max_position`` tokens are cut (keeping [END])
 """
 
 import json
-import os
 from pathlib import Path
-from typing import Union
 
 from absl import logging
 import tensorflow as tf
@@ -41,12 +39,12 @@ from transformer.inference import decoding
 from transformer.config import default_config
 from transformer.run import files
 from transformer.run import run_folder
+from transformer.run.run_folder import PathLike
 from transformer.run.errors import TrainingError, describe_error
 
 # The tutorial's MAX_TOKENS: the longest output its translator produces.
 MAX_TOKENS = 128
 
-PathLike = Union[str, os.PathLike]
 SENTENCES = tf.TensorSpec(shape=[None], dtype=tf.string, name="sentences")
 
 

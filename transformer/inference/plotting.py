@@ -10,17 +10,16 @@ reads. matplotlib's backend is left alone, so plots still show in a notebook.
 
 import inspect
 import math
-import os
 from pathlib import Path
-from typing import Sequence, Union
+from typing import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import tensorflow as tf
 
 from transformer.run import run_folder
+from transformer.run.run_folder import PathLike
 
-PathLike = Union[str, os.PathLike]
 PANELS_PER_ROW = 4
 END, PAD = "[END]", "[PAD]"
 FONT_SIZE = 9  # points, tick labels

@@ -1,19 +1,6 @@
-"""A ``train.py`` output folder: the names of its files and folders, and its files read back.
-
-Every script and both trainers name the folder's parts through this module
-(README: What --model_dir holds)::
-
-  <model_dir>/config.json                   CONFIG_FILE
-             /tokenizer_path.txt            TOKENIZER_PATH_FILE
-             /tokenizer_vocabulary_sha256.txt  VOCABULARY_HASH_FILE
-             /trained_with.json             TRAINED_WITH_FILE
-             /metrics.jsonl                 METRICS_FILE
-             /train.lock                    LOCK_FILE (while a train.py runs)
-             /checkpoints/                  CHECKPOINT_SUBDIR (unreadable ones in
-                                            checkpoints/unreadable/)
-             /export/                       EXPORT_SUBDIR (translator/, transformer.keras)
-             /bleu/                         BLEU_SUBDIR (evaluate.py's and train.py's scores)
-             /logs/                         LOGS_SUBDIR (TensorBoard)
+"""A ``train.py`` output folder (README: What --model_dir holds): the names of its
+files and folders, through which every script and both trainers name them, and
+its files read back.
 """
 
 import json
@@ -27,7 +14,7 @@ from absl import logging
 from transformer.run.errors import TrainingError, describe_error
 
 PathLike = Union[str, os.PathLike]
-# The files train.py writes first into its --model_dir (README: What --model_dir holds).
+# The files train.py writes first into its --model_dir.
 CONFIG_FILE = "config.json"
 TOKENIZER_PATH_FILE = "tokenizer_path.txt"
 # One JSON record per line: each epoch's, and train.py's "final" one.
@@ -36,7 +23,7 @@ VOCABULARY_HASH_FILE = "tokenizer_vocabulary_sha256.txt"  # the tokenizer's iden
 # What trained the folder, whatever checkpoints are left: {"trainer": "tensorflow" or
 # "jax", "data": the --data it read}.
 TRAINED_WITH_FILE = "trained_with.json"
-LOCK_FILE = "train.lock"
+LOCK_FILE = "train.lock"  # while a train.py runs
 CHECKPOINT_SUBDIR = "checkpoints"
 # Where checkpoints that cannot be read are moved, under CHECKPOINT_SUBDIR (kept, not deleted).
 UNREADABLE_SUBDIR = "unreadable"
@@ -46,8 +33,8 @@ EXPORT_TRANSLATOR = "translator"
 EXPORT_KERAS_MODEL = "transformer.keras"
 # In an export folder (train.py's, evaluate.py --export_dir's): the step its files were written at.
 EXPORT_INFO_FILE = "export_info.json"
-BLEU_SUBDIR = "bleu"
-LOGS_SUBDIR = "logs"
+BLEU_SUBDIR = "bleu"  # evaluate.py's and train.py's hypotheses and scores
+LOGS_SUBDIR = "logs"  # TensorBoard
 
 
 def checkpoint_dir(model_dir: PathLike) -> Path:
