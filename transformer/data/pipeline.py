@@ -4,11 +4,9 @@ Turns a dataset of (pt, en) string pairs into ``((source_ids, target_input_ids),
 labels)`` batches of int64 token ids, 0-padded ([PAD]) to each batch's longest
 sentence, as ``keras.Model.fit`` takes them.
 
-Trimming follows the tutorial: the source keeps at most ``max_tokens`` tokens and
-the target ``max_tokens + 1``, so that the decoder inputs (``target[:-1]``) and
-labels (``target[1:]``) are at most ``max_tokens`` long, the length the
-positional encoding and masks cover. A trimmed sentence loses its [END] (the
-tutorial keeps such pairs).
+Trimming follows the tutorial: the source keeps ``max_tokens`` tokens and the
+target ``max_tokens + 1``, so that decoder inputs (``target[:-1]``) and labels
+(``target[1:]``) fit the positional encoding; a trimmed sentence loses its [END].
 
 Beyond the tutorial's ``make_batches``:
 
@@ -180,16 +178,20 @@ def padding_fraction(batches: Iterable, max_batches: Optional[int] = None) -> fl
   return padding / total
 
 
+def _batching(data_config) -> dict:
+  """:func:`batch_tokenized`'s arguments that ``config.data`` sets."""
+  return dict(max_tokens=data_config.max_tokens, batch_size=data_config.batch_size,
+              tokens_per_batch=data_config.tokens_per_batch, bucketing=data_config.bucketing,
+              # A run's config.json from before the field has none: no buckets.
+              bucket_lengths=tuple(data_config.get("bucket_lengths", ())))
+
+
 def training_batches(tokenized: tf.data.Dataset, config, epoch: int, *,
                      drop_remainder: bool = False,
                      static_shapes: bool = False) -> tf.data.Dataset:
-  """Epoch ``epoch``'s shuffled batches of ``tokenized`` (see :func:`batch_tokenized`),
-  as ``config.data`` and ``config.training.seed`` set them."""
+  """Epoch ``epoch``'s shuffled batches of ``tokenized``, as ``config`` sets them."""
   return batch_tokenized(
-      tokenized, max_tokens=config.data.max_tokens, batch_size=config.data.batch_size,
-      tokens_per_batch=config.data.tokens_per_batch, bucketing=config.data.bucketing,
-      bucket_lengths=tuple(config.data.bucket_lengths), shuffle=True,
-      shuffle_buffer=config.data.shuffle_buffer,
+      tokenized, **_batching(config.data), shuffle_buffer=config.data.shuffle_buffer,
       seed=epoch_seed(config.training.seed, epoch), drop_remainder=drop_remainder,
       static_shapes=static_shapes)
 
@@ -198,10 +200,5 @@ def evaluation_batches(pairs: Sequence, tokenizers, data_config, *,
                        drop_remainder: bool = False,
                        static_shapes: bool = False) -> tf.data.Dataset:
   """Batches of the (pt, en) string ``pairs`` in order, as ``data_config`` sets them."""
-  return make_batches(
-      ted.pairs_to_dataset(list(pairs)), tokenizers, max_tokens=data_config.max_tokens,
-      batch_size=data_config.batch_size, tokens_per_batch=data_config.tokens_per_batch,
-      bucketing=data_config.bucketing,
-      # A run's config.json from before the field has none: the default, no buckets.
-      bucket_lengths=tuple(data_config.get("bucket_lengths", ())), shuffle=False,
-      drop_remainder=drop_remainder, static_shapes=static_shapes)
+  return make_batches(ted.pairs_to_dataset(list(pairs)), tokenizers, **_batching(data_config),
+                      shuffle=False, drop_remainder=drop_remainder, static_shapes=static_shapes)

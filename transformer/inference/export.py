@@ -5,16 +5,9 @@
 batches with the key/value cache of :mod:`transformer.inference.decoding`.
 :class:`ExportTranslator` is the tutorial's wrapper, which
 :func:`export_translator` saves as a SavedModel that needs only TensorFlow and
-``tensorflow_text`` to load (the tokenizers travel inside it)::
-
-  import tensorflow as tf
-  import tensorflow_text  # registers the tokenizers' ops
-  reloaded = tf.saved_model.load(export_dir)
-  reloaded("este é o primeiro livro que eu fiz.")  # greedy, as in the tutorial
-  reloaded.translate(tf.constant(["este é um problema ."]))  # beam search
-  reloaded.signatures["serving_default"](sentences=tf.constant([...]))["output_0"]
-
-The batch functions each take ``[None]`` tf.string sentences:
+``tensorflow_text`` to load (the tokenizers travel inside it; usage in
+docs/decoding_and_export.md). Its batch functions take ``[None]`` tf.string
+sentences:
 
 * ``translate`` (also ``serving_default``): beam search with
   ``config.decoding``'s settings (§6.1), fixed at export: ``(batch,)`` strings.

@@ -154,10 +154,8 @@ def last_weights(directory: Path, n: int) -> List[Path]:
   """The weights files of the last ``n`` checkpoints up to the newest intact
   one, oldest first; :class:`CheckpointError` when there are fewer."""
   dirs = checkpoint_dirs(directory)
-  while dirs and damage(dirs[-1]):
-    logging.warning("skipping the checkpoint %s: it cannot be read (%s)", dirs[-1],
-                    damage(dirs[-1]))
-    dirs.pop()
+  while dirs and (reason := damage(dirs[-1])):
+    logging.warning("skipping the checkpoint %s: it cannot be read (%s)", dirs.pop(), reason)
   if n < 1 or len(dirs) < n:
     raise CheckpointError(f"asked for the last {n} checkpoints but {directory} has {len(dirs)}")
   return [path / WEIGHTS_FILE for path in dirs[-n:]]
