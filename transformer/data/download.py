@@ -11,9 +11,7 @@ source, what it answered, and the manual steps (docs/data.md). The checked
 archive stays in the manual folder, so a later ``tfds.load`` needs no network.
 
 A local archive (``--data=path/to/qi18naacl-dataset.tar.gz``) is checked the
-same way and its six pt->en files extracted by name, never by a path a tar
-member gives (:func:`extract_archive`). Tested offline in
-tests/unit/test_data_sources.py and tests/scripts/test_data_download.py.
+same way and its pt->en files extracted (:func:`extract_archive`).
 """
 
 import hashlib

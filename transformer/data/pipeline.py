@@ -8,19 +8,11 @@ Trimming follows the tutorial: the source keeps ``max_tokens`` tokens and the
 target ``max_tokens + 1``, so that decoder inputs (``target[:-1]``) and labels
 (``target[1:]``) fit the positional encoding; a trimmed sentence loses its [END].
 
-Beyond the tutorial's ``make_batches``:
-
-* tokenization runs once per split (cached before the shuffle);
-* ``bucketing=True`` groups sentences of similar length (paper §5.1), which
-  cuts padding (``padding_fraction`` measures it);
-* ``tokens_per_batch > 0`` sizes each bucket's batches to a token budget
-  (§5.1: about 25,000 source and target tokens each); it implies bucketing;
-* ``bucket_lengths`` replaces the growing buckets by the given ones (the last
-  ``max_tokens``), as in the NumPy batches of prepared shards;
-* ``static_shapes=True`` pads every batch to its bucket's longest length (or
-  ``max_tokens``), not its own longest sentence: XLA compiles once per shape,
-  and an epoch of ``configs/cpu_2h.py`` then has 68 shapes, not 88, and the
-  next epoch none new, not 22 (``lab/bench/xla_cpu.py``).
+Beyond the tutorial's ``make_batches``, tokenization runs once per split, and
+:func:`batch_tokenized` offers length buckets and token budgets (paper §5.1;
+``padding_fraction`` measures the padding) and static shapes for XLA: an
+epoch of ``configs/cpu_2h.py`` padded to its buckets has 68 shapes, not 88, and
+the next epoch none new, not 22 (``lab/bench/xla_cpu.py``).
 
 Batch sizes are global: under a ``tf.distribute`` strategy, pass the result to
 ``strategy.experimental_distribute_dataset``, which splits each batch.
@@ -98,7 +90,8 @@ def batch_tokenized(tokenized: tf.data.Dataset, *, max_tokens: int = 128,
     max_tokens: longest sequence in any batch tensor.
     batch_size: sentences per (global) batch, used when tokens_per_batch is 0.
     tokens_per_batch: if > 0, as many sentences a batch as fit
-      `batch size * padded length <= tokens_per_batch`; implies bucketing.
+      `batch size * padded length <= tokens_per_batch` (§5.1: about 25,000
+      source and target tokens each); implies bucketing.
     bucketing: group sentences of similar length (:data:`GROWING_BUCKETS`).
     bucket_lengths: if given, the buckets' longest lengths, increasing, the
       last ``max_tokens``; implies bucketing.

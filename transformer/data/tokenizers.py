@@ -92,9 +92,8 @@ def cache_key(train_pairs: Sequence[ted.Pair], vocab_size: int, vocabulary: str)
   return digest.hexdigest()
 
 
-# cache_key of the whole TED HRLR training split with the tutorial's settings
-# (separate vocabularies of 8,000): that build is the tutorial's converter, byte
-# for byte (tests/integration/test_guide_tokenizers.py).
+# cache_key of the whole training split with the tutorial's settings, whose build
+# is the tutorial's converter byte for byte (tests/integration/test_guide_tokenizers.py).
 TUTORIAL_CACHE_KEY = "2ad8694aceb33745fb02d9b17aee57582db1dac440e207f51531bf127e115a73"
 
 
@@ -105,14 +104,10 @@ def get_or_build_tokenizers(train_pairs_or_data_dir: Union[PathLike, Sequence[te
                             other_caches: Sequence[PathLike] = ()) -> Path:
   """Returns the path of a cached Tokenizers SavedModel, building it if needed.
 
-  Args:
-    train_pairs_or_data_dir: the (pt, en) training pairs, or a folder of the
-      original files.
-    cache_dir: where SavedModels are kept, one per :func:`cache_key`.
-    rebuild: build even if the cache holds this key.
-    tutorial: the tutorial's tokenizer, used where the build would give it
-      (:data:`TUTORIAL_CACHE_KEY`).
-    other_caches: other runs' ``cache_dir`` s, whose same build is copied.
+  The pairs come as a list or a folder of the original files; ``cache_dir``
+  keeps a SavedModel per :func:`cache_key` (``rebuild``: build anyway); the
+  ``tutorial``'s tokenizer is used where the build would give it
+  (:data:`TUTORIAL_CACHE_KEY`), and the same build in ``other_caches`` copied.
   """
   _check_vocabulary(vocabulary)
   if isinstance(train_pairs_or_data_dir, (str, os.PathLike)):

@@ -1,10 +1,7 @@
 """Learning a WordPiece vocabulary (the subword-tokenizer guide's ``bert_vocab_from_dataset``).
 
-The guide learns each language's vocabulary with
-``tensorflow_text.tools.wordpiece_vocab.bert_vocab_from_dataset`` and
-``learn_params={}``; :func:`learn_vocabulary` gives the same vocabulary
-(tests/unit/test_tokenizers.py compares them), computed faster, and
-:mod:`transformer.data.tokenizers` builds the tokenizers from it.
+:func:`learn_vocabulary` gives the vocabulary the guide's ``bert_vocab_from_dataset``
+with ``learn_params={}`` gives (tests/unit/test_tokenizers.py compares them), faster.
 """
 
 import os

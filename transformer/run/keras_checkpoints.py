@@ -7,11 +7,9 @@ states among them, so that a resumed run draws the same masks),
 ``state.json`` (the position in the data) and ``sha256.json`` (each file's
 digest as written: h5py alone loads damaged floats silently).
 
-A checkpoint is staged and renamed into place
-(:func:`transformer.run.files.staged`). As in
-:mod:`transformer.training.tf_checkpointing`, a newest checkpoint that cannot be
-read is moved to ``checkpoints/unreadable/`` with a warning and the one before
-it is used (readers skip it without moving it).
+Written through :func:`transformer.run.files.staged`. As with TensorFlow's
+checkpoints, a newest one that cannot be read is moved to
+``checkpoints/unreadable/`` with a warning (readers skip it in place).
 """
 
 import json

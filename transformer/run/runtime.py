@@ -50,11 +50,15 @@ def import_tensorflow(verbose: bool):
     os.close(stderr)
   set_cpu_threads(tf)
   if not verbose:
-    tensorflow_dir = os.path.dirname(tf.__file__) + os.sep
-    logging.get_absl_handler().addFilter(
-        lambda record: record.levelno >= python_logging.ERROR
-        or not record.pathname.startswith(tensorflow_dir))
+    _drop_records_below(python_logging.ERROR, tf.__file__)
   return tf
+
+
+def _drop_records_below(level: int, package_file: str) -> None:
+  """Drops the log records below ``level`` from the modules of ``package_file``'s folder."""
+  folder = os.path.dirname(package_file) + os.sep
+  logging.get_absl_handler().addFilter(
+      lambda record: record.levelno >= level or not record.pathname.startswith(folder))
 
 
 class PlainLines(python_logging.Formatter):
@@ -73,16 +77,13 @@ def plain_log_lines(verbose: bool) -> None:
   and drops records below ERROR from TensorFlow Datasets' modules."""
   if verbose:
     return
-  handler = logging.get_absl_handler()
-  handler.setFormatter(PlainLines())
+  logging.get_absl_handler().setFormatter(PlainLines())
   try:
     tfds_spec = importlib.util.find_spec("tensorflow_datasets")
   except ImportError:
     tfds_spec = None
   if tfds_spec is not None and tfds_spec.origin:
-    tfds_dir = os.path.dirname(tfds_spec.origin) + os.sep
-    handler.addFilter(lambda record: record.levelno >= python_logging.ERROR
-                      or not record.pathname.startswith(tfds_dir))
+    _drop_records_below(python_logging.ERROR, tfds_spec.origin)
 
 
 def tensorflow_installed() -> bool:
@@ -102,10 +103,7 @@ def hide_jax_logs(verbose: bool) -> None:
     return
   # Deferred: JAX is kept out of the TensorFlow process, whose start it would slow.
   import jax  # pylint: disable=g-import-not-at-top
-  jax_dir = os.path.dirname(jax.__file__) + os.sep
-  logging.get_absl_handler().addFilter(
-      lambda record: record.levelno >= python_logging.WARNING
-      or not record.pathname.startswith(jax_dir))
+  _drop_records_below(python_logging.WARNING, jax.__file__)
 
 
 # --compilation_cache's values besides a folder's path.
