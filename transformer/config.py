@@ -180,9 +180,8 @@ def resume_differences(stored: dict, current: dict, built_tokenizer: bool):
 
   ``stored`` is a run's ``config.json``, ``current`` the configuration it is
   resumed with; the vocabulary fields count only when the tokenizer is built
-  from them. A field absent from ``stored`` counts as its default (new fields
-  default to the behaviour before them).
-  """
+  from them. A field absent from ``stored`` counts as its default (the
+  behaviour before the field)."""
   defaults = _flatten(json.loads(default_config().to_json_best_effort()))
   old, new = {**defaults, **_flatten(stored)}, _flatten(current)
   names = [n for n in sorted(set(old) | set(new))

@@ -8,12 +8,12 @@ stripped and the text split on single spaces; then the words [PAD], [START]
 and [END] dropped (``tests/unit/test_detokenize.py`` holds it to TensorFlow's).
 """
 
-import os
 from pathlib import Path
 import re
-from typing import Iterable, List, Sequence, Union
+from typing import Iterable, List, Sequence
 
 from transformer.data.reserved_tokens import RESERVED_TOKENS
+from transformer.run.run_folder import PathLike
 
 SUFFIX_INDICATOR = "##"
 UNKNOWN_TOKEN = "[UNK]"
@@ -29,7 +29,7 @@ class Detokenizer:
     self._dropped = {token for token in RESERVED_TOKENS if token != UNKNOWN_TOKEN}
 
   @classmethod
-  def from_file(cls, path: Union[str, os.PathLike]) -> "Detokenizer":
+  def from_file(cls, path: PathLike) -> "Detokenizer":
     """From a vocabulary file, a token a line (as ``BertTokenizer`` reads it)."""
     return cls(Path(path).read_text(encoding="utf-8").rstrip("\n").split("\n"))
 

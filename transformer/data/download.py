@@ -32,8 +32,7 @@ from transformer.run.runtime import user_cache
 
 TFDS_NAME = "ted_hrlr_translate/pt_to_en"
 ARCHIVE_NAME = "qi18naacl-dataset.tar.gz"
-# TFDS's builder's _DATA_URL and what its checksums.tsv registers for it
-# (tests/scripts/test_data_download.py checks both against the installed package).
+# TFDS's _DATA_URL and checksums.tsv entry (tests/scripts/test_data_download.py checks them).
 ARCHIVE_URL = "http://www.phontron.com/data/" + ARCHIVE_NAME
 ARCHIVE_SIZE = 131_005_909
 ARCHIVE_SHA256 = "216a86c3df4d4f522856fe9b920ff5be6b394d769cc88974ae8f9f5546953bbc"
@@ -68,8 +67,7 @@ def pinned() -> Digest:
 
 
 def _drop_unprepared_warning(record) -> bool:
-  # TFDS warns that a data set it has not prepared yet has no dataset_info.json
-  # at each look, every run before the first download: news to nobody.
+  # TFDS's warning at every run before the first download: news to nobody.
   return "has no dataset_info.json" not in record.getMessage()
 
 

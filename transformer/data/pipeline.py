@@ -43,8 +43,7 @@ def tokenize_pairs(pairs_dataset: tf.data.Dataset, tokenizers,
     return pt_ids, en_ids
 
   def as_tensors(pt_ids, en_ids):
-    # unbatch() types each row as a RaggedTensorSpec of ragged rank 0, which
-    # padded_batch rejects; inside map() the rows are plain tensors.
+    # unbatch() types rows as ragged rank 0, which padded_batch rejects; map() makes them dense.
     return tf.identity(pt_ids), tf.identity(en_ids)
 
   return (pairs_dataset
@@ -101,10 +100,8 @@ def batch_tokenized(tokenized: tf.data.Dataset, *, max_tokens: int = 128,
     static_shapes: pad each batch to its bucket's longest length (to
       `max_tokens` without bucketing), so that XLA meets few shapes.
 
-  Returns:
-    A dataset of `((source_ids, target_input_ids), label_ids)`, each int64 of
-    shape [batch, length <= max_tokens], 0-padded; with `static_shapes` the
-    three have the same length.
+  Returns `((source_ids, target_input_ids), label_ids)` batches, int64
+  `[batch, length <= max_tokens]`, 0-padded (one length with `static_shapes`).
   """
   if tokens_per_batch and tokens_per_batch < max_tokens:
     raise ValueError(f"tokens_per_batch={tokens_per_batch} cannot hold one "

@@ -62,10 +62,9 @@ def _read_lines(path: Path) -> List[str]:
 
 def read_parallel_files(source_path: PathLike,
                         target_path: PathLike) -> Tuple[List[Pair], int]:
-  """(pairs in file order, number dropped) of two line-aligned UTF-8 files;
-  pairs with an empty or whitespace-only side are dropped (TFDS keeps the
-  latter, which no model can use). DataError for a missing file, bad UTF-8 or
-  line counts that differ."""
+  """(pairs in file order, number dropped) of two line-aligned UTF-8 files,
+  without pairs with an empty or blank side (TFDS keeps blank ones, which no
+  model can use); DataError for a missing file, bad UTF-8 or unequal lines."""
   indexed_pairs, dropped = _read_indexed_pairs(source_path, target_path)
   return [pair for _, pair in indexed_pairs], dropped
 
@@ -106,8 +105,7 @@ def read_local_split(data_dir: PathLike, split: str) -> Tuple[List[Pair], int]:
   if dropped:
     logging.info("%s split of %s: dropped %d pairs with an empty side",
                  split, data_dir, dropped)
-  # TFDS keys each example by its line index in the file (dropped lines keep
-  # their index), then orders the examples by the hash of that key.
+  # TFDS orders by the hash of each line's index in the file (dropped lines keep theirs).
   pair_at_line = dict(indexed_pairs)
   num_lines = max(pair_at_line, default=-1) + 1
   ordered = [pair_at_line[i] for i in tfds_order(num_lines, split) if i in pair_at_line]

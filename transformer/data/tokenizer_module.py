@@ -45,9 +45,8 @@ class CustomTokenizer(tf.Module):
     for spec in (ragged_ids, dense_ids):
       self.detokenize.get_concrete_function(spec)
       self.lookup.get_concrete_function(spec)
-    self.get_vocab_size.get_concrete_function()
-    self.get_vocab_path.get_concrete_function()
-    self.get_reserved_tokens.get_concrete_function()
+    for function in (self.get_vocab_size, self.get_vocab_path, self.get_reserved_tokens):
+      function.get_concrete_function()
 
   @tf.function
   def tokenize(self, strings):

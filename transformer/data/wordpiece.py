@@ -4,15 +4,16 @@
 with ``learn_params={}`` gives (tests/unit/test_tokenizers.py compares them), faster.
 """
 
-import os
 from pathlib import Path
 import time
-from typing import Iterable, List, Sequence, Union
+from typing import Iterable, List, Sequence
 
 from absl import logging
 import tensorflow as tf
 from tensorflow_text.python.ops import bert_tokenizer
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+
+from transformer.run.run_folder import PathLike
 
 # The guide's BertTokenizer settings, for learning and for tokenizing.
 BERT_TOKENIZER_PARAMS = {"lower_case": True}
@@ -44,13 +45,9 @@ def count_words(sentences: Sequence[str]):
 
 def learn_wordpiece(word_counts, vocab_size: int, reserved_tokens: List[str]) -> List[str]:
   """tensorflow_text's ``wordpiece_tokenizer_learner_lib.learn`` with its default
-  parameters: the same vocabulary, computed faster.
-
-  That learner binary-searches the count threshold that gives ``vocab_size``
-  tokens, counting every substring of every word again per threshold. Here a
-  count is one per piece (:func:`_rest_counts`), and the first iteration's
-  counts, which do not depend on the threshold, are made once.
-  """
+  parameters, faster: that learner counts every substring of every word again
+  for each count threshold it tries; here a count is one per piece
+  (:func:`_rest_counts`), and the first iteration's counts are made once."""
   params = learner.Params(
       upper_thresh=int(1e7), lower_thresh=10, num_iterations=4, max_input_tokens=int(5e6),
       max_token_length=50, max_unique_chars=1000, vocab_size=vocab_size, slack_ratio=0.05,
@@ -117,7 +114,7 @@ def _rest_counts(words, starts, joiner):
   return counts
 
 
-def write_vocab_file(vocab: Iterable[str], path: Union[str, os.PathLike]) -> Path:
+def write_vocab_file(vocab: Iterable[str], path: PathLike) -> Path:
   """Writes ``vocab`` to ``path``, a token a line (``BertTokenizer``'s vocabulary file)."""
   path = Path(path)
   path.write_text("".join(token + "\n" for token in vocab), encoding="utf-8")

@@ -76,13 +76,9 @@ def count_model_variables(path: str) -> int:
 
 
 def restore_model(model, path: str) -> None:
-  """Loads the model's weights from a ``tf.train.Checkpoint(model=model, ...)``.
-
-  The checkpoint must fit exactly: as many variables below ``model`` as the
-  model has, each matched (``tf.train.Checkpoint`` silently skips what it
-  cannot reach) and of the model's shape; else a :class:`CheckpointError`
-  naming ``path``.
-  """
+  """Loads the model's weights from a ``tf.train.Checkpoint(model=model, ...)``
+  that fits exactly (as many variables below ``model``, each matched: the
+  restore skips silently what it cannot reach), else :class:`CheckpointError`."""
   if not model.built:
     raise CheckpointError(f"build the model before restoring {path} into it")
   try:

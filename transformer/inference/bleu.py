@@ -19,8 +19,7 @@ WHOLE_WORD_NOTE = ("lower-cased BLEU on the references' Moses tokens (sacreBLEU 
                    "tokenize='none'), hypotheses re-joined by transformer/inference/bleu.py: the "
                    "scoring of Qi et al. (2018) for this split")
 
-# (pattern, replacement), applied in order: quotes before the apostrophe rules,
-# so that "' '" becomes a closing quote and not a contraction.
+# Applied in order: quotes first, so that "' '" is a closing quote, not a contraction.
 _JOINS = (
     (re.compile(r"` `"), "``"),
     (re.compile(r"' '"), "''"),
@@ -34,8 +33,7 @@ _JOINS = (
 
 
 def moses_join(text: str) -> str:
-  """The tutorial detokenizer's English re-joined to Moses' tokens.
-
+  """The tutorial detokenizer's English re-joined to Moses' tokens:
   ``"it ' s 6 , 000 ` ` well - known ' '"`` → ``"it 's 6,000 `` well-known ''"``.
   Repeated quote marks pair up from the left (``` ` ` ` ` ``` → ``` `` `` ```).
   """
@@ -45,10 +43,8 @@ def moses_join(text: str) -> str:
 
 
 def whole_word_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> dict:
-  """Corpus BLEU of re-joined ``hypotheses`` on ``references`` as published.
-
-  Returns ``{"bleu", "signature", "precisions", "details", "note"}``.
-  """
+  """Corpus BLEU of re-joined ``hypotheses`` on ``references`` as published:
+  ``{"bleu", "signature", "precisions", "details", "note"}``."""
   # force: tokenized text is what this scoring is about.
   bleu = sacrebleu.BLEU(tokenize="none", lowercase=True, force=True)
   score = bleu.corpus_score([moses_join(h) for h in hypotheses], [list(references)])

@@ -80,28 +80,22 @@ def plot_attention_weights(sentence, translated_tokens, attention_heads, tokeniz
 
 def save_attention_plot(sentence_tokens: Sequence, translation_tokens: Sequence,
                         attention_heads, path: PathLike):
-  """Draws every head's ``(heads, out_len, src_len)`` attention, source tokens
-  on x and output tokens on y, to the PNG ``path``; returns the closed figure.
-
-  Only real tokens are drawn: sources up to the first [PAD], outputs through
-  the first [END]. A fixed size per token keeps every label readable; long
-  sentences get fewer panels per row.
-  """
+  """Draws every head's ``(heads, out_len, src_len)`` attention to the PNG
+  ``path`` and returns the closed figure: the real tokens only (sources up to
+  the first [PAD], outputs through the first [END]), a fixed size per token."""
   attention_heads = np.asarray(attention_heads)
   heads, out_len, src_len = attention_heads.shape
   if (out_len, src_len) != (len(translation_tokens), len(sentence_tokens)):
     raise ValueError(f"attention of shape {attention_heads.shape} does not match "
                      f"{len(translation_tokens)} translation and {len(sentence_tokens)} "
                      "sentence tokens")
-  source_labels = [_text(t) for t in sentence_tokens]
-  target_labels = [_text(t) for t in translation_tokens]
+  source_labels, target_labels = _labels(sentence_tokens), _labels(translation_tokens)
   src_len = _real_length(source_labels, through_end=False)
   out_len = _real_length(target_labels, through_end=True)
   source_labels, target_labels = source_labels[:src_len], target_labels[:out_len]
   attention_heads = attention_heads[:, :out_len, :src_len]
 
-  # Each panel: its cells, plus room for the labels (x labels stand rotated
-  # above it, y labels to its left) and the head's name below.
+  # Each panel: its cells, room for the labels (x above, y left) and the head's name below.
   label_room = CHAR_WIDTH * max(map(len, source_labels + target_labels)) + 0.2
   panel_width = CELL * src_len + label_room
   panel_height = CELL * out_len + label_room + 0.4

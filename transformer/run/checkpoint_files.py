@@ -14,8 +14,7 @@ from typing import List, Optional, Tuple
 
 from absl import logging
 import tensorflow as tf
-# An internal function: tf.compat.v1.train.update_checkpoint_state wraps it
-# with a deprecation warning on the console.
+# Internal: tf.compat.v1.train.update_checkpoint_state prints a deprecation warning.
 from tensorflow.python.checkpoint import checkpoint_management
 
 from transformer.run.errors import CheckpointError, describe_error

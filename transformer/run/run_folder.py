@@ -20,8 +20,7 @@ TOKENIZER_PATH_FILE = "tokenizer_path.txt"
 # One JSON record per line: each epoch's, and train.py's "final" one.
 METRICS_FILE = "metrics.jsonl"
 VOCABULARY_HASH_FILE = "tokenizer_vocabulary_sha256.txt"  # the tokenizer's identity
-# What trained the folder, whatever checkpoints are left: {"trainer": "tensorflow" or
-# "jax", "data": the --data it read}.
+# What trained the folder: {"trainer": "tensorflow" or "jax", "data": the --data it read}.
 TRAINED_WITH_FILE = "trained_with.json"
 LOCK_FILE = "train.lock"  # while a train.py runs
 CHECKPOINT_SUBDIR = "checkpoints"

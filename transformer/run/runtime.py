@@ -23,13 +23,9 @@ from transformer.run import stop_signals
 
 def import_tensorflow(verbose: bool):
   """Imports and returns TensorFlow (and tensorflow_text, which registers the
-  tokenizers' ops), with TensorFlow's log lines hidden unless ``verbose``.
-
-  ``TF_CPP_MIN_LOG_LEVEL`` is set before the C++ side loads; its start-up lines
-  printed before absl::InitializeLog() (abseil/abseil-cpp#1718) are silenced by
-  pointing stderr at the null device during the import; afterwards records
-  below ERROR from TensorFlow's own Python modules are dropped.
-  """
+  tokenizers' ops), its log lines hidden unless ``verbose``: the C++ start-up
+  lines before absl::InitializeLog() (abseil/abseil-cpp#1718) by pointing stderr
+  at the null device during the import, then its Python records below ERROR."""
   use_bfc_allocator()
   if not tensorflow_installed():
     sys.exit(f"{Path(sys.argv[0]).name}: error: TensorFlow is not installed: pip install -e "
@@ -133,11 +129,9 @@ def use_compilation_cache(setting: str,
   (call before the first compile), so that a rerun or a resume loads its
   compiled steps (lab/results/gpu/README.md). Returns the folder, or None when
   it is off or cannot be written (one line through ``warn``; the run goes on).
-
-  The folder is given as its real absolute path (JAX's keys hash it). Damaged
-  entries are removed first (:func:`remove_damaged_entries`), and signals made
-  to wait for a compile (:func:`transformer.run.stop_signals.finish_compiles_first`).
-  """
+  The path given is real and absolute (JAX's keys hash it); damaged entries are
+  removed (:func:`remove_damaged_entries`); signals wait for a compile
+  (:func:`transformer.run.stop_signals.finish_compiles_first`)."""
   # Deferred: JAX is kept out of the TensorFlow process, whose start it would slow.
   import jax  # pylint: disable=g-import-not-at-top
   stop_signals.finish_compiles_first()
@@ -174,16 +168,14 @@ def remove_damaged_entries(folder: Path) -> List[str]:
   """Removes the entries of JAX's compilation cache in ``folder`` that do not
   decompress in full, and returns their names; OSError if it cannot be listed.
 
-  JAX writes an entry in place: a kill or a full disk leaves it cut, and JAX
-  then warns at every run and never writes it again. Removed, it is written
-  whole at its next compile. Entries found whole are recorded in
-  :data:`CHECKED_ENTRIES_FILE`, so only new ones are read.
+  JAX writes an entry in place: one cut by a kill or a full disk it warns about
+  at every run and never writes again. Whole ones are recorded
+  (:data:`CHECKED_ENTRIES_FILE`), so only new ones are read.
   """
   # Deferred: JAX is kept out of the TensorFlow process, whose start it would slow.
   from jax._src import compilation_cache  # pylint: disable=g-import-not-at-top
   record = folder / CHECKED_ENTRIES_FILE
-  # zlib's or zstd's first byte, as this JAX compresses: an entry that another
-  # JAX (another Python, zstandard installed) wrote the other way is not judged.
+  # This JAX's compression's first byte: an entry another JAX compressed otherwise is not judged.
   first_byte = compilation_cache.compress_executable(b"")[:1]
   try:
     checked = json.loads(record.read_text(encoding="utf-8"))

@@ -34,12 +34,10 @@ def run_main(main: Callable[[list], None], argv: list, script: str,
   """Runs ``main(argv)``; exits as the module docstring says.
 
   Args:
-    main, argv: the script's main and its arguments.
     script: the script's name, which starts each line (``evaluate.py``).
     errors: returns the error types whose message is the line (called only
       when an error arrives, so that it may import TensorFlow's modules then).
-    described: error types whose type and first line are the line
-      (:func:`~transformer.run.errors.describe_error`: an ``OSError`` names its file).
+    described: error types shown by :func:`~transformer.run.errors.describe_error`.
     stopped_line: the line after a signal, after ``<script>: ``.
   """
   def say_stopped(interrupted: KeyboardInterrupt) -> None:

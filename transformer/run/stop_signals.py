@@ -79,11 +79,10 @@ def finish_compiles_first() -> None:
   JAX compile the main thread waits for returns; call before the first compile
   (idempotent).
 
-  jaxlib lets handlers run during the wait: an exception there abandoned the
-  compile, which ran on into the interpreter's exit and a segmentation fault;
-  its persistent-cache write is inside the same call. It wraps
-  ``jax._src.compiler.compile_or_get_cached``, through which every compile
-  goes; a JAX without it is left alone (tests/faults/test_jax_faults.py).
+  jaxlib lets handlers run during the wait, and an abandoned compile ran on
+  into the interpreter's exit: a segmentation fault. It wraps
+  ``jax._src.compiler.compile_or_get_cached``, every compile's way (a JAX
+  without it is left alone; tests/faults/test_jax_faults.py).
   """
   try:
     # Deferred: JAX is kept out of the TensorFlow process, whose start it would slow.
@@ -141,7 +140,6 @@ class StopSignals:
       self._put_back(signum)
 
   def _put_back(self, signum):
-    # getsignal gives None for a handler not installed from Python; the
-    # default is the closest Python can put back.
+    # getsignal gives None for a handler not installed from Python: SIG_DFL is closest.
     previous = self._previous[signum]
     signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
