@@ -17,15 +17,8 @@ from transformer import config as config_lib
 from transformer.run import run_folder
 from transformer.run import runtime
 from transformer.data import shards
+from transformer.run.errors import UsageError
 from transformer.training import tf_distribute
-
-
-class UsageError(ValueError):
-  """A bad or contradictory command line, found before any work."""
-
-
-class RunError(RuntimeError):
-  """Bad data or files, or a run that cannot go on (e.g. a corrupt checkpoint)."""
 
 
 @dataclasses.dataclass
@@ -55,10 +48,7 @@ def check_run(config, options: RunOptions, model_dir: Path) -> None:
     config_lib.validate_config(config)
   except config_lib.ConfigError as e:
     raise UsageError(f"invalid configuration: {e}") from e
-  try:
-    tf_distribute.check_strategy_flags(options.strategy, options.tpu, options.mixed_precision)
-  except tf_distribute.StrategyError as e:
-    raise UsageError(str(e)) from e
+  tf_distribute.check_strategy_flags(options.strategy, options.tpu, options.mixed_precision)
   if on_shards(options):
     check_shard_flags(config, options)  # refuses them under the TensorFlow backend
   elif options.compilation_cache != runtime.COMPILATION_CACHE_AUTO:
