@@ -1,11 +1,8 @@
 """train.py's checks of its flags, configuration and run folder, before any work.
 
-Everything here runs without TensorFlow, so that a bad command line answers at
-once: the configuration, the strategy, the data and tokenizer paths, the limits,
-and a run folder whose checkpoints, configuration or tokenizer another command
-wrote (resuming it with a different model would fail at restore: it is refused
-up front, saying why). Under ``KERAS_BACKEND=jax`` the data is a ``prepare.py``
-folder, checked against its manifest.
+Without TensorFlow, so that a bad command line answers at once; a run folder
+that another configuration, tokenizer or trainer wrote is refused up front,
+saying why (resuming it would fail at restore).
 """
 
 import dataclasses
@@ -114,10 +111,9 @@ def check_run(config, options: RunOptions, model_dir: Path) -> None:
 
 
 def check_records_have_a_checkpoint(model_dir: Path, has_checkpoints: bool) -> None:
-  """Refuses a folder whose records outlived its checkpoints (``checkpoints/``
-  deleted to save disk): training again from step 0 would replace them. One
-  epoch's record without a checkpoint is a kill before its closing checkpoint,
-  which the run redoes."""
+  """Refuses a folder whose records outlived its checkpoints (deleted to save
+  disk): training from step 0 would replace them. One epoch's record alone is
+  a kill before its closing checkpoint, which the run redoes."""
   metrics = model_dir / run_folder.METRICS_FILE
   if has_checkpoints or not metrics.is_file():
     return
@@ -132,8 +128,7 @@ def check_records_have_a_checkpoint(model_dir: Path, has_checkpoints: bool) -> N
 
 
 def on_shards(options: RunOptions) -> bool:
-  """Whether --data is a prepare.py folder: training on Keras and JAX without
-  TensorFlow (:func:`check_shard_flags` makes sure of the backend)."""
+  """Whether --data is a prepare.py folder: training on Keras and JAX."""
   return shards.is_prepared(options.data)
 
 
