@@ -81,10 +81,8 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
   except (tokenizers_lib.TokenizerError, OSError) as e:  # OSError: an unreadable SavedModel
     raise UsageError(f"--tokenizer={options.tokenizer}: {e}") from e
   input_vocab_size, target_vocab_size = tokenizers_lib.vocab_sizes(tokenizers)
-  if config.model.output_weights == "shared" and input_vocab_size != target_vocab_size:
-    raise UsageError(f"config.model.output_weights='shared' needs one joint vocabulary, but "
-                     f"the tokenizer {tokenizer_path} has {input_vocab_size} pt and "
-                     f"{target_vocab_size} en tokens")
+  run_checks.check_vocabulary_sizes(config, {"pt": input_vocab_size, "en": target_vocab_size},
+                                    f"the tokenizer {tokenizer_path}")
 
   if chief:
     files.lock_run_folder(model_dir)
@@ -93,14 +91,11 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
   if mismatch and any(run_folder.checkpoint_dir(model_dir).glob("ckpt-*.index")):
     raise UsageError(f"--tokenizer={options.tokenizer}: {mismatch}, or a new --model_dir")
 
-  try:
+  with out_of_memory_said("building the model", "a smaller configuration (config.model)"):
     trainer = TensorFlowTrainer(
         config, input_vocab_size=input_vocab_size, target_vocab_size=target_vocab_size,
         model_dir=model_dir, strategy=strategy, mixed_precision=options.mixed_precision,
         jit_compile=options.jit_compile, log_every_steps=options.log_every_steps)
-  except (tf.errors.ResourceExhaustedError, MemoryError) as e:
-    raise TrainingError(f"out of memory while building the model ({describe_error(e)}); try a smaller "
-                   "configuration (config.model) or free memory") from e
   trainer.restore()
   if chief:  # only now: a refused run leaves the folder's files as they were
     finish.record_run_files(model_dir, config, tokenizer_path,
@@ -167,12 +162,13 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
 
 @contextlib.contextmanager
 def out_of_memory_said(doing: str, remedy: str):
-  """JAX's out of memory (XLA's RESOURCE_EXHAUSTED, or a MemoryError) while
-  ``doing``, as one TrainingError line."""
+  """Out of memory while ``doing`` (XLA's RESOURCE_EXHAUSTED, TensorFlow's
+  ResourceExhaustedError, a MemoryError) as one TrainingError line."""
   try:
     yield
   except Exception as e:  # pylint: disable=broad-except  (jax.errors.JaxRuntimeError and kin)
-    if not (isinstance(e, MemoryError) or "RESOURCE_EXHAUSTED" in str(e)):
+    if not (isinstance(e, MemoryError) or "RESOURCE_EXHAUSTED" in str(e)
+            or type(e).__name__ == "ResourceExhaustedError"):
       raise
     raise TrainingError(f"out of memory while {doing} ({describe_error(e)}); try {remedy}, "
                    "or free memory") from e

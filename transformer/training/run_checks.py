@@ -159,10 +159,15 @@ def check_shard_flags(config, options: RunOptions) -> None:
   if options.tokenizer != "build" and str(Path(options.tokenizer).resolve()) != tokenizer:
     raise UsageError(f"--tokenizer={options.tokenizer}, but {options.data} was prepared with the "
                      f"tokenizer {tokenizer}; drop --tokenizer (the shards name theirs)")
-  sizes = manifest["vocab_sizes"]
+  check_vocabulary_sizes(config, manifest["vocab_sizes"], options.data)
+
+
+def check_vocabulary_sizes(config, sizes, tokenizer) -> None:
+  """UsageError unless the ``{"pt", "en"}`` vocabulary ``sizes`` of ``tokenizer``
+  fit ``config.model`` (shared output weights need one joint vocabulary)."""
   if config.model.output_weights == "shared" and sizes["pt"] != sizes["en"]:
     raise UsageError(f"config.model.output_weights='shared' needs one joint vocabulary, but "
-                     f"{options.data} has {sizes['pt']} pt and {sizes['en']} en tokens")
+                     f"{tokenizer} has {sizes['pt']} pt and {sizes['en']} en tokens")
 
 
 def read_stored_config(config_file: Path) -> dict:
