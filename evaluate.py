@@ -42,7 +42,7 @@ from transformer.run import runtime
 from transformer.data import shards
 from transformer.data import sources
 from transformer.run import script as script_lib
-from transformer.run.errors import TrainingError
+from transformer.run.errors import DataError, TrainingError, UsageError, describe_error
 
 
 _MODEL_DIR = flags.DEFINE_string("model_dir", None,
@@ -71,10 +71,6 @@ _COMPILATION_CACHE = flags.DEFINE_string(
     "for the next run, as train.py's flag of this name: 'auto' ($JAX_COMPILATION_CACHE_DIR "
     "if set, else ~/.cache/transformer-pt-en/jax), 'off', or a folder.")
 _VERBOSE = flags.DEFINE_bool("verbose", False, "Show TensorFlow's and absl's logs.")
-
-
-class UsageError(ValueError):
-  """Bad input found by evaluate.py itself, most of it before TensorFlow loads."""
 
 
 def check_flags(data_dir: str) -> None:
@@ -148,7 +144,7 @@ def data_flag() -> tuple:
     data_dir = _DATA_DIR.value
   try:
     return sources.data_source(data_dir)
-  except sources.SourceError as e:
+  except DataError as e:
     raise UsageError(str(e)) from e
 
 
@@ -159,7 +155,7 @@ def recorded_data():
     return None
   try:
     data = run_folder.trained_with(_MODEL_DIR.value).get("data")
-  except run_folder.RunFolderError as e:
+  except DataError as e:
     raise UsageError(str(e)) from e
   if data is None or (data != sources.TFDS and not Path(data).exists()):
     return None
@@ -176,7 +172,6 @@ def check_writable(output_dir: Path) -> None:
   """UsageError unless ``output_dir`` can be written: said before translating,
   not after."""
   from transformer.run import files  # pylint: disable=g-import-not-at-top
-  from transformer.run.errors import describe_error  # pylint: disable=g-import-not-at-top
   try:
     files.check_writable(output_dir)
   except OSError as e:
@@ -285,17 +280,8 @@ def say_stopped(interrupted: KeyboardInterrupt) -> str:
 
 
 def expected_errors():
-  """The errors that are one line: bad input, data, checkpoints, and once
-  TensorFlow is loaded, its data, tokenizers and exports."""
-  errors = (UsageError, shards.ShardError, TrainingError)
-  if "transformer.inference.evaluation" in sys.modules:
-    from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
-    errors += (evaluation.EvaluationError,)
-  if "tensorflow" in sys.modules:
-    from transformer.data import ted  # pylint: disable=g-import-not-at-top
-    from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
-    errors += (ted.DataError, tokenizers.TokenizerError)
-  return errors
+  """The errors that are one line: bad input, data, checkpoints."""
+  return (UsageError, DataError, TrainingError)
 
 
 def run(argv):

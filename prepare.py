@@ -39,7 +39,7 @@ from transformer.run import runtime
 from transformer.run import script as script_lib
 from transformer.data import shards
 from transformer.data import sources
-from transformer.run.errors import describe_error
+from transformer.run.errors import DataError, UsageError, describe_error
 
 REPO_DIR = Path(__file__).resolve().parent
 SPLITS = ("train", "validation", "test")
@@ -68,10 +68,6 @@ _TEST_EXAMPLES = flags.DEFINE_integer(
 _VERBOSE = flags.DEFINE_bool("verbose", False, "Also show TensorFlow's own log lines.")
 
 
-class UsageError(ValueError):
-  """A bad command line or input, reported as one line."""
-
-
 def check_flags(config) -> None:
   """Every check that needs no TensorFlow; raises UsageError."""
   try:
@@ -89,7 +85,7 @@ def check_flags(config) -> None:
                      "or --tokenizer=build")
   try:
     data, message = sources.data_source(_DATA.value)
-  except sources.SourceError as e:
+  except DataError as e:
     raise UsageError(str(e)) from e
   names = [f"{language}.{config_lib.SPLIT_FILE_SUFFIX[split]}"
            for split in SPLITS for language in ("pt", "en")]
@@ -148,7 +144,7 @@ def prepare(config) -> Path:
     tokenizer_path = Path(_TOKENIZER.value).resolve()
   try:
     tokenizers = tokenizers_lib.load_tokenizers(tokenizer_path)
-  except (tokenizers_lib.TokenizerError, OSError) as e:
+  except (DataError, OSError) as e:
     raise UsageError(f"--tokenizer={_TOKENIZER.value}: {e}") from e
   splits = {}
   for split in SPLITS:
@@ -182,10 +178,9 @@ def main(argv):
   config = _CONFIG.value
   check_flags(config)
   runtime.import_tensorflow(_VERBOSE.value)
-  from transformer.data import ted  # pylint: disable=g-import-not-at-top
   try:
     output = prepare(config)
-  except (ted.DataError, OSError) as e:
+  except (DataError, OSError) as e:
     raise UsageError(describe_error(e) if isinstance(e, OSError) else str(e)) from e
   manifest = shards.read_manifest(output)
   counts = ", ".join(f"{split} {c['pairs']} pairs ({c['en_tokens']} en tokens)"
@@ -199,7 +194,7 @@ def say_stopped(interrupted: KeyboardInterrupt) -> str:
 
 
 def run(argv):
-  script_lib.run_main(main, argv, "prepare.py", errors=lambda: (UsageError, shards.ShardError),
+  script_lib.run_main(main, argv, "prepare.py", errors=lambda: (UsageError, DataError),
                       stopped_line=say_stopped)
 
 

@@ -56,7 +56,7 @@ from transformer import config as config_lib
 from transformer.run import runtime
 from transformer.data import sources
 from transformer.run import script as script_lib
-from transformer.run.errors import TrainingError, UsageError, describe_error
+from transformer.run.errors import DataError, TrainingError, UsageError, describe_error
 from transformer.training import tf_distribute
 from transformer.training import run_checks
 from transformer.training import launch
@@ -165,7 +165,7 @@ def resolve_sources() -> None:
   try:
     data, message = sources.data_source(_DATA.value)
     sources.check_tokenizer(_TOKENIZER.value)
-  except sources.SourceError as e:
+  except DataError as e:
     raise UsageError(str(e)) from e
   flags.FLAGS.data = data
   if message:
@@ -209,11 +209,9 @@ def main(argv):
 
   # TensorFlow is imported only now, so that flag errors come back at once.
   tf = runtime.import_tensorflow(options.verbose)
-  # Deferred: ted imports TensorFlow, which the flag checks and the JAX run start without.
-  from transformer.data import ted  # pylint: disable=g-import-not-at-top
   try:
     launch.train_with_tensorflow(config, options, model_dir, tf)
-  except (ted.DataError, OSError) as e:  # malformed or unreadable files, a full disk
+  except (DataError, OSError) as e:  # malformed or unreadable files, a full disk
     raise TrainingError(str(e)) from e
   except (tf.errors.OpError, MemoryError) as e:  # e.g. out of memory
     raise TrainingError(describe_error(e)) from e

@@ -41,7 +41,7 @@ from transformer.run import keras_checkpoints
 from transformer.run import run_folder
 from transformer.run import runtime
 from transformer.run import script as script_lib
-from transformer.run.errors import describe_error
+from transformer.run.errors import DataError, TrainingError, UsageError, describe_error
 
 _EXPORT_DIR = flags.DEFINE_string(
     "export_dir", None,
@@ -70,14 +70,6 @@ _EXPORT_HINT = ("pass the folder train.py writes at <model_dir>/export/translato
 EXPORT_SUBDIR = Path(run_folder.EXPORT_SUBDIR) / run_folder.EXPORT_TRANSLATOR
 
 
-class UsageError(ValueError):
-  """A bad command line (exit status 2)."""
-
-
-class InputError(ValueError):
-  """A bad --export_dir or input (exit status 1)."""
-
-
 def decode_utf8(raw: bytes, where: str, invalid_utf8: str) -> str:
   """One sentence from the bytes of one input line; ``where`` names the line."""
   try:
@@ -85,7 +77,7 @@ def decode_utf8(raw: bytes, where: str, invalid_utf8: str) -> str:
   except UnicodeDecodeError as e:
     if invalid_utf8 == "replace":
       return raw.decode("utf-8", errors="replace")
-    raise InputError(f"{where} is not valid UTF-8 ({e.reason} at byte {e.start}); "
+    raise DataError(f"{where} is not valid UTF-8 ({e.reason} at byte {e.start}); "
                      "--invalid_utf8=replace replaces the bad bytes") from e
 
 
@@ -109,7 +101,7 @@ def open_sentences(args, input_file, invalid_utf8):
     try:
       f = open(input_file, "rb")  # pylint: disable=consider-using-with  # Read lazily.
     except OSError as e:
-      raise InputError(f"--input_file={input_file}: {e.strerror}") from e
+      raise DataError(f"--input_file={input_file}: {e.strerror}") from e
     return read_sentences(f, input_file, invalid_utf8)
   # The shell's bytes, which Python decoded with surrogateescape.
   return (decode_utf8(arg.encode("utf-8", "surrogateescape"), f"argument {number}", invalid_utf8)
@@ -139,14 +131,14 @@ def checkpoint_steps(model_dir: Path) -> List[int]:
 
 
 def check_export_dir(export_dir: str) -> None:
-  """The checks that need no TensorFlow; InputError unless a SavedModel folder."""
+  """The checks that need no TensorFlow; DataError unless a SavedModel folder."""
   path = Path(export_dir)
   if not path.is_dir():
-    raise InputError(f"--export_dir={export_dir}: "
+    raise DataError(f"--export_dir={export_dir}: "
                      f"{'not a folder' if path.exists() else 'no such folder'}; "
                      f"{run_folder_hint(path)}")
   if not (path / "saved_model.pb").is_file():
-    raise InputError(f"--export_dir={export_dir}: not a SavedModel (no saved_model.pb); "
+    raise DataError(f"--export_dir={export_dir}: not a SavedModel (no saved_model.pb); "
                      f"{_EXPORT_HINT}")
 
 
@@ -154,11 +146,11 @@ def check_model_dir(model_dir: str, average_last: int) -> Tuple[Optional[str], s
   """The checks of --model_dir that need no TensorFlow. Returns ``(export,
   why)``: the path of its export to translate with, or None for its
   checkpoints and why (no export yet, or one older than the checkpoints: a
-  finished run trained further). InputError naming what the folder holds when
+  finished run trained further). DataError naming what the folder holds when
   it has neither."""
   path = Path(model_dir)
   if problem := run_folder.not_a_folder(model_dir):
-    raise InputError(problem)
+    raise DataError(problem)
   steps = checkpoint_steps(path)
   export = path / EXPORT_SUBDIR
   why = f"no export in {model_dir} yet"
@@ -169,7 +161,7 @@ def check_model_dir(model_dir: str, average_last: int) -> Tuple[Optional[str], s
     why = f"the export of {model_dir} (step {step}) is older than its checkpoints"
   if not steps:
     holds = sorted(child.name for child in path.iterdir())
-    raise InputError(f"--model_dir={model_dir}: no export and no checkpoint yet (it holds "
+    raise DataError(f"--model_dir={model_dir}: no export and no checkpoint yet (it holds "
                      f"{', '.join(holds) or 'nothing'}); train.py writes its first "
                      "checkpoint after config.training.checkpoint_every_steps steps")
   return None, why
@@ -179,17 +171,13 @@ def restore_translator(model_dir: str, average_last: int, why: str):
   """An in-memory translator over the run's latest (or ``average_last``
   averaged) checkpoints, with the run's tokenizer and decoding settings;
   says which on stderr, after ``why`` when there is no --average_last."""
-  from transformer.data import ted  # pylint: disable=g-import-not-at-top
   from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
-  from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
   from transformer.inference.export import Translator  # pylint: disable=g-import-not-at-top
   from transformer.run.checkpoint_files import checkpoint_name  # pylint: disable=g-import-not-at-top
-  from transformer.run.errors import TrainingError  # pylint: disable=g-import-not-at-top
   try:
     config, run_tokenizers, model, paths = evaluation.restore_model_dir(model_dir, average_last)
-  except (TrainingError, evaluation.EvaluationError, tokenizers.TokenizerError, ted.DataError,
-          OSError) as e:
-    raise InputError(f"--model_dir={model_dir}: {describe_error(e)}") from e
+  except (TrainingError, DataError, OSError) as e:
+    raise DataError(f"--model_dir={model_dir}: {describe_error(e)}") from e
   names = ", ".join(map(checkpoint_name, paths))
   said = (f"translating with the average of {names}" if average_last
           else f"{why}: translating with its checkpoint {names}")
@@ -198,19 +186,19 @@ def restore_translator(model_dir: str, average_last: int, why: str):
 
 
 def load_translator(export_dir: str):
-  """The translator SavedModel at ``export_dir``; InputError if it is not one."""
+  """The translator SavedModel at ``export_dir``; DataError if it is not one."""
   from transformer.data import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
   try:
     translator = tokenizers_lib.load_saved_model(export_dir, "translator")
     missing = [name for name in ("translate", "translate_greedy", "tokenizers")
                if not hasattr(translator, name)]
     if missing:
-      raise InputError(f"--export_dir={export_dir}: a SavedModel but not a translator (no "
+      raise DataError(f"--export_dir={export_dir}: a SavedModel but not a translator (no "
                        f"{', '.join(missing)}); {_EXPORT_HINT}")
     # The tokenizers' token tables come from assets/*.txt: the files saved?
     tokenizers_lib.check_vocabulary_files(translator.tokenizers)
-  except tokenizers_lib.TokenizerError as e:
-    raise InputError(f"--export_dir={export_dir}: {e}") from e
+  except DataError as e:
+    raise DataError(f"--export_dir={export_dir}: {e}") from e
   return translator
 
 
@@ -229,7 +217,7 @@ def translate_and_print(tf, translate, sentences, batch_size: int):
       if len(batch) == batch_size:
         emit(batch)
         batch = []
-  except InputError:
+  except DataError:
     if batch:
       emit(batch)
     raise
@@ -279,7 +267,7 @@ def main_with_exits(argv):
 
 def run(argv):
   # After a signal, the translations printed so far are whole lines, in input order.
-  script_lib.run_main(main_with_exits, argv, "translate.py", errors=lambda: (InputError,))
+  script_lib.run_main(main_with_exits, argv, "translate.py", errors=lambda: (DataError,))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import pytest
 from helpers.checkpoints import small_checkpoints
 from helpers.fault_runs import (assert_fails_in_one_line, checkpoint_steps, copy_run,
                                 metrics_records, run_driver, swap_vocabularies, train_args)
+from transformer.run.errors import DataError
 
 pytestmark = pytest.mark.slow
 
@@ -107,7 +108,7 @@ def test_an_empty_vocabulary_file_is_named(tmp_path, tutorial_tokenizer_path):
   from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
   copy = shutil.copytree(tutorial_tokenizer_path, tmp_path / "tokenizer")
   (copy / "assets" / "en_vocab.txt").write_text("")
-  with pytest.raises(tokenizers.TokenizerError,
+  with pytest.raises(DataError,
                      match=f"^{copy / 'assets' / 'en_vocab.txt'} is empty"):
     tokenizers.load_tokenizers(copy)
 

@@ -24,6 +24,7 @@ from helpers.checkpoints import small_checkpoints
 from helpers.fault_runs import (REPO_DIR, assert_fails_in_one_line, checkpoint_steps, copy_run,
                                 driver_env, error_lines, files_below, metrics_records,
                                 run_driver, run_script, swap_vocabularies, train_args)
+from transformer.run.errors import DataError
 
 # The faults are those of real train.py runs and multi-epoch fits.
 pytestmark = pytest.mark.slow
@@ -255,11 +256,10 @@ def shuffled_tokenizer(tmp_path_factory, tutorial_tokenizers):
 
 def test_another_tokenizer_of_the_same_sizes_is_refused(tmp_path, finished_run, small_data,
                                                         shuffled_tokenizer):
-  from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
   from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
   model_dir = copy_run(finished_run, tmp_path)
   (model_dir / "tokenizer_path.txt").write_text(f"{shuffled_tokenizer}\n")
-  with pytest.raises(evaluation.EvaluationError, match="not those the run in .* was trained"):
+  with pytest.raises(DataError, match="not those the run in .* was trained"):
     evaluation.restore_model_dir(model_dir)
 
   (model_dir / "tokenizer_path.txt").unlink()

@@ -22,6 +22,7 @@ from helpers.backends import needs_jax
 from helpers.fault_runs import error_lines, files_below, run_driver
 from helpers.prepared import random_prepared_folder
 from transformer.data import shards
+from transformer.run.errors import DataError
 
 
 def test_a_changed_id_file_is_refused_naming_it(tmp_path):
@@ -30,7 +31,7 @@ def test_a_changed_id_file_is_refused_naming_it(tmp_path):
   ids = np.load(ids_file)
   ids[::7] ^= 1  # the low bit of every 7th id: still ids of the vocabulary
   np.save(ids_file, ids)
-  with pytest.raises(shards.ShardError, match=rf"^{ids_file}: changed since prepare.py "
+  with pytest.raises(DataError, match=rf"^{ids_file}: changed since prepare.py "
                      r"wrote it \(its sha256 differs from manifest.json"):
     shards.load_split(prepared, "train")
   shards.load_split(prepared, "validation")  # the other files are intact
@@ -46,7 +47,7 @@ def test_ids_outside_the_vocabulary_are_refused_naming_the_file(tmp_path):
   ids = np.load(ids_file)
   ids[5] = 300
   np.save(ids_file, ids)
-  with pytest.raises(shards.ShardError, match=rf"^{ids_file}: ids outside the vocabulary of "
+  with pytest.raises(DataError, match=rf"^{ids_file}: ids outside the vocabulary of "
                      r"300 tokens \(from \d+ to 300\)"):
     shards.load_split(prepared, "train")
 
@@ -86,10 +87,9 @@ def test_a_folder_without_references_or_their_data_is_one_line(tmp_path, monkeyp
   """A folder prepared before the references were kept, whose manifest names no
   TED files: the evaluation's error, not a KeyError."""
   monkeypatch.setenv("KERAS_BACKEND", "jax")
-  from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
   from transformer.inference import evaluation_jax  # pylint: disable=g-import-not-at-top
   prepared = random_prepared_folder(tmp_path / "prepared")
-  with pytest.raises(evaluation.EvaluationError,
+  with pytest.raises(DataError,
                      match=rf"^{prepared} holds no validation references \(the whole_word "
                      r"scoring's\) and names no TED files to read them from; run prepare.py "
                      r"again to keep them in the folder$"):

@@ -17,6 +17,7 @@ import pytest
 from transformer.data import sources
 from transformer.run import files
 from transformer.run import progress
+from transformer.run.errors import DataError
 
 ROOT = Path(__file__).resolve().parents[2]
 # A live line's start: "Epoch 2/~14 5/13 [", "Epoch 1 5/13 [".
@@ -61,9 +62,9 @@ def test_auto_takes_the_local_copy_where_it_is_and_tfds_elsewhere(tmp_path, monk
 def test_a_named_path_that_does_not_exist_is_an_error_never_a_download(tmp_path, monkeypatch):
   monkeypatch.setattr(sources, "tfds_installed", lambda: True)
   data, tokenizer = _absent(tmp_path)
-  with pytest.raises(sources.SourceError, match=f"^--data={data}: no such folder; pass a folder"):
+  with pytest.raises(DataError, match=f"^--data={data}: no such folder; pass a folder"):
     sources.resolve_data(str(data))
-  with pytest.raises(sources.SourceError, match=f"^--tokenizer={tokenizer}: no such folder"):
+  with pytest.raises(DataError, match=f"^--tokenizer={tokenizer}: no such folder"):
     sources.check_tokenizer(str(tokenizer))
   sources.check_tokenizer("build")
   sources.check_tokenizer(str(tmp_path))
@@ -73,7 +74,7 @@ def test_tfds_without_tensorflow_datasets_is_one_clear_error(tmp_path, monkeypat
   monkeypatch.setattr(sources, "tfds_installed", lambda: False)
   monkeypatch.setattr(sources, "LOCAL_DATA", _absent(tmp_path)[0])
   for data in ("auto", "tfds"):
-    with pytest.raises(sources.SourceError, match="tensorflow-datasets, which downloads it, is "
+    with pytest.raises(DataError, match="tensorflow-datasets, which downloads it, is "
                                                   "not installed"):
       sources.resolve_data(data)
 

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from transformer.data import download
 from transformer.data import ted
+from transformer.run.errors import DataError
 
 README_FIRST_TRAIN_PAIRS = [
     ("e quando melhoramos a procura , tiramos a única vantagem da impressão , "
@@ -64,14 +65,14 @@ def test_read_parallel_files(tmp_path):
 
 def test_missing_file_is_named(tmp_path):
   source = _write(tmp_path / "pt.x", "um\n")
-  with pytest.raises(ted.DataError, match=r"missing data file: .*en\.x"):
+  with pytest.raises(DataError, match=r"missing data file: .*en\.x"):
     ted.read_parallel_files(source, tmp_path / "en.x")
 
 
 def test_different_line_counts_give_both_counts_and_files(tmp_path):
   source = _write(tmp_path / "pt.x", "um\ndois\ntrês\n")
   target = _write(tmp_path / "en.x", "one\ntwo\n")
-  with pytest.raises(ted.DataError) as error:
+  with pytest.raises(DataError) as error:
     ted.read_parallel_files(source, target)
   message = str(error.value)
   assert "pt.x has 3 lines" in message and "en.x has 2" in message
@@ -80,7 +81,7 @@ def test_different_line_counts_give_both_counts_and_files(tmp_path):
 def test_invalid_utf8_gives_file_and_line(tmp_path):
   source = _write(tmp_path / "pt.x", "um\ndois\n")
   target = _write(tmp_path / "en.x", b"one\nt\xffwo\n")
-  with pytest.raises(ted.DataError, match=r"en\.x: line 2 is not valid UTF-8"):
+  with pytest.raises(DataError, match=r"en\.x: line 2 is not valid UTF-8"):
     ted.read_parallel_files(source, target)
 
 
@@ -105,20 +106,20 @@ def test_dropped_lines_keep_their_tfds_index(tmp_path):
 
 
 def test_folder_without_the_files_lists_what_is_expected(tmp_path):
-  with pytest.raises(ted.DataError, match=r"missing .*pt\.train.*Expected files: pt\.train"):
+  with pytest.raises(DataError, match=r"missing .*pt\.train.*Expected files: pt\.train"):
     ted.load_split(tmp_path, "train")
 
 
 def test_unknown_split_and_source():
-  with pytest.raises(ted.DataError, match="unknown split 'dev'"):
+  with pytest.raises(DataError, match="unknown split 'dev'"):
     ted.split_files("anywhere", "dev")
-  with pytest.raises(ted.DataError, match="neither 'tfds' nor a folder"):
+  with pytest.raises(DataError, match="neither 'tfds' nor a folder"):
     ted.load_split("/no/such/folder", "train")
 
 
 def test_tfds_source_without_tensorflow_datasets_names_the_install(monkeypatch):
   monkeypatch.setitem(sys.modules, "tensorflow_datasets", None)  # import fails
-  with pytest.raises(ted.DataError, match=r"tensorflow-datasets cannot be imported .*"
+  with pytest.raises(DataError, match=r"tensorflow-datasets cannot be imported .*"
                                           r"pip install -e '\.\[tensorflow\]'"):
     ted.load_split("tfds", "train")
 
@@ -142,7 +143,7 @@ def test_a_download_that_fails_part_way_leaves_nothing_it_created(tmp_path):
   root.mkdir()  # there before: kept, as everything else in it
   (root / "other_dataset").mkdir()
   builder = _FailingBuilder(root / "ted_hrlr_translate" / "pt_to_en" / "1.0.0")
-  with pytest.raises(download.DownloadError, match=r"^downloading the TED HRLR data failed "
+  with pytest.raises(DataError, match=r"^downloading the TED HRLR data failed "
                                                    r"\(ConnectionError: Max retries exceeded\); "
                                                    "nothing was kept, rerun to try again$"):
     download._download_and_prepare(builder)  # pylint: disable=protected-access

@@ -21,6 +21,7 @@ import pytest
 from transformer.data import download
 from transformer.data import sources
 from transformer.data import ted
+from transformer.run.errors import DataError
 
 # What a dark host may serve with a 200 in place of the archive.
 PAGE = b"<html><body>This domain has expired.</body></html>"
@@ -153,7 +154,7 @@ def test_no_source_is_one_line_naming_each_and_what_it_answered(tmp_path, archiv
   urls += [server.url("/page.html"), server.url("/long.tar.gz"),
            f"http://127.0.0.1:{closed_port}/{download.ARCHIVE_NAME}"]
   dest = tmp_path / "tfds" / "downloads" / "manual" / download.ARCHIVE_NAME
-  with pytest.raises(download.DownloadError) as raised:
+  with pytest.raises(DataError) as raised:
     download.fetch_archive(dest, urls, archive[1], lambda line: None)
   sha = archive[1].sha256[:8]
   wrong_sha = hashlib.sha256(bytes(reversed(archive[0].read_bytes()))).hexdigest()[:8]
@@ -191,7 +192,7 @@ def test_a_copy_in_place_is_used_if_good_and_replaced_if_not(tmp_path, archive, 
   assert download.fetch_archive(dest, [good], archive[1], lambda line: None) == good
   assert dest.read_bytes() == archive[0].read_bytes()
   dest.write_bytes(b"")
-  with pytest.raises(download.DownloadError, match=rf"tried {dest}: an empty file, removed; "):
+  with pytest.raises(DataError, match=rf"tried {dest}: an empty file, removed; "):
     download.fetch_archive(dest, [server.url("/missing.tar.gz")], archive[1], lambda line: None)
   assert not dest.exists()
 
@@ -227,7 +228,7 @@ def test_a_named_file_that_is_not_the_archive_is_an_error_and_is_kept(tmp_path, 
   named = tmp_path / "copy.tar.gz"
   size = archive[1].size
   named.write_bytes(archive[0].read_bytes()[:size // 2])
-  with pytest.raises(sources.SourceError) as raised:
+  with pytest.raises(DataError) as raised:
     sources.resolve_data(str(named))
   assert str(raised.value) == (
       f"--data={named}: a truncated file ({size // 2:,} of {size:,} bytes), not the TED HRLR "
@@ -270,7 +271,7 @@ def test_an_archive_whose_file_is_only_a_link_is_refused_and_leaves_nothing(tmp_
       tar.addfile(member)
   data = path.read_bytes()
   digest = download.Digest(len(data), hashlib.sha256(data).hexdigest())
-  with pytest.raises(download.DownloadError, match=r": no pt\.train, en\.train, .* under "
+  with pytest.raises(DataError, match=r": no pt\.train, en\.train, .* under "
                                                    r"datasets/pt_to_en/, not the TED HRLR"):
     download.extract_archive(path, tmp_path / "cache" / "ted", digest)
   assert list((tmp_path / "cache").iterdir()) == []  # the staging folder is gone

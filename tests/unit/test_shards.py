@@ -9,6 +9,7 @@ import pytest
 
 from transformer.data import buckets
 from transformer.data import shards
+from transformer.run.errors import DataError
 
 
 def random_pairs(count, seed=0, max_length=40):
@@ -53,10 +54,10 @@ def test_a_file_cut_short_is_refused_naming_the_folder(tmp_path):
   prepared = write(tmp_path, *random_pairs(20))
   ids = np.load(prepared / "train.en.npy")
   np.save(prepared / "train.en.npy", ids[:-5])
-  with pytest.raises(shards.ShardError, match="do not match manifest.json"):
+  with pytest.raises(DataError, match="do not match manifest.json"):
     shards.load_split(prepared, "train")
   (prepared / "manifest.json").write_text("{")
-  with pytest.raises(shards.ShardError, match="manifest.json: not a readable manifest"):
+  with pytest.raises(DataError, match="manifest.json: not a readable manifest"):
     shards.load_split(prepared, "train")
 
 

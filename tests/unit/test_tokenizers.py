@@ -12,6 +12,7 @@ import tensorflow as tf
 from transformer.data import ted
 from transformer.data import tokenizers
 from transformer.data import wordpiece
+from transformer.run.errors import DataError
 
 TOY_PAIRS = [("olá , mundo !", "hello , world !"), ("mas e se ?", "but what if ?")]
 
@@ -102,13 +103,13 @@ def test_bad_settings_raise(tmp_path):
 
 
 def test_load_tokenizers_errors(tmp_path):
-  with pytest.raises(tokenizers.TokenizerError,
+  with pytest.raises(DataError,
                      match="no tokenizer SavedModel at .*ted_hrlr_translate_pt_en_converter"):
     tokenizers.load_tokenizers(tmp_path / "nowhere")
   module = tf.Module()
   module.en = tf.Module()
   tf.saved_model.save(module, str(tmp_path / "no_pt"))
-  with pytest.raises(tokenizers.TokenizerError, match=r"no_pt has no \.pt tokenizer"):
+  with pytest.raises(DataError, match=r"no_pt has no \.pt tokenizer"):
     tokenizers.load_tokenizers(tmp_path / "no_pt")
 
 

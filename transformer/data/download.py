@@ -29,6 +29,7 @@ import urllib.request
 
 from transformer.config import SPLIT_FILE_SUFFIX
 from transformer.run.runtime import user_cache
+from transformer.run.errors import DataError
 
 TFDS_NAME = "ted_hrlr_translate/pt_to_en"
 ARCHIVE_NAME = "qi18naacl-dataset.tar.gz"
@@ -51,10 +52,6 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _STAMP = ".archive_sha256"
 
 
-class DownloadError(Exception):
-  """The data cannot be had; the message says from where it was tried and what to do."""
-
-
 class Digest(NamedTuple):
   """The size and SHA-256 an archive must have."""
   size: int
@@ -72,12 +69,12 @@ def _drop_unprepared_warning(record) -> bool:
 
 
 def import_tfds():
-  """tensorflow_datasets, or a DownloadError naming the install that brings it."""
+  """tensorflow_datasets, or a DataError naming the install that brings it."""
   try:
     # Deferred: tensorflow-datasets imports TensorFlow; only --data=tfds needs it, at its start.
     import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   except ImportError as e:
-    raise DownloadError(f"--data=tfds: tensorflow-datasets cannot be imported ({e}); "
+    raise DataError(f"--data=tfds: tensorflow-datasets cannot be imported ({e}); "
                         "pip install -e '.[tensorflow]' installs it and what it needs") from e
   std_logging.getLogger("absl").addFilter(_drop_unprepared_warning)  # once however often called
   return tfds
@@ -91,7 +88,7 @@ def manual_archive(builder) -> Path:
 
 def check_available() -> None:
   """Fetches the archive (checked) unless TFDS's data set is prepared, or raises
-  :func:`fetch_archive`'s DownloadError. Imports tensorflow_datasets, not TensorFlow."""
+  :func:`fetch_archive`'s DataError. Imports tensorflow_datasets, not TensorFlow."""
   builder = import_tfds().builder(TFDS_NAME)
   if not builder.is_prepared():
     fetch_archive(manual_archive(builder))
@@ -114,7 +111,7 @@ def fetch_archive(dest: Path, urls: Optional[Sequence[str]] = None,
   the first of ``urls`` (default: :data:`ARCHIVE_URL`, then :data:`MIRRORS`)
   whose download passes (:func:`pinned` unless ``expected``). Returns ``dest``
   or the URL; ``say`` (default: stderr) hears each download start. When no
-  source gives it, a one-line DownloadError names each source and its answer,
+  source gives it, a one-line DataError names each source and its answer,
   and the folders this call created are removed."""
   urls = (ARCHIVE_URL, *MIRRORS) if urls is None else tuple(urls)
   expected = expected or pinned()
@@ -143,7 +140,7 @@ def fetch_archive(dest: Path, urls: Optional[Sequence[str]] = None,
     raise
   _remove(created)
   tried = "; ".join(f"{source}: {answer}" for source, answer in answers)
-  raise DownloadError(f"cannot download the TED HRLR data ({ARCHIVE_NAME}), tried {tried}. "
+  raise DataError(f"cannot download the TED HRLR data ({ARCHIVE_NAME}), tried {tried}. "
                       f"Get it by hand as {MANUAL_STEPS} says, then pass "
                       f"--data=path/to/{ARCHIVE_NAME}")
 
@@ -214,13 +211,13 @@ def extract_archive(archive: Path, dest: Optional[Path] = None,
                     expected: Optional[Digest] = None) -> Path:
   """The folder of a local archive's pt->en files, checked, then extracted once
   into ``dest`` (default: :func:`cache_folder`): only the six regular files of
-  ``datasets/pt_to_en/``, under their own names. DownloadError when the file
+  ``datasets/pt_to_en/``, under their own names. DataError when the file
   is not the archive."""
   expected = expected or pinned()
   dest = dest or cache_folder()
   answer = check_archive(archive, expected)
   if answer is not None:
-    raise DownloadError(f"{archive}: {answer}, not the TED HRLR archive {ARCHIVE_NAME} "
+    raise DataError(f"{archive}: {answer}, not the TED HRLR archive {ARCHIVE_NAME} "
                         f"({expected.size:,} bytes, SHA-256 {expected.sha256[:8]}...); "
                         f"see {MANUAL_STEPS}")
   stamp = dest / _STAMP
@@ -252,7 +249,7 @@ def _extract_pair_files(archive: Path, folder: Path) -> None:
       found.add(name)
   missing = [name for name in PAIR_FILES if name not in found]
   if missing:
-    raise DownloadError(f"{archive}: no {', '.join(missing)} under {ARCHIVE_FOLDER}/, "
+    raise DataError(f"{archive}: no {', '.join(missing)} under {ARCHIVE_FOLDER}/, "
                         f"not the TED HRLR archive; see {MANUAL_STEPS}")
 
 
@@ -270,7 +267,7 @@ def _download_and_prepare(builder, archive: Optional[Path] = None) -> None:
   except BaseException as e:  # Ctrl-C too: nothing half prepared stays.
     _remove(created)
     if isinstance(e, Exception):
-      raise DownloadError(f"downloading the TED HRLR data failed ({type(e).__name__}: "
+      raise DataError(f"downloading the TED HRLR data failed ({type(e).__name__}: "
                           f"{str(e).splitlines()[0] if str(e) else ''}); nothing was kept, "
                           "rerun to try again") from e
     raise

@@ -35,7 +35,7 @@ import numpy as np
 from transformer.data.buckets import (FIXED_STEP_BUCKETS, LENGTH_MULTIPLE, bucket_boundaries,
                                       bucket_max_lengths)
 from transformer.run import files
-from transformer.run.errors import describe_error
+from transformer.run.errors import DataError, describe_error
 from transformer.run.run_folder import VOCABULARY_HASH_FILE, PathLike
 
 MANIFEST_FILE = "manifest.json"
@@ -47,10 +47,6 @@ REFERENCE_SPLITS = ("validation", "test")
 
 def references_file(split: str) -> str:
   return f"references.{split}.en.txt"
-
-
-class ShardError(ValueError):
-  """A prepared folder is missing, incomplete or does not fit the run."""
 
 
 def is_prepared(path: PathLike) -> bool:
@@ -65,7 +61,7 @@ def id_dtype(vocab_sizes: Sequence[int]):
 def write_prepared(out_dir: PathLike, splits, vocabularies, manifest: dict,
                    vocabulary_sha256: str, references=None) -> Path:
   """Writes a prepared folder whole (:func:`transformer.run.files.staged`), or
-  raises :class:`ShardError` naming the file and leaves the old one.
+  raises :class:`DataError` naming the file and leaves the old one.
 
   Args:
     splits: ``{split: (pt_ids, en_ids)}``, each a list of 1-D int arrays.
@@ -83,7 +79,7 @@ def write_prepared(out_dir: PathLike, splits, vocabularies, manifest: dict,
           tokenizer_vocabulary_sha256=vocabulary_sha256, splits={}, sha256={}),
           references or {})
   except OSError as e:
-    raise ShardError(f"cannot write {out_dir}: {describe_error(e)}; it is left as it was") from e
+    raise DataError(f"cannot write {out_dir}: {describe_error(e)}; it is left as it was") from e
   return out_dir
 
 
@@ -99,7 +95,7 @@ def _write_files(staging: Path, out_dir: Path, splits, vocabularies, manifest: d
     try:
       np.save(staging / name, array)
     except OSError as e:  # np.save's own message names neither the file nor the cause
-      raise ShardError(f"cannot write {out_dir / name}: {describe_error(e)} (a full disk or a "
+      raise DataError(f"cannot write {out_dir / name}: {describe_error(e)} (a full disk or a "
                        f"file-size limit?); {out_dir} is left as it was") from e
     manifest["sha256"][name] = files.sha256_of(staging / name)
 
@@ -124,25 +120,25 @@ def _write_files(staging: Path, out_dir: Path, splits, vocabularies, manifest: d
 
 
 def read_manifest(prepared_dir: PathLike) -> dict:
-  """The folder's manifest; :class:`ShardError` naming the file if unreadable."""
+  """The folder's manifest; :class:`DataError` naming the file if unreadable."""
   path = Path(prepared_dir) / MANIFEST_FILE
   try:
     manifest = json.loads(path.read_text(encoding="utf-8"))
   except (OSError, ValueError) as e:
-    raise ShardError(f"{path}: not a readable manifest ({describe_error(e)}); run prepare.py "
+    raise DataError(f"{path}: not a readable manifest ({describe_error(e)}); run prepare.py "
                      "again") from e
   if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
-    raise ShardError(f"{path}: not a prepare.py manifest of format {FORMAT_VERSION}; run "
+    raise DataError(f"{path}: not a prepare.py manifest of format {FORMAT_VERSION}; run "
                      "prepare.py again")
   return manifest
 
 
 def checked_file(prepared_dir: PathLike, name: str) -> Path:
   """``prepared_dir/name``, checked against the manifest's sha256;
-  :class:`ShardError` naming the file when it is missing or was changed."""
+  :class:`DataError` naming the file when it is missing or was changed."""
   path = Path(prepared_dir) / name
   if not path.is_file():
-    raise ShardError(f"{path}: missing from the prepared folder; run prepare.py again")
+    raise DataError(f"{path}: missing from the prepared folder; run prepare.py again")
   _check_digest(path, read_manifest(prepared_dir))
   return path
 
@@ -151,7 +147,7 @@ def _check_digest(path: Path, manifest: dict) -> None:
   # Folders prepared before the digests were recorded have none to check.
   recorded = manifest.get("sha256", {}).get(path.name)
   if recorded is not None and files.sha256_of(path) != recorded:
-    raise ShardError(f"{path}: changed since prepare.py wrote it (its sha256 differs from "
+    raise DataError(f"{path}: changed since prepare.py wrote it (its sha256 differs from "
                      f"{MANIFEST_FILE}: a damaged disk or an edited file); run prepare.py again")
 
 
@@ -182,34 +178,34 @@ class Split:
 
 
 def load_split(prepared_dir: PathLike, split: str) -> Split:
-  """``split`` of a prepared folder; :class:`ShardError` naming the file that is
+  """``split`` of a prepared folder; :class:`DataError` naming the file that is
   missing, unreadable, changed, off the manifest's counts, or outside the vocabulary."""
   prepared_dir = Path(prepared_dir)
   manifest = read_manifest(prepared_dir)
   counts = manifest["splits"].get(split)
   if counts is None:
-    raise ShardError(f"{prepared_dir / MANIFEST_FILE}: no {split!r} split; run prepare.py again")
+    raise DataError(f"{prepared_dir / MANIFEST_FILE}: no {split!r} split; run prepare.py again")
   paths = {name: prepared_dir / f"{split}.{name}.npy" for name in ("lengths", *LANGUAGES)}
   arrays = {}
   for name, path in paths.items():
     try:
       arrays[name] = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as e:
-      raise ShardError(f"{path}: unreadable ({describe_error(e)}); run prepare.py again") from e
+      raise DataError(f"{path}: unreadable ({describe_error(e)}); run prepare.py again") from e
   lengths = arrays["lengths"]
   expected = {"pt": counts["pt_tokens"], "en": counts["en_tokens"]}
   if lengths.shape != (counts["pairs"], 2) or any(
       arrays[language].shape != (expected[language],)
       or lengths[:, column].sum() != expected[language]
       for column, language in enumerate(LANGUAGES)):
-    raise ShardError(f"{prepared_dir}: the {split} files do not match {MANIFEST_FILE} "
+    raise DataError(f"{prepared_dir}: the {split} files do not match {MANIFEST_FILE} "
                      "(cut short or from another run of prepare.py); run prepare.py again")
   for path in paths.values():
     _check_digest(path, manifest)
   for language in LANGUAGES:
     ids, size = arrays[language], manifest["vocab_sizes"][language]
     if ids.size and (ids.min() < 0 or ids.max() >= size):
-      raise ShardError(f"{paths[language]}: ids outside the vocabulary of {size} tokens (from "
+      raise DataError(f"{paths[language]}: ids outside the vocabulary of {size} tokens (from "
                        f"{ids.min()} to {ids.max()}); run prepare.py again")
   sides = []
   for column, language in enumerate(LANGUAGES):

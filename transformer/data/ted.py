@@ -16,16 +16,13 @@ from absl import logging
 from transformer.config import SPLIT_FILE_SUFFIX
 from transformer.data import download
 from transformer.run.run_folder import PathLike
+from transformer.run.errors import DataError
 
 SPLITS = ("train", "validation", "test")
 SOURCE_LANGUAGE = "pt"
 TARGET_LANGUAGE = "en"
 
 Pair = Tuple[str, str]
-
-
-class DataError(ValueError):
-  """The data files are missing or malformed."""
 
 
 def split_files(data_dir: PathLike, split: str) -> Tuple[Path, Path]:
@@ -130,11 +127,7 @@ def pairs_to_dataset(pairs: List[Pair]) -> "tf.data.Dataset":
 def load_tfds_split(split: str) -> "tf.data.Dataset":
   """The `split` from TensorFlow Datasets (downloaded on first use, or a DataError)."""
   _check_split(split)
-  try:
-    builder = download.prepared_builder()
-  except download.DownloadError as e:
-    raise DataError(str(e)) from e
-  return builder.as_dataset(split=split, as_supervised=True)
+  return download.prepared_builder().as_dataset(split=split, as_supervised=True)
 
 
 def split_pairs(source: PathLike, split: str) -> List[Pair]:

@@ -36,7 +36,7 @@ from transformer.data import wordpiece
 from transformer.data.reserved_tokens import END_ID, PAD_ID, RESERVED_TOKENS, START_ID
 from transformer.data.tokenizer_module import Tokenizers
 from transformer.run import files
-from transformer.run.errors import describe_error
+from transformer.run.errors import DataError, describe_error
 from transformer.run.run_folder import PathLike
 
 VOCABULARIES = ("separate", "joint")
@@ -44,10 +44,6 @@ VOCABULARIES = ("separate", "joint")
 _FORMAT_VERSION = 1
 INTERFACE = ("tokenize", "detokenize", "lookup", "get_vocab_size",
              "get_vocab_path", "get_reserved_tokens")
-
-
-class TokenizerError(ValueError):
-  """A tokenizer SavedModel is missing or lacks the expected interface."""
 
 
 def build_tokenizers(train_pairs: Sequence[ted.Pair], export_dir: PathLike,
@@ -153,10 +149,10 @@ def _built_before(export_dir: Path, key: str, tutorial: Optional[PathLike],
 
 def load_tokenizers(path: PathLike):
   """Loads a Tokenizers SavedModel (ours or the tutorial's), checked
-  (:func:`check_vocabulary_files`); :class:`TokenizerError` naming the file."""
+  (:func:`check_vocabulary_files`); :class:`DataError` naming the file."""
   path = Path(path)
   if not (path / "saved_model.pb").is_file():
-    raise TokenizerError(
+    raise DataError(
         f"no tokenizer SavedModel at {path}: pass the tutorial's "
         "ted_hrlr_translate_pt_en_converter or build one with "
         "transformer.data.tokenizers.get_or_build_tokenizers(data_dir, cache_dir)")
@@ -164,27 +160,27 @@ def load_tokenizers(path: PathLike):
   for language in (ted.SOURCE_LANGUAGE, ted.TARGET_LANGUAGE):
     tokenizer = getattr(tokenizers, language, None)
     if tokenizer is None:
-      raise TokenizerError(f"the SavedModel at {path} has no .{language} tokenizer")
+      raise DataError(f"the SavedModel at {path} has no .{language} tokenizer")
     missing = [name for name in INTERFACE if not hasattr(tokenizer, name)]
     if missing:
-      raise TokenizerError(f"the .{language} tokenizer in {path} lacks "
+      raise DataError(f"the .{language} tokenizer in {path} lacks "
                            f"{', '.join(missing)}")
   check_vocabulary_files(tokenizers)
   return tokenizers
 
 
 def load_saved_model(path: PathLike, what: str):
-  """``tf.saved_model.load(path)``, or :class:`TokenizerError` naming ``path``
+  """``tf.saved_model.load(path)``, or :class:`DataError` naming ``path``
   (or its empty vocabulary file, a bare OutOfRangeError otherwise) and ``what`` it is."""
   path = Path(path)
   empty = sorted(p for p in path.glob("assets/*.txt") if p.stat().st_size == 0)
   if empty:
-    raise TokenizerError(f"{empty[0]} is empty: the {what} SavedModel {path} lost a "
+    raise DataError(f"{empty[0]} is empty: the {what} SavedModel {path} lost a "
                          "vocabulary file; restore it, or rebuild the tokenizer")
   try:
     return tf.saved_model.load(str(path))
   except Exception as e:  # pylint: disable=broad-except  (OSError, DecodeError, OpError...)
-    raise TokenizerError(f"cannot load the SavedModel {path} ({describe_error(e)}): its "
+    raise DataError(f"cannot load the SavedModel {path} ({describe_error(e)}): its "
                          f"files are damaged, or it is not a {what}") from e
 
 
@@ -195,7 +191,7 @@ def _tokens(tokenizer) -> List[str]:
 
 
 def check_vocabulary_files(tokenizers) -> None:
-  """Raises :class:`TokenizerError` naming the file unless each tokenizer's
+  """Raises :class:`DataError` naming the file unless each tokenizer's
   vocabulary file (``assets/*.txt``) holds its vocabulary: ``tokenize`` reads
   the file, ``lookup`` and :func:`vocabulary_hash` the ``vocab`` variable, so
   a changed file would change the ids under the same hash."""
@@ -205,13 +201,13 @@ def check_vocabulary_files(tokenizers) -> None:
     try:  # One token per "\n"-terminated line, as BertTokenizer reads the file.
       in_file = path.read_bytes().decode("utf-8").rstrip("\n").split("\n")
     except (OSError, UnicodeDecodeError) as e:
-      raise TokenizerError(f"{path}: cannot read the .{language} vocabulary "
+      raise DataError(f"{path}: cannot read the .{language} vocabulary "
                            f"({describe_error(e)})") from e
     saved = _tokens(tokenizer)
     if in_file != saved:
       differ = next((i for i, (a, b) in enumerate(zip(in_file, saved)) if a != b),
                     min(len(in_file), len(saved)))
-      raise TokenizerError(
+      raise DataError(
           f"{path} is not the .{language} vocabulary this tokenizer was saved with "
           f"({len(in_file)} tokens, not {len(saved)}; they differ from id {differ} on): "
           "it was changed, cut or swapped since; restore it, or rebuild the tokenizer")

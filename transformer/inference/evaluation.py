@@ -36,14 +36,11 @@ from transformer.run import keras_checkpoints
 from transformer.run import progress
 from transformer.run import run_folder
 from transformer.run.run_folder import PathLike
+from transformer.run.errors import DataError
 
 Pair = Tuple[str, str]
 # A batch of sources (id arrays, or strings for a translator) → their outputs, in order.
 DecodeBatch = Callable[[list], list]
-
-
-class EvaluationError(ValueError):
-  """The run and the data do not fit together, or a file is missing."""
 
 
 class Restored(NamedTuple):
@@ -55,7 +52,7 @@ class Restored(NamedTuple):
 
 def check_sentences(count: int, split: str) -> None:
   if not count:
-    raise EvaluationError(f"no sentence pairs to evaluate on the {split} split")
+    raise DataError(f"no sentence pairs to evaluate on the {split} split")
 
 
 def padded(rows: Sequence, height: int = 0, multiple: int = 1, dtype=np.int32) -> np.ndarray:
@@ -117,10 +114,10 @@ def restore_run(model_dir: PathLike, vocabulary_sha256: str, vocab_sizes: Tuple[
     from transformer.inference import averaging  # pylint: disable=g-import-not-at-top
     paths = averaging.last_checkpoints(checkpoint_dir, max(average_last, 1))
   else:
-    raise EvaluationError(f"{checkpoint_dir} holds no model.weights.h5 checkpoint (a run "
+    raise DataError(f"{checkpoint_dir} holds no model.weights.h5 checkpoint (a run "
                           "trained under JAX); score a TensorFlow run on TensorFlow")
   if mismatch := run_folder.vocabulary_mismatch(model_dir, vocabulary_sha256):
-    raise EvaluationError(f"{vocabulary_source}: {mismatch}")
+    raise DataError(f"{vocabulary_source}: {mismatch}")
   config = ml_collections.ConfigDict(
       run_folder.read_run_config(model_dir / run_folder.CONFIG_FILE))
   model = Transformer.from_model_config(config.model, *vocab_sizes)

@@ -14,7 +14,7 @@ from typing import List
 from transformer.data import shards
 from transformer.data import ted
 from transformer.data.detokenize import Detokenizer
-from transformer.inference.evaluation import DecodeBatch, EvaluationError, Restored
+from transformer.inference.evaluation import DecodeBatch, DataError, Restored
 from transformer.inference.evaluation import padded, restore_run
 from transformer.inference.jax_decoding import JaxDecoder
 from transformer.run.run_folder import PathLike
@@ -27,7 +27,7 @@ class PreparedData:
     self.split = split
     self._manifest = shards.read_manifest(prepared_dir)
     if split not in self._manifest["splits"]:
-      raise EvaluationError(missing_split(prepared_dir, split))
+      raise DataError(missing_split(prepared_dir, split))
     # Checked before any decoding: an edited token changes every hypothesis.
     self.detokenize = Detokenizer.from_file(shards.checked_file(prepared_dir, "vocab.en.txt"))
     whole_split = shards.load_split(prepared_dir, split)
@@ -55,13 +55,13 @@ def raw_references(prepared_dir: PathLike, split: str, count: int) -> List[str]:
     return kept[:count]
   data = shards.read_manifest(prepared_dir).get("data")
   if not data or data == "tfds":
-    raise EvaluationError(
+    raise DataError(
         f"{prepared_dir} holds no {split} references (the whole_word scoring's) and names no "
         "TED files to read them from; run prepare.py again to keep them in the folder")
   try:
     pairs = ted.local_split_pairs(data, split)
-  except (ted.DataError, OSError) as e:
-    raise EvaluationError(
+  except (DataError, OSError) as e:
+    raise DataError(
         f"the whole_word scoring reads the references from the TED files the folder was "
         f"prepared from, {data} (the folder predates the references kept in "
         f"it: prepare it again to carry them): {e}") from e

@@ -188,10 +188,6 @@ def save_keras_model(model, path: PathLike) -> Path:
   return path
 
 
-class ExportError(TrainingError):
-  """An export cannot be written, or its folder holds what this project did not export."""
-
-
 # What an export folder may hold; a folder holding anything else is not replaced.
 _EXPORT_ENTRIES = frozenset({
     "saved_model.pb", "fingerprint.pb", "variables", "assets", run_folder.EXPORT_INFO_FILE,
@@ -199,18 +195,18 @@ _EXPORT_ENTRIES = frozenset({
 
 
 def check_export_target(target: PathLike, advice: str = "choose another folder") -> None:
-  """:class:`ExportError` (ending in ``advice``) unless ``target`` is absent,
+  """:class:`TrainingError` (ending in ``advice``) unless ``target`` is absent,
   empty, or an earlier export: an export replaces its folder whole, and must
   never delete what this project did not write."""
   target = Path(target)
   if not target.exists():
     return
   if not target.is_dir():
-    raise ExportError(f"{target} exists and is not a folder")
+    raise TrainingError(f"{target} exists and is not a folder")
   foreign = sorted(p.name for p in target.iterdir() if p.name not in _EXPORT_ENTRIES)
   if foreign:
     shown = ", ".join(foreign[:4]) + (", ..." if len(foreign) > 4 else "")
-    raise ExportError(f"{target} holds files that are not an export ({shown}); an export "
+    raise TrainingError(f"{target} holds files that are not an export ({shown}); an export "
                       "replaces its folder whole, so it goes only into a new or empty folder "
                       f"or an earlier export: {advice}")
 
@@ -221,7 +217,7 @@ def export_model(model, tokenizers, decoding_config, target: PathLike, step: int
   with ``keras_model``, the ``.keras`` model, with ``step`` and ``info`` in
   :data:`transformer.run.run_folder.EXPORT_INFO_FILE`; staged and swapped in
   whole (:func:`transformer.run.files.staged`). Returns the translator.
-  :class:`ExportError` for a foreign ``target`` or a failed write (``target``
+  :class:`TrainingError` for a foreign ``target`` or a failed write (``target``
   then left as it was)."""
   target = Path(target)
   check_export_target(target)
@@ -234,6 +230,6 @@ def export_model(model, tokenizers, decoding_config, target: PathLike, step: int
       (staging / run_folder.EXPORT_INFO_FILE).write_text(
           json.dumps({"step": step, **info}) + "\n", encoding="utf-8")
   except (OSError, tf.errors.OpError) as e:
-    raise ExportError(f"cannot write the export to {target}: {describe_error(e)}; {target} "
+    raise TrainingError(f"cannot write the export to {target}: {describe_error(e)}; {target} "
                       "is left as it was") from e
   return translator

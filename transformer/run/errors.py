@@ -1,12 +1,17 @@
 """The errors of training, and the one line an error is reported in.
 
-The scripts report a :class:`UsageError` or a :class:`TrainingError` as one
-error line instead of a traceback; :func:`describe_error` is that line's cause.
+The scripts report a :class:`UsageError`, a :class:`DataError` or a
+:class:`TrainingError` as one error line instead of a traceback; :func:`describe_error` is that line's cause.
 """
 
 
 class UsageError(ValueError):
   """A bad or contradictory command line, found before any work."""
+
+
+class DataError(ValueError):
+  """A data, tokenizer, prepared or run folder's file that is missing, malformed,
+  cannot be downloaded, or is not the one a run used; the message names it."""
 
 
 class TrainingError(RuntimeError):

@@ -11,7 +11,7 @@ from typing import List, Optional, Union
 
 from absl import logging
 
-from transformer.run.errors import TrainingError, describe_error
+from transformer.run.errors import DataError, describe_error
 
 PathLike = Union[str, os.PathLike]
 # The files train.py writes first into its --model_dir.
@@ -51,10 +51,6 @@ def bleu_dir(model_dir: PathLike) -> Path:
   return Path(model_dir) / BLEU_SUBDIR
 
 
-class RunFolderError(TrainingError):
-  """A file of a ``train.py`` output folder is unreadable."""
-
-
 def not_a_folder(model_dir: PathLike) -> Optional[str]:
   """What is wrong with a ``--model_dir`` that is no folder, or None."""
   path = Path(model_dir)
@@ -74,15 +70,15 @@ def exported_step(export_dir: PathLike) -> Optional[int]:
 
 
 def read_run_config(config_file: PathLike) -> dict:
-  """A run folder's ``config.json`` as a dict; :class:`RunFolderError` naming the
+  """A run folder's ``config.json`` as a dict; :class:`DataError` naming the
   file if it is not a readable JSON object."""
   try:
     with open(config_file, encoding="utf-8") as f:
       stored = json.load(f)
   except (ValueError, OSError) as e:  # ValueError: not JSON, not UTF-8
-    raise RunFolderError(f"{config_file} is unreadable ({describe_error(e)})") from e
+    raise DataError(f"{config_file} is unreadable ({describe_error(e)})") from e
   if not isinstance(stored, dict):
-    raise RunFolderError(f"{config_file} holds a JSON {type(stored).__name__}, "
+    raise DataError(f"{config_file} holds a JSON {type(stored).__name__}, "
                          "not a configuration")
   return stored
 
@@ -95,7 +91,7 @@ def trained_with(model_dir: PathLike) -> dict:
   except FileNotFoundError:
     return {}
   except (OSError, ValueError) as e:
-    raise RunFolderError(f"{path} cannot be read ({describe_error(e)}); it says what trained "
+    raise DataError(f"{path} cannot be read ({describe_error(e)}); it says what trained "
                          "the folder: write it again, or use a new --model_dir") from e
 
 

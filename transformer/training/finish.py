@@ -99,18 +99,15 @@ def export(trainer, tokenizers, config, model_dir):
   # Deferred: export imports TensorFlow, kept out of the JAX process.
   from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
   export_dir = run_folder.export_dir(model_dir)
-  try:  # files of the user's in export/ are never replaced
-    export_lib.check_export_target(
-        export_dir, "move them, then rerun the same command to export (the trained model is in "
-        f"{trainer.latest_checkpoint()})")
-  except export_lib.ExportError as e:
-    raise TrainingError(str(e)) from e
+  export_lib.check_export_target(  # files of the user's in export/ are never replaced
+      export_dir, "move them, then rerun the same command to export (the trained model is in "
+      f"{trainer.latest_checkpoint()})")
   try:
     with progress.announced(f"exporting the .keras model and the translator to {export_dir}"):
       translator = export_lib.export_model(
           trainer.model, tokenizers, config.decoding, export_dir, trainer.step,
           translator_subdir=run_folder.EXPORT_TRANSLATOR, keras_model=True)
-  except export_lib.ExportError as e:
+  except TrainingError as e:
     raise TrainingError(f"{e}, and the trained model is in {trainer.latest_checkpoint()}. Free "
                    "space and rerun the same command to export") from e
   translator_dir = export_dir / run_folder.EXPORT_TRANSLATOR

@@ -19,7 +19,7 @@ from transformer.run import run_folder
 from transformer.run import runtime
 from transformer.data import shards
 from transformer.run import stop_signals
-from transformer.run.errors import TrainingError, UsageError, describe_error
+from transformer.run.errors import DataError, TrainingError, UsageError, describe_error
 from transformer.training import tf_distribute
 from transformer.training import finish
 from transformer.training import run_checks
@@ -78,7 +78,7 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
     tokenizer_path = Path(options.tokenizer).resolve()
   try:
     tokenizers = tokenizers_lib.load_tokenizers(tokenizer_path)
-  except (tokenizers_lib.TokenizerError, OSError) as e:  # OSError: an unreadable SavedModel
+  except (DataError, OSError) as e:  # OSError: an unreadable SavedModel
     raise UsageError(f"--tokenizer={options.tokenizer}: {e}") from e
   input_vocab_size, target_vocab_size = tokenizers_lib.vocab_sizes(tokenizers)
   run_checks.check_vocabulary_sizes(config, {"pt": input_vocab_size, "en": target_vocab_size},
@@ -222,7 +222,7 @@ def train_on_shards(config, options: RunOptions, model_dir: Path) -> None:
       logging.info("wrote %s (step %d). BLEU and the translator SavedModel come from the "
                    "TensorFlow side: python evaluate.py --model_dir=%s --export_dir=%s",
                    weights, result.step, model_dir, export_dir / run_folder.EXPORT_TRANSLATOR)
-  except shards.ShardError as e:
+  except DataError as e:
     raise TrainingError(str(e)) from e
   except OSError as e:
     raise TrainingError(describe_error(e)) from e

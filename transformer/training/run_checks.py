@@ -14,7 +14,7 @@ from transformer import config as config_lib
 from transformer.run import run_folder
 from transformer.run import runtime
 from transformer.data import shards
-from transformer.run.errors import UsageError
+from transformer.run.errors import DataError, UsageError
 from transformer.training import tf_distribute
 
 
@@ -86,7 +86,7 @@ def check_run(config, options: RunOptions, model_dir: Path) -> None:
   trainer = "jax" if on_shards(options) else "tensorflow"
   try:
     recorded = run_folder.trained_with(model_dir).get("trainer")
-  except run_folder.RunFolderError as e:
+  except DataError as e:
     raise UsageError(str(e)) from e
   recorded = recorded or ("jax" if keras_checkpoints else
                           "tensorflow" if tensorflow_checkpoints else trainer)
@@ -140,7 +140,7 @@ def check_shard_flags(config, options: RunOptions) -> None:
                      "folder of the TED HRLR files")
   try:
     manifest = shards.read_manifest(options.data)
-  except shards.ShardError as e:
+  except DataError as e:
     raise UsageError(str(e)) from e
   refused = {
       "--strategy": options.strategy in ("tpu", "multi_worker"),
@@ -174,6 +174,6 @@ def read_stored_config(config_file: Path) -> dict:
   """A run's ``config.json``; UsageError if it holds no configuration."""
   try:
     return run_folder.read_run_config(config_file)
-  except run_folder.RunFolderError as e:
+  except DataError as e:
     raise UsageError(f"{e}; restore it, or delete it to resume with this command's "
                      "configuration") from e
