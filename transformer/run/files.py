@@ -11,6 +11,7 @@ import contextlib
 import ctypes
 import fcntl
 import hashlib
+import json
 import os
 from pathlib import Path
 import shutil
@@ -18,6 +19,7 @@ from typing import Iterator
 
 from absl import logging
 
+from transformer.run import run_folder
 from transformer.run.errors import TrainingError
 from transformer.run.run_folder import LOCK_FILE
 
@@ -193,3 +195,16 @@ class RunLock:
       self.path.unlink(missing_ok=True)
       os.close(self._fd)
       self._fd = None
+
+
+def record_run_files(model_dir: Path, config, tokenizer_path: Path, vocabulary_hash: str, *,
+                     trainer: str, data: str) -> None:
+  """Writes config.json, tokenizer_path.txt, the vocabularies' hash and
+  trained_with.json (``trainer``, "tensorflow" or "jax", and the ``data`` read), each atomically."""
+  data = data if data == "tfds" else str(Path(data).resolve())
+  for name, text in ((run_folder.CONFIG_FILE, config.to_json_best_effort(indent=2)),
+                     (run_folder.TOKENIZER_PATH_FILE, str(tokenizer_path)),
+                     (run_folder.VOCABULARY_HASH_FILE, vocabulary_hash),
+                     (run_folder.TRAINED_WITH_FILE,
+                      json.dumps({"trainer": trainer, "data": data}, indent=2))):
+    write_text_atomically(model_dir / name, text + "\n")

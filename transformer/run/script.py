@@ -41,7 +41,8 @@ def run_main(main: Callable[[list], None], argv: list, script: str,
     stopped_line: the line after a signal, after ``<script>: ``.
   """
   def say_stopped(interrupted: KeyboardInterrupt) -> None:
-    print(f"{script}: {stopped_line(interrupted)}", file=sys.stderr, flush=True)
+    said = getattr(interrupted, "said", "") or stopped_line(interrupted)
+    print(f"{script}: {said}", file=sys.stderr, flush=True)
 
   stop_signals.interrupt_on_signals(say_stopped)
   try:

@@ -22,10 +22,11 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class Interrupted(KeyboardInterrupt):
-  """SIGTERM or SIGINT arrived (:func:`interrupt_on_signals`): ``signum``, ``name``."""
+  """SIGTERM or SIGINT arrived (:func:`interrupt_on_signals`): ``signum``, ``name``,
+  and ``said``, what the work it stopped has to say (else the script's line)."""
 
-  def __init__(self, signum: int):
-    self.signum = signum
+  def __init__(self, signum: int, said: str = ""):
+    self.signum, self.said = signum, said
     self.name = signal.Signals(signum).name
     super().__init__(self.name)
 

@@ -1,44 +1,13 @@
-"""What train.py does around the training itself: the run folder's files, BLEU,
-the export, and the exit after a signal. TensorFlow is imported only by the
-functions that need it (the JAX path uses the others).
-"""
+"""What train.py does after training on TensorFlow: validation BLEU and the export."""
 
 import json
-from pathlib import Path
-import signal
 import sys
 
 from absl import logging
 
-from transformer.run import files
 from transformer.run import progress
 from transformer.run import run_folder
 from transformer.run.errors import TrainingError
-
-
-def exit_if_stopped(result, model_dir: Path) -> None:
-  """Exits with 128 + N and one line when signal N stopped the training (which
-  saved a checkpoint first)."""
-  if result.interrupted_by is None:
-    return
-  name = signal.Signals(result.interrupted_by).name
-  print(f"train.py: stopped by {name} at step {result.step}; checkpoint saved in "
-        f"{run_folder.checkpoint_dir(model_dir)}; rerun the same command to resume",
-        file=sys.stderr)
-  sys.exit(128 + result.interrupted_by)
-
-
-def record_run_files(model_dir: Path, config, tokenizer_path: Path, vocabulary_hash: str, *,
-                     trainer: str, data: str) -> None:
-  """Writes config.json, tokenizer_path.txt, the vocabularies' hash and
-  trained_with.json (``trainer``, "tensorflow" or "jax", and the ``data`` read), each atomically."""
-  data = data if data == "tfds" else str(Path(data).resolve())
-  for name, text in ((run_folder.CONFIG_FILE, config.to_json_best_effort(indent=2)),
-                     (run_folder.TOKENIZER_PATH_FILE, str(tokenizer_path)),
-                     (run_folder.VOCABULARY_HASH_FILE, vocabulary_hash),
-                     (run_folder.TRAINED_WITH_FILE,
-                      json.dumps({"trainer": trainer, "data": data}, indent=2))):
-    files.write_text_atomically(model_dir / name, text + "\n")
 
 
 class Bleu:
@@ -115,11 +84,3 @@ def export(trainer, tokenizers, config, model_dir):
   logging.info("exported %s and %s (step %d)", translator_dir, keras_path, trainer.step)
   return translator, {"export": str(translator_dir), "keras_model": str(keras_path)}
 
-
-def stopped_during_export(signum: int, step: int, model_dir: Path) -> None:
-  """Exits 128 + ``signum`` after a signal that came during a finished export."""
-  print(f"train.py: stopped by {signal.Signals(signum).name} during the export, which was "
-        f"finished first: {run_folder.export_dir(model_dir)} holds step {step}; BLEU was not "
-        "computed",
-        file=sys.stderr)
-  sys.exit(128 + signum)

@@ -9,6 +9,7 @@ translator then come from ``evaluate.py``.
 
 import contextlib
 from pathlib import Path
+import signal
 
 from absl import logging
 
@@ -98,9 +99,9 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
         jit_compile=options.jit_compile, log_every_steps=options.log_every_steps)
   trainer.restore()
   if chief:  # only now: a refused run leaves the folder's files as they were
-    finish.record_run_files(model_dir, config, tokenizer_path,
-                            tokenizers_lib.vocabulary_hash(tokenizers), trainer="tensorflow",
-                            data=options.data)
+    files.record_run_files(model_dir, config, tokenizer_path,
+                           tokenizers_lib.vocabulary_hash(tokenizers), trainer="tensorflow",
+                           data=options.data)
 
   # XLA compiles a step per batch shape: under --jit_compile and on TPUs the
   # batches are padded to their bucket's length, and TPUs, which need static
@@ -135,7 +136,7 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
     return {}
 
   result = trainer.fit(make_train_dataset, validation_dataset, epoch_end_callback=epoch_end)
-  finish.exit_if_stopped(result, model_dir)
+  stop_if_interrupted(result, model_dir)
 
   logging.info(progress.run_summary(result.step, result.start_step, result.history))
   final = {"final": True, "step": result.step}
@@ -150,7 +151,10 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
       translator, paths = finish.export(trainer, tokenizers, config, model_dir)
     final.update(paths)
     if stop.received is not None:
-      finish.stopped_during_export(stop.received, result.step, model_dir)
+      raise stop_signals.Interrupted(stop.received, (
+          f"stopped by {signal.Signals(stop.received).name} during the export, which was "
+          f"finished first: {run_folder.export_dir(model_dir)} holds step {result.step}; BLEU "
+          "was not computed"))
   if bleu.available and bleu.recorded(result.step):
     logging.info("validation BLEU at step %d is in %s: not computed again", result.step,
                  model_dir / run_folder.METRICS_FILE)
@@ -158,6 +162,15 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
     final["bleu"] = bleu("validation", result.step, translator)
   if len(final) > 2:
     summaries.append_metrics(final)
+
+
+def stop_if_interrupted(result, model_dir: Path) -> None:
+  """After a signal stopped the training, which saved a checkpoint first: its one line."""
+  if result.interrupted_by is not None:
+    raise stop_signals.Interrupted(result.interrupted_by, (
+        f"stopped by {signal.Signals(result.interrupted_by).name} at step {result.step}; "
+        f"checkpoint saved in {run_folder.checkpoint_dir(model_dir)}; rerun the same command "
+        "to resume"))
 
 
 @contextlib.contextmanager
@@ -208,13 +221,13 @@ def train_on_shards(config, options: RunOptions, model_dir: Path) -> None:
           log_every_steps=options.log_every_steps)
     trainer.restore()
     logging.info(plan_line(config, options, 0))
-    finish.record_run_files(model_dir, config, Path(manifest["tokenizer"]),
-                            manifest["tokenizer_vocabulary_sha256"], trainer="jax",
-                            data=options.data)
+    files.record_run_files(model_dir, config, Path(manifest["tokenizer"]),
+                           manifest["tokenizer_vocabulary_sha256"], trainer="jax",
+                           data=options.data)
     with out_of_memory_said("training", "smaller batches (config.data.tokens_per_batch, or "
                             "config.data.batch_size without it) or a smaller config.model"):
       result = trainer.fit(splits["train"], splits["validation"])
-    finish.exit_if_stopped(result, model_dir)
+    stop_if_interrupted(result, model_dir)
     logging.info(progress.run_summary(result.step, result.start_step, result.history))
     if options.export:
       export_dir = run_folder.export_dir(model_dir)

@@ -172,7 +172,7 @@ class Trainer:
           if self.budget is not None:
             self.budget.add_seconds(self.engine.agree(run_seconds))
           if stop.received is not None:
-            self.save_checkpoint()  # train.py's last line says so (finish.exit_if_stopped)
+            self.save_checkpoint()  # train.py's last line says so (launch.stop_if_interrupted)
             break
           if record["complete"] and not history and (  # the run's first epoch
               mismatch := optimization.cooldown_mismatch(training, record["steps_in_epoch"])):
