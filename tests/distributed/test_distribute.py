@@ -238,7 +238,7 @@ c.training.train_steps = 3
 c.training.checkpoint_every_steps = 2
 trainer = TensorFlowTrainer(c, input_vocab_size=VOCAB, target_vocab_size=VOCAB,
                   model_dir={str(model_dir)!r}, strategy=strategy, progress=False)
-task = tf_distribute.tf_config_task()[1]
+task = strategy.cluster_resolver.task_id
 np.savez(f"initial_{{task}}.npz", *trainer.model.get_weights())
 result = trainer.fit(lambda epoch: batches())
 np.savez(f"weights_{{task}}.npz", *trainer.model.get_weights())

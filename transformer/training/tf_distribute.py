@@ -8,7 +8,6 @@ none: the local TPU VM), ``multi_worker`` (the cluster from ``TF_CONFIG``) and
 on a machine without TPUs or GPUs.
 """
 
-import json
 import os
 from typing import Optional
 
@@ -49,13 +48,6 @@ def resolve_strategy_name(name: str, tpu_address: Optional[str] = None,
   if num_gpus >= 2:
     return "mirrored"
   return "default"
-
-
-def tf_config_task() -> tuple:
-  """(task_type, task_id) from ``TF_CONFIG``, or (None, None) when unset."""
-  tf_config = json.loads(os.environ.get("TF_CONFIG", "{}") or "{}")
-  task = tf_config.get("task", {})
-  return task.get("type"), task.get("index")
 
 
 def get_strategy(name: str, tpu_address: Optional[str] = None):
