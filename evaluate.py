@@ -1,44 +1,29 @@
 """BLEU of a trained model on the validation or test split (paper §6.1).
 
   python evaluate.py --model_dir runs/cpu_2h --split test --method beam --average_last 5
-
-Reads ``config.json``, ``tokenizer_path.txt`` and ``checkpoints/`` from the
-``train.py`` output folder, optionally averages the last N checkpoints (the
-paper's base model averages 5), translates the split and writes the hypotheses
-and a JSON with the score to ``--output_dir`` (default ``<model_dir>/bleu``).
-With ``--export_dir`` the evaluated (e.g. averaged) model is also exported there
-as a translator SavedModel. ``--translator`` scores an exported translator
-SavedModel instead of a ``train.py`` folder:
-
   python evaluate.py --translator runs/cpu_2h/export/translator --method greedy
 
-Under ``KERAS_BACKEND=jax``, ``--data`` may be a folder written by
-``prepare.py``: a run trained under JAX is then scored without TensorFlow
-(:mod:`transformer.inference.evaluation_jax`), the same record, with the
-compiled decoding steps kept in train.py's compilation cache
-(``--compilation_cache``). The TED files and exported translators are scored
-on TensorFlow whatever ``KERAS_BACKEND`` says (one line says so when it says
-jax).
+Restores the ``train.py`` folder's latest checkpoint, or the mean of its last N
+(the paper's base model averages 5), or takes an exported translator
+SavedModel (``--translator``), translates the split and writes the hypotheses
+and a JSON record to ``--output_dir`` (default ``<model_dir>/bleu``), once,
+whole, after the scoring: a stop keeps the previous ones. ``--export_dir`` also
+exports the evaluated model there, swapped in whole, into a folder that is new,
+empty or an earlier export. ``--max_sentences=N`` scores the split's first N
+sentences: a partial score, ``<split>.<method>.partial<N>.json`` with
+``"partial": true``. ``--data`` is the TED files, ``tfds`` or ``auto``
+(:mod:`transformer.data.sources`), scored on TensorFlow whatever
+``KERAS_BACKEND`` says (one line says so), or under ``KERAS_BACKEND=jax`` a
+``prepare.py`` folder, scored without TensorFlow, its compiled decoding steps
+kept in train.py's cache (``--compilation_cache``). Both are
+:func:`transformer.inference.evaluation.evaluate`; ``bleu`` is this project's
+score, ``whole_word.bleu`` the published results' (:mod:`transformer.inference.bleu`).
 
-``--max_sentences=N`` scores only the split's first N sentences: a partial
-score, written to ``<split>.<method>.partial<N>.json`` with ``"partial": true``,
-never over the whole split's ``<split>.<method>.json``. ``--data`` is a folder
-of the TED HRLR files, ``tfds``, or ``auto`` (the default: the local copy in
-``../shared/data`` where it is, else ``tfds``; :mod:`transformer.data.sources`). What it is doing and how long each part took goes
-to stderr (a live count of the sentences translated on a terminal); stdout
-holds only the JSON record.
-
-Prints the JSON record; TensorFlow's own logs are hidden unless ``--verbose``
-(or ``TF_CPP_MIN_LOG_LEVEL`` is set). Exit status: 0 on success, 1 with one
-``evaluate.py: error: ...`` line on bad input (flags, data, a folder that is
-not a train.py output or translator, a missing or corrupt checkpoint), 130 or
-143 with one line when stopped by Ctrl-C or SIGTERM. ``--export_dir`` is
-swapped in whole, and only into a folder that is new, empty or an earlier
-export (:func:`transformer.inference.export.export_model`). The results are
-written once, whole, after the scoring: a stop keeps the previous ones.
-Two scores: ``bleu``, this project's (see :mod:`transformer.inference.evaluation` for what
-it does and does not compare with), and ``whole_word.bleu``, the scoring of
-published results on this split (:mod:`transformer.inference.bleu`).
+stdout holds only the JSON record; stderr what it does and how long it took (a
+live count on a terminal); TensorFlow's logs only with ``--verbose``. Exit
+status: 0, 1 with one ``evaluate.py: error: ...`` line on bad input (flags,
+data, a folder that is not a run or translator, a missing or corrupt
+checkpoint), 130 or 143 with one line on Ctrl-C or SIGTERM.
 """
 
 import json
@@ -56,7 +41,6 @@ from transformer.run import run_folder
 from transformer.run import runtime
 from transformer.data import shards
 from transformer.data import sources
-from transformer.inference import scoring
 from transformer.run import script as script_lib
 from transformer.run.errors import TrainingError
 
@@ -94,11 +78,27 @@ class UsageError(ValueError):
 
 
 def check_flags(data_dir: str) -> None:
-  """Every check that needs no TensorFlow; raises UsageError."""
-  if bool(_MODEL_DIR.value) == bool(_TRANSLATOR.value):
+  """Every check that needs neither TensorFlow nor JAX; raises UsageError."""
+  prepared = shards.is_prepared(data_dir)
+  if prepared:
+    if runtime.keras_backend() != "jax":
+      raise UsageError(f"--data={data_dir} is a prepare.py folder, scored under "
+                       f"KERAS_BACKEND=jax (now {runtime.keras_backend()}); set it, or pass "
+                       "the folder of the TED HRLR files")
+    if not _MODEL_DIR.value or _TRANSLATOR.value or _EXPORT_DIR.value:
+      raise UsageError("a prepare.py folder is scored with --model_dir (a run trained under "
+                       "JAX), without --translator or --export_dir")
+    if problem := run_folder.not_a_folder(_MODEL_DIR.value):
+      raise UsageError(problem)
+  elif _COMPILATION_CACHE.value != runtime.COMPILATION_CACHE_AUTO:
+    raise UsageError("--compilation_cache is JAX's: it applies under KERAS_BACKEND=jax with a "
+                     "prepare.py folder as --data")
+  elif bool(_MODEL_DIR.value) == bool(_TRANSLATOR.value):
     raise UsageError("give exactly one of --model_dir and --translator")
   if _AVERAGE_LAST.value < 0 or _BATCH_SIZE.value < 1 or _MAX_SENTENCES.value < 0:
     raise UsageError("--average_last and --max_sentences must be >= 0 and --batch_size >= 1")
+  if prepared:
+    return
   if data_dir == sources.TFDS:  # without tensorflow-datasets: data_flag() said so
     missing = []
   else:
@@ -172,19 +172,6 @@ def say(line: str) -> None:
   print(line, file=sys.stderr, flush=True)
 
 
-
-
-def score(translate_batch, pairs, split_size, output_dir, split, method, batch_size,
-          reference_tokenizer):
-  """evaluation.score_bleu, saying what it does, how far it is and how long it
-  took; returns ``(result, hypotheses)``, nothing written yet."""
-  from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
-  with progress.announced(f"translating {len(pairs)} {split} sentences ({method})", say):
-    return evaluation.score_bleu(progress.counted(translate_batch, len(pairs)), pairs,
-                                 output_dir, split, method, batch_size,
-                                 reference_tokenizer=reference_tokenizer, split_size=split_size)
-
-
 def check_writable(output_dir: Path) -> None:
   """UsageError unless ``output_dir`` can be written: said before translating,
   not after."""
@@ -200,59 +187,48 @@ def check_writable(output_dir: Path) -> None:
 def evaluate(model_dir, split: str, method: str, average_last: int, data_dir,
              output_dir=None, batch_size: int = 64, export_dir=None,
              max_sentences: int = 0) -> dict:
-  """Restores the model of ``model_dir`` and scores it; returns the BLEU record,
-  also written to ``output_dir`` once the scoring is complete."""
+  """Restores the run of ``model_dir`` and scores it on ``split`` of ``data_dir``
+  (:func:`transformer.inference.evaluation.evaluate`; a prepare.py folder under
+  JAX); returns the record, written to ``output_dir`` once the scoring is complete."""
+  # Deferred: Keras and its backend load once the flags are known good.
   from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
-  from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
-  from transformer.inference import restore  # pylint: disable=g-import-not-at-top  (TensorFlow)
-  from transformer.run.checkpoint_files import checkpoint_name  # pylint: disable=g-import-not-at-top
-  # Bad data fails at once, before the model is restored.
-  pairs, split_size = evaluation.load_pairs(data_dir, split, max_sentences)
+  if shards.is_prepared(data_dir):
+    # Deferred: JAX, which the TensorFlow path does not import.
+    from transformer.inference import evaluation_jax  # pylint: disable=g-import-not-at-top
+    data = evaluation_jax.PreparedData(data_dir, split, max_sentences)
+  else:  # bad data fails at once, before the model is restored
+    data = evaluation.TensorFlowData(data_dir, split, max_sentences)
   output_dir = Path(output_dir or run_folder.bleu_dir(model_dir))
   check_writable(output_dir)
   if export_dir:
+    # Deferred: TensorFlow, which only an export needs.
+    from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
+    from transformer.run.checkpoint_files import checkpoint_step  # pylint: disable=g-import-not-at-top
     export_lib.check_export_target(export_dir, "give another --export_dir")
   start = time.monotonic()
-  config, tokenizers, model, checkpoints = restore.restore_model_dir(model_dir, average_last)
+  run = data.restore(model_dir, average_last)
   # Said after the fact: a checkpoint that cannot be read is one error line alone.
-  names = ", ".join(map(checkpoint_name, checkpoints))
+  names = ", ".join(run.names)
   restored = f"averaged the last {average_last} checkpoints ({names})" if average_last else (
       f"restored the checkpoint {names}")
   say(f"{restored} of {model_dir}: took {time.monotonic() - start:.1f} s")
-  skipped = restore.newer_checkpoints(model_dir, checkpoint_name(checkpoints[-1]))
+  skipped = evaluation.newer_checkpoints(model_dir, run.names[-1])
   if skipped:
     say(f"evaluate.py: warning: skipped the newer {', '.join(skipped)}: cannot be read in full "
         "(truncated or corrupt)")
-  if export_dir:
-    translator = export(model, tokenizers, config, export_dir, checkpoints)
-  else:
-    translator = export_lib.Translator(tokenizers, model, config.decoding)
-  result, hypotheses = score(evaluation.translator_batch_fn(translator, method), pairs,
-                             split_size, output_dir, split, method, batch_size, tokenizers.en)
-  with progress.announced(f"teacher-forced loss and accuracy on {len(pairs)} sentences", say):
-    teacher_forced = evaluation.teacher_forced_metrics(model, tokenizers, pairs, config)
+  if export_dir:  # swapped in whole: a kill or a full disk leaves the previous export
+    with progress.announced(f"exporting the translator to {export_dir}", say):
+      export_lib.export_model(run.model, data.tokenizers, run.config.decoding, export_dir,
+                              checkpoint_step(run.checkpoints[-1]), checkpoints=run.names)
   # The JSON beside the hypotheses also says which checkpoints were scored.
-  result = {**result, "checkpoints": checkpoints, "export_dir": export_dir,
-            "teacher_forced": teacher_forced}
-  scoring.write_result(result, hypotheses)
-  return result
-
-
-def export(model, tokenizers, config, export_dir, checkpoints):
-  """Exports the translator SavedModel to ``export_dir``, swapped in whole
-  (:func:`transformer.inference.export.export_model`): a kill or a full disk
-  leaves the previous export. Returns the translator, in memory."""
-  from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
-  from transformer.run.checkpoint_files import checkpoint_name, checkpoint_step  # pylint: disable=g-import-not-at-top
-  with progress.announced(f"exporting the translator to {export_dir}", say):
-    return export_lib.export_model(model, tokenizers, config.decoding, export_dir,
-                                   checkpoint_step(checkpoints[-1]),
-                                   checkpoints=[checkpoint_name(path) for path in checkpoints])
+  return evaluation.evaluate(data, run, method, output_dir, batch_size,
+                             {"checkpoints": run.checkpoints, "export_dir": export_dir}, say)
 
 
 def evaluate_translator(translator_dir, split: str, method: str, data_dir, output_dir=None,
                         batch_size: int = 64, max_sentences: int = 0) -> dict:
-  """Scores an exported translator SavedModel; returns the BLEU record."""
+  """Scores an exported translator SavedModel on strings (it serves no function
+  on ids); returns the record."""
   from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
   from transformer.data import tokenizers as tokenizers_lib  # pylint: disable=g-import-not-at-top
   pairs, split_size = evaluation.load_pairs(data_dir, split, max_sentences)
@@ -265,33 +241,33 @@ def evaluate_translator(translator_dir, split: str, method: str, data_dir, outpu
                      "lacks translate, translate_greedy or tokenizers)")
   # The tokenizers' token tables come from assets/*.txt: the files saved?
   tokenizers_lib.check_vocabulary_files(translator.tokenizers)
-  result, hypotheses = score(evaluation.translator_batch_fn(translator, method), pairs,
-                             split_size, output_dir, split, method, batch_size,
-                             translator.tokenizers.en)
-  result = {**result, "translator": str(translator_dir)}
-  scoring.write_result(result, hypotheses)
-  return result
+  translate_batch = evaluation.translator_batch_fn(translator, method)
+  with progress.announced(f"translating {len(pairs)} {split} sentences ({method})", say):
+    return evaluation.evaluate_bleu(progress.counted(translate_batch, len(pairs)), pairs,
+                                    output_dir, split, method, batch_size,
+                                    translator.tokenizers.en, split_size,
+                                    {"translator": str(translator_dir)})
 
 
 def main(argv):
   if len(argv) > 1:
     raise UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   data_dir, message = data_flag()
-  if shards.is_prepared(data_dir):
-    print(json.dumps(evaluate_prepared(data_dir), indent=2))
-    return
-  if _COMPILATION_CACHE.value != runtime.COMPILATION_CACHE_AUTO:
-    raise UsageError("--compilation_cache is JAX's: it applies under KERAS_BACKEND=jax with a "
-                     "prepare.py folder as --data")
   check_flags(data_dir)
-  if message:
-    say(f"evaluate.py: {message}")
   if not _VERBOSE.value:
     logging.set_verbosity(logging.ERROR)
-  runtime.keras_on_tensorflow(
-      "evaluate.py", "the TED files and exported translators are scored on TensorFlow (a "
-      "prepare.py folder as --data is scored under JAX)", say)
-  runtime.import_tensorflow(_VERBOSE.value)
+  if shards.is_prepared(data_dir):  # scored under JAX, with no TensorFlow
+    runtime.hide_jax_logs(_VERBOSE.value)
+    # train.py's cache and default: a rerun loads the decoding steps compiled before.
+    runtime.use_compilation_cache(_COMPILATION_CACHE.value,
+                                  warn=lambda line: say(f"evaluate.py: warning: {line}"))
+  else:
+    if message:
+      say(f"evaluate.py: {message}")
+    runtime.keras_on_tensorflow(
+        "evaluate.py", "the TED files and exported translators are scored on TensorFlow (a "
+        "prepare.py folder as --data is scored under JAX)", say)
+    runtime.import_tensorflow(_VERBOSE.value)
   if _TRANSLATOR.value:
     result = evaluate_translator(_TRANSLATOR.value, _SPLIT.value, _METHOD.value,
                                  data_dir, _OUTPUT_DIR.value, _BATCH_SIZE.value,
@@ -303,50 +279,23 @@ def main(argv):
   print(json.dumps(result, indent=2))
 
 
-def evaluate_prepared(data_dir) -> dict:
-  """--data is a prepare.py folder: decoded and scored under JAX, with no
-  TensorFlow (:mod:`transformer.inference.evaluation_jax`)."""
-  if runtime.keras_backend() != "jax":
-    raise UsageError(f"--data={data_dir} is a prepare.py folder, scored under KERAS_BACKEND=jax "
-                     f"(now {runtime.keras_backend()}); set it, or pass the folder of the TED "
-                     "HRLR files")
-  if not _MODEL_DIR.value or _TRANSLATOR.value or _EXPORT_DIR.value:
-    raise UsageError("a prepare.py folder is scored with --model_dir (a run trained under "
-                     "JAX), without --translator or --export_dir")
-  if problem := run_folder.not_a_folder(_MODEL_DIR.value):
-    raise UsageError(problem)
-  if _AVERAGE_LAST.value < 0 or _BATCH_SIZE.value < 1 or _MAX_SENTENCES.value < 0:
-    raise UsageError("--average_last and --max_sentences must be >= 0 and --batch_size >= 1")
-  if not _VERBOSE.value:
-    logging.set_verbosity(logging.ERROR)
-  runtime.hide_jax_logs(_VERBOSE.value)
-  # train.py's cache and default: a rerun loads the decoding steps compiled before.
-  runtime.use_compilation_cache(_COMPILATION_CACHE.value,
-                                warn=lambda line: say(f"evaluate.py: warning: {line}"))
-  # Deferred: it imports JAX, which only this path needs.
-  from transformer.inference import evaluation_jax  # pylint: disable=g-import-not-at-top
-  try:
-    return evaluation_jax.evaluate_prepared(
-        _MODEL_DIR.value, data_dir, _SPLIT.value, _METHOD.value,
-        average_last=_AVERAGE_LAST.value, output_dir=_OUTPUT_DIR.value,
-        batch_size=_BATCH_SIZE.value, max_sentences=_MAX_SENTENCES.value, say=say)
-  except (shards.ShardError, evaluation_jax.PreparedEvaluationError, TrainingError) as e:
-    raise UsageError(str(e)) from e
-
-
 def say_stopped(interrupted: KeyboardInterrupt) -> str:
   return (f"{script_lib.stopped_by(interrupted)} before it finished (it leaves no file half "
           "written); rerun the same command to score")
 
 
 def expected_errors():
-  """The errors that are one line: bad input, and once TensorFlow is loaded,
-  bad data, tokenizers, checkpoints and exports."""
-  if "tensorflow" not in sys.modules:
-    return (UsageError,)
-  from transformer.data import ted  # pylint: disable=g-import-not-at-top
-  from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
-  return (UsageError, ted.DataError, tokenizers.TokenizerError, TrainingError)
+  """The errors that are one line: bad input, data, checkpoints, and once
+  TensorFlow is loaded, its data, tokenizers and exports."""
+  errors = (UsageError, shards.ShardError, TrainingError)
+  if "transformer.inference.evaluation" in sys.modules:
+    from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
+    errors += (evaluation.EvaluationError,)
+  if "tensorflow" in sys.modules:
+    from transformer.data import ted  # pylint: disable=g-import-not-at-top
+    from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
+    errors += (ted.DataError, tokenizers.TokenizerError)
+  return errors
 
 
 def run(argv):

@@ -56,11 +56,11 @@ from transformer import config as config_lib
 from transformer.run import runtime
 from transformer.data import sources
 from transformer.run import script as script_lib
-from transformer.run.errors import TrainingError, describe_error
+from transformer.run.errors import TrainingError, UsageError, describe_error
 from transformer.training import tf_distribute
 from transformer.training import run_checks
 from transformer.training import launch
-from transformer.training.run_checks import RunError, RunOptions, UsageError
+from transformer.training.run_checks import RunOptions
 
 REPO_DIR = Path(__file__).resolve().parent
 
@@ -213,18 +213,16 @@ def main(argv):
   from transformer.data import ted  # pylint: disable=g-import-not-at-top
   try:
     launch.train_with_tensorflow(config, options, model_dir, tf)
-  except (ted.DataError, TrainingError, OSError) as e:
-    # Malformed or unreadable files, a corrupt or mismatched checkpoint, a NaN
-    # loss, a full disk, a folder in use by another run.
-    raise RunError(str(e)) from e
+  except (ted.DataError, OSError) as e:  # malformed or unreadable files, a full disk
+    raise TrainingError(str(e)) from e
   except (tf.errors.OpError, MemoryError) as e:  # e.g. out of memory
-    raise RunError(describe_error(e)) from e
+    raise TrainingError(describe_error(e)) from e
 
 
 def run(argv):
   # SIGTERM too stops in one line where no StopSignals block (training, the
   # export) finishes the work first: during start-up and the final BLEU.
-  script_lib.run_main(main, argv, "train.py", errors=lambda: (UsageError, RunError),
+  script_lib.run_main(main, argv, "train.py", errors=lambda: (UsageError, TrainingError),
                       stopped_line=say_interrupted)
 
 

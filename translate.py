@@ -180,14 +180,15 @@ def restore_translator(model_dir: str, average_last: int, why: str):
   averaged) checkpoints, with the run's tokenizer and decoding settings;
   says which on stderr, after ``why`` when there is no --average_last."""
   from transformer.data import ted  # pylint: disable=g-import-not-at-top
-  from transformer.inference import restore  # pylint: disable=g-import-not-at-top
+  from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
   from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
   from transformer.inference.export import Translator  # pylint: disable=g-import-not-at-top
   from transformer.run.checkpoint_files import checkpoint_name  # pylint: disable=g-import-not-at-top
   from transformer.run.errors import TrainingError  # pylint: disable=g-import-not-at-top
   try:
-    config, run_tokenizers, model, paths = restore.restore_model_dir(model_dir, average_last)
-  except (TrainingError, tokenizers.TokenizerError, ted.DataError, OSError) as e:
+    config, run_tokenizers, model, paths = evaluation.restore_model_dir(model_dir, average_last)
+  except (TrainingError, evaluation.EvaluationError, tokenizers.TokenizerError, ted.DataError,
+          OSError) as e:
     raise InputError(f"--model_dir={model_dir}: {describe_error(e)}") from e
   names = ", ".join(map(checkpoint_name, paths))
   said = (f"translating with the average of {names}" if average_last

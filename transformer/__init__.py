@@ -1,25 +1,14 @@
 """A reference Keras/TensorFlow Transformer (Vaswani et al. 2017, "Attention Is All You Need").
 
-The package is laid out so that the model stands apart from what feeds, runs and
-trains it; each folder imports only the folders above it in this list, and
-``config`` (``tests/unit/test_layering.py``):
-
-===============  ===============================================================
-folder           what it holds
-===============  ===============================================================
-``model/``       the Transformer in ``keras.ops`` (TensorFlow or JAX), one module
-                 per tutorial section, with its settings (``model.settings``:
-                 ``config.model``'s fields, defaults and check), its losses and
-                 learning-rate schedule; it imports nothing else of the package
-``run/``         a ``train.py`` output folder: its files, checkpoint files,
-                 atomic writes and the lock, signals, progress, process set-up
-``data/``        the TED HRLR files, WordPiece tokenizers, the ``tf.data``
-                 pipeline and the NumPy shards of the JAX path
-``inference/``   decoding (greedy and beam), the exported translator, BLEU,
-                 checkpoint averaging, attention plots
-``training/``    the two trainers (``TensorFlowTrainer``, ``JaxTrainer``), the
-                 interface both implement and the loop that runs them
-===============  ===============================================================
+Each folder imports only the folders before it, and ``config``
+(``tests/unit/test_layering.py``): ``model/``, the Transformer in ``keras.ops``
+(TensorFlow or JAX) with its settings, losses and learning-rate schedule,
+importing nothing else of the package; ``run/``, a ``train.py`` output folder
+and what every script shares (files, checkpoints, signals, progress, process
+set-up); ``data/``, the TED HRLR files, tokenizers, the ``tf.data`` pipeline
+and the JAX path's NumPy shards; ``inference/``, decoding, the exported
+translator, BLEU, checkpoint averaging and plots; ``training/``, the two
+trainers and the loop that runs them.
 
 The modules follow the reading order of the TensorFlow tutorial
 "Neural machine translation with a Transformer and Keras":
@@ -45,7 +34,6 @@ Export the model            ``inference.export``
                             ``inference.averaging``, ``run.run_folder``
 ==========================  ============================================
 
-Configuration lives in ``config`` (defaults and validation; the model's
-fields in ``model.settings``) and ``configs/``; ``config`` imports only the
-model's settings.
+Configuration lives in ``config`` (the model's fields in ``model.settings``)
+and ``configs/``.
 """

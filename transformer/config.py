@@ -1,17 +1,11 @@
 """Configuration: every field the library reads, its default, and validation.
 
 Named configurations in ``configs/`` start from :func:`default_config` and change
-what differs. Configurations are ``ml_collections.ConfigDict`` objects so that
-``train.py`` can take ``--config=configs/tutorial.py --config.model.d_model=256``
-(``ml_collections.config_flags``, the convention of Google research code and the
-TF Model Garden): a named file plus typed command-line overrides of any field.
-
-Where the TensorFlow tutorial and the paper differ, the field that selects
-between them says so.
-
-The model's fields, their defaults (the paper's) and their check live with the
-model, in :mod:`transformer.model.settings`, which this module reads and which
-reads nothing of the package.
+what differs. They are ``ml_collections.ConfigDict`` objects, so that ``train.py``
+takes ``--config=configs/tutorial.py --config.model.d_model=256`` (the
+convention of Google research code). Where the tutorial and the paper differ,
+the field that selects between them says so. The model's fields live with the
+model, in :mod:`transformer.model.settings`.
 """
 
 import difflib
@@ -24,8 +18,7 @@ import ml_collections
 from transformer.model.settings import ConfigError, paper_settings, validate_model
 from transformer.model.settings import require, require_choice, require_count, require_rate
 
-# Where the commands look for the data by default: beside this repository
-# (README, Quick start; the TED HRLR files and the tutorial's tokenizer).
+# Where the commands look for the data (README, Quick start) by default.
 SHARED_DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
 # The TED HRLR folder's file suffix of each TFDS split name (pt.dev, en.dev...).
 SPLIT_FILE_SUFFIX = {"train": "train", "validation": "dev", "test": "test"}
@@ -42,18 +35,13 @@ def default_config() -> ml_collections.ConfigDict:
   config.data.max_tokens = 128
   # Sentences per batch, used when tokens_per_batch is 0.
   config.data.batch_size = 64
-  # Paper §5.1: batches of about 25,000 source + 25,000 target tokens.
-  # 0 means batches of batch_size sentences.
+  # Paper §5.1: batches of about 25,000 source + 25,000 target tokens (0: batch_size).
   config.data.tokens_per_batch = 0
-  # Group sentences of similar length before batching (paper §5.1). With
-  # batches of batch_size sentences this slows learning per step
-  # (lab/results/learning_parity/); training.length_groups saves the padding's cost
-  # without it.
+  # Group sentences of similar length before batching (paper §5.1); with batch_size
+  # batches it slows learning per step (lab/results/learning_parity/).
   config.data.bucketing = False
-  # Explicit length buckets, e.g. (24, 48, 80, 128), the last one max_tokens: each
-  # batch is padded to its bucket's length, rows = tokens_per_batch // length (or
-  # batch_size), so an epoch has one shape per bucket (docs/data.md). () keeps
-  # the buckets above (bucketing, tokens_per_batch).
+  # Explicit length buckets, e.g. (24, 48, 80, 128), the last max_tokens: batches
+  # padded to their bucket's length, one shape a bucket (docs/data.md).
   config.data.bucket_lengths = ()
   config.data.shuffle_buffer = 20000
   # "separate": one WordPiece vocabulary per language (tutorial).
@@ -68,15 +56,13 @@ def default_config() -> ml_collections.ConfigDict:
   # rate is learning_rate_scale * (d_model * warmup_steps)^-0.5.
   config.training.learning_rate_scale = 1.0
   # Not in the paper: if > 0, the rate falls linearly to zero over the last
-  # cooldown_steps updates before cooldown_end_step (transformer/model/optimization.py),
-  # for runs with a fixed budget. Set the end step to the run's last step; it is
-  # not taken from epochs, so a shorter rerun keeps the same schedule.
+  # cooldown_steps updates before cooldown_end_step (the run's last step, set
+  # explicitly so that a shorter rerun keeps the schedule).
   config.training.cooldown_steps = 0
   config.training.cooldown_end_step = 0
-  # Not in the paper: if > 0, the run trains as many whole epochs (at most
-  # `epochs`) as fit in this many minutes of training, and the rate falls to
-  # zero over the last cooldown_fraction of them (transformer/training/budget.py); the
-  # cooldown is then planned during the run, so cooldown_steps stays 0.
+  # Not in the paper: if > 0, as many whole epochs (at most `epochs`) as fit in
+  # this many minutes, the rate falling to zero over the last cooldown_fraction
+  # of them (transformer/training/budget.py).
   config.training.time_budget_minutes = 0.0
   config.training.cooldown_fraction = 0.0
   config.training.adam_beta_1 = 0.9
@@ -92,12 +78,11 @@ def default_config() -> ml_collections.ConfigDict:
   config.training.keep_checkpoints = 5
   config.training.seed = 0
   # Compute each batch as this many sub-batches of similar length, each cut to
-  # its longest sentence (transformer/training/tf_step.py): the same gradient on fewer
-  # padded positions. Pays with random batches; 1 computes batches as they are.
+  # its longest sentence (transformer/training/tf_step.py): the same gradient on
+  # fewer padded positions.
   config.training.length_groups = 1
-  # JAX trainer only: optimizer steps per call of the compiled function, a
-  # jax.lax.scan over that many batches of one shape (the host's cost per call
-  # is paid once per this many steps). 1 calls it for every step.
+  # JAX trainer only: optimizer steps per call of the compiled function (a
+  # jax.lax.scan over batches of one shape), to pay the host's cost per call once.
   config.training.steps_per_dispatch = 1
 
   config.decoding = ml_collections.ConfigDict()
@@ -194,11 +179,9 @@ def resume_differences(stored: dict, current: dict, built_tokenizer: bool):
   """Fields that must not change on resume and did: ["field a.b was 1, now 2", ...].
 
   ``stored`` is a run's ``config.json``, ``current`` the configuration it is
-  resumed with (both as dicts). The vocabulary fields count only when the
-  tokenizer is built from them. A field the library gained after the run began
-  is absent from ``stored``; the run was trained with its default (new fields
-  default to the behaviour before them), so absent counts as the default.
-  """
+  resumed with; the vocabulary fields count only when the tokenizer is built
+  from them. A field absent from ``stored`` counts as its default (the
+  behaviour before the field)."""
   defaults = _flatten(json.loads(default_config().to_json_best_effort()))
   old, new = {**defaults, **_flatten(stored)}, _flatten(current)
   names = [n for n in sorted(set(old) | set(new))

@@ -66,9 +66,9 @@ def averaged_curve(model_dir: Path, pairs, average: int, only_epochs=()):
   (per epoch in ``only_epochs``, when given)."""
   from transformer.inference import averaging  # pylint: disable=g-import-not-at-top
   from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
-  from transformer.inference import restore  # pylint: disable=g-import-not-at-top
   from transformer.run import run_folder  # pylint: disable=g-import-not-at-top
-  config, tokenizers, model, _ = restore.restore_model_dir(model_dir)
+  config, tokenizers, model, _ = evaluation.restore_model_dir(model_dir)
+  ids = evaluation.tokenized(tokenizers, pairs)
   by_step = checkpoint_steps(run_folder.checkpoint_dir(model_dir))
   steps = list(by_step)
   minutes = 0.0
@@ -81,7 +81,7 @@ def averaged_curve(model_dir: Path, pairs, average: int, only_epochs=()):
       continue
     paths = [by_step[step] for step in steps[end - average:end]]
     averaging.average_checkpoints(model, paths)
-    metrics = evaluation.teacher_forced_metrics(model, tokenizers, pairs, config)
+    metrics = evaluation.teacher_forced_metrics(model, ids, config)
     yield {"epoch": epoch["epoch"], "step": epoch["step"], "training_minutes": minutes,
            "checkpoints": [Path(path).name for path in paths],
            "val_loss": metrics["loss"], "val_accuracy": metrics["accuracy"],

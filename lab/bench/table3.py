@@ -273,8 +273,8 @@ def final_metrics(trainer, config, tokenizers, pairs, bleu_dir: Path):
   from transformer.inference.export import Translator  # pylint: disable=g-import-not-at-top
   unsmoothed = config.copy_and_resolve_references()
   unsmoothed.training.label_smoothing = 0.0
-  val, train = (evaluation.teacher_forced_metrics(trainer.model, tokenizers, pairs[split],
-                                                  unsmoothed)
+  val, train = (evaluation.teacher_forced_metrics(
+                    trainer.model, evaluation.tokenized(tokenizers, pairs[split]), unsmoothed)
                 for split in ("validation", "train"))
   translator = Translator(tokenizers, trainer.model, config.decoding)
   began = time.perf_counter()

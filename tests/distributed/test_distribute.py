@@ -16,6 +16,7 @@ import pytest
 
 from helpers.replica_scripts import SMALL_CONFIG, TWO_CPU_DEVICES, script_output, start_script
 from transformer.training import tf_distribute
+from transformer.run.errors import UsageError
 
 
 # ------------------------------------------------------------ choice and flags
@@ -80,7 +81,7 @@ def test_datasets_run_without_the_tf_data_autotuner():
     ("default", None, "float8", "unknown mixed precision"),
 ])
 def test_contradictory_flags_are_refused(name, tpu, precision, message):
-  with pytest.raises(tf_distribute.StrategyError, match=message):
+  with pytest.raises(UsageError, match=message):
     tf_distribute.check_strategy_flags(name, tpu, precision)
 
 

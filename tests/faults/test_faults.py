@@ -98,11 +98,11 @@ def test_a_truncated_newest_checkpoint_falls_back_to_the_one_before(tmp_path, ca
 
 
 def test_evaluation_skips_a_truncated_newest_checkpoint(tmp_path, finished_run):
-  from transformer.inference import restore  # pylint: disable=g-import-not-at-top
+  from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
   model_dir = copy_run(finished_run, tmp_path)
   newest = checkpoint_steps(model_dir)[-1]
   _truncate(model_dir, newest)
-  paths = restore.restore_model_dir(model_dir)[3]
+  paths = evaluation.restore_model_dir(model_dir)[3]
   assert paths == [str(model_dir / "checkpoints" / f"ckpt-{checkpoint_steps(model_dir)[-2]}")]
 
 
@@ -256,11 +256,11 @@ def shuffled_tokenizer(tmp_path_factory, tutorial_tokenizers):
 def test_another_tokenizer_of_the_same_sizes_is_refused(tmp_path, finished_run, small_data,
                                                         shuffled_tokenizer):
   from transformer.data import tokenizers  # pylint: disable=g-import-not-at-top
-  from transformer.inference import restore  # pylint: disable=g-import-not-at-top
+  from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
   model_dir = copy_run(finished_run, tmp_path)
   (model_dir / "tokenizer_path.txt").write_text(f"{shuffled_tokenizer}\n")
-  with pytest.raises(tokenizers.TokenizerError, match="not those the run in .* was trained"):
-    restore.restore_model_dir(model_dir)
+  with pytest.raises(evaluation.EvaluationError, match="not those the run in .* was trained"):
+    evaluation.restore_model_dir(model_dir)
 
   (model_dir / "tokenizer_path.txt").unlink()
   code, output = run_driver(train_args(model_dir, small_data, shuffled_tokenizer, 8))
@@ -273,10 +273,10 @@ def test_another_tokenizer_of_the_same_sizes_is_refused(tmp_path, finished_run, 
 
 def test_a_run_folder_without_a_recorded_vocabulary_hash_still_evaluates(tmp_path, finished_run):
   from transformer.run import run_folder  # pylint: disable=g-import-not-at-top
-  from transformer.inference import restore  # pylint: disable=g-import-not-at-top
+  from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
   model_dir = copy_run(finished_run, tmp_path)
   (model_dir / run_folder.VOCABULARY_HASH_FILE).unlink()
-  assert restore.restore_model_dir(model_dir)[3][-1].endswith("ckpt-6")
+  assert evaluation.restore_model_dir(model_dir)[3][-1].endswith("ckpt-6")
 
 
 # ------------------------------------------------------------ one line, not a traceback

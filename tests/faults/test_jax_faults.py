@@ -87,16 +87,16 @@ def _damage(weights, how):
 @pytest.mark.parametrize("how", ["cut", "flipped_bits", "zeroed_header", "zeroed_block"])
 def test_a_damaged_newest_checkpoint_is_skipped_by_readers_and_set_aside_by_the_trainer(
     tmp_path, jax_run, how):
-  from transformer.inference import restore  # pylint: disable=g-import-not-at-top
+  from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
   from transformer.model import Transformer  # pylint: disable=g-import-not-at-top
   from transformer.run import keras_checkpoints  # pylint: disable=g-import-not-at-top
   model_dir = copy_run(jax_run[1], tmp_path)
   checkpoints = model_dir / "checkpoints"
   _damage(checkpoints / "step-12" / "model.weights.h5", how)
   # evaluate.py's and translate.py's reader: step-9, step-12 left where it is.
-  config, _, _, paths = restore.restore_model_dir(model_dir)
+  config, _, _, paths = evaluation.restore_model_dir(model_dir)
   assert paths == [str(checkpoints / "step-9" / "model.weights.h5")]
-  assert restore.newer_checkpoints(model_dir, "step-9") == ["step-12"]
+  assert evaluation.newer_checkpoints(model_dir, "step-9") == ["step-12"]
   # train.py's: step-9, step-12 moved aside with the reason.
   manifest = json.loads((jax_run[0] / "manifest.json").read_text())
   model = Transformer.from_model_config(config.model, manifest["vocab_sizes"]["pt"],

@@ -86,9 +86,10 @@ def test_a_folder_without_references_or_their_data_is_one_line(tmp_path, monkeyp
   """A folder prepared before the references were kept, whose manifest names no
   TED files: the evaluation's error, not a KeyError."""
   monkeypatch.setenv("KERAS_BACKEND", "jax")
+  from transformer.inference import evaluation  # pylint: disable=g-import-not-at-top
   from transformer.inference import evaluation_jax  # pylint: disable=g-import-not-at-top
   prepared = random_prepared_folder(tmp_path / "prepared")
-  with pytest.raises(evaluation_jax.PreparedEvaluationError,
+  with pytest.raises(evaluation.EvaluationError,
                      match=rf"^{prepared} holds no validation references \(the whole_word "
                      r"scoring's\) and names no TED files to read them from; run prepare.py "
                      r"again to keep them in the folder$"):

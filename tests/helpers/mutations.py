@@ -160,7 +160,7 @@ MUTATIONS = (
              "mask = ops.cast(ops.not_equal(labels, pad_id), \"float32\")",
              "mask = ops.cast(ops.not_equal(labels, -1), \"float32\")", (LOSSES,)),
     Mutation("loss_per_replica_mean", "each replica divides by its own real tokens, not the "
-             "global batch's", "transformer/training/tf_steps.py",
+             "global batch's", "transformer/training/tf_step.py",
              "global_count = tf.distribute.get_replica_context().all_reduce(\n"
              "        tf.distribute.ReduceOp.SUM, count)",
              "global_count = count", (f"{DISTRIBUTE}::test_two_replicas_match_one_device",)),

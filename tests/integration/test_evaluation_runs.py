@@ -14,7 +14,6 @@ import pytest
 from helpers.run_folders import PAIRS, assert_weights, write_data_dir, write_model_dir
 from transformer.inference import evaluation
 from transformer.run import run_folder
-from transformer.inference import restore
 
 
 @pytest.mark.slow
@@ -47,9 +46,9 @@ def test_evaluate_scores_an_averaged_model_dir_as_its_export_does(
   assert on_disk["checkpoints"] == result["checkpoints"]
   assert on_disk["teacher_forced"] == result["teacher_forced"]
 
-  _, _, model, _ = restore.restore_model_dir(model_dir, average_last=2)
+  _, _, model, _ = evaluation.restore_model_dir(model_dir, average_last=2)
   assert_weights(model, [np.mean(arrays, axis=0) for arrays in zip(*values[1:])])
-  _, _, model, used = restore.restore_model_dir(model_dir)
+  _, _, model, used = evaluation.restore_model_dir(model_dir)
   assert [Path(p).name for p in used] == ["ckpt-3"]
   assert_weights(model, values[2])
 
@@ -66,7 +65,8 @@ def test_teacher_forced_metrics_are_the_trainers_validation_metrics(tiny_config,
   expected = trainer.evaluate(pipeline.make_batches(
       ted.pairs_to_dataset(PAIRS), tutorial_tokenizers, max_tokens=config.data.max_tokens,
       batch_size=config.data.batch_size, shuffle=False))
-  metrics = evaluation.teacher_forced_metrics(trainer.model, tutorial_tokenizers, PAIRS, config)
+  metrics = evaluation.teacher_forced_metrics(
+      trainer.model, evaluation.tokenized(tutorial_tokenizers, PAIRS), config)
   assert metrics["tokens"] == expected["tokens"]
   assert metrics["loss"] == pytest.approx(expected["loss"], rel=1e-5)
   assert metrics["accuracy"] == pytest.approx(expected["accuracy"], rel=1e-6)

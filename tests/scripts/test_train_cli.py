@@ -390,8 +390,8 @@ def test_jit_compile_trains_on_bucket_padded_batches(short_runs, jit_compile):
   batches = shapes["train"] + shapes["validation"]
   assert len(shapes["train"]) > 1 and shapes["validation"]
   max_tokens = 64  # configs/tiny.py
-  bucket_lengths = set(pipeline.bucket_max_lengths(
-      pipeline.bucket_boundaries(max_tokens) + [max_tokens + 1], max_tokens))
+  bucket_lengths = set(pipeline.bucket_max_lengths(pipeline.bucket_boundaries(
+      max_tokens, **pipeline.GROWING_BUCKETS) + [max_tokens + 1], max_tokens))
   if jit_compile:
     for source, target_in, labels in batches:
       assert source == target_in == labels and source in bucket_lengths, batches

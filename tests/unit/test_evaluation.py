@@ -14,6 +14,9 @@ import sacrebleu
 import tensorflow as tf
 
 from helpers.run_folders import PAIRS, VOCAB, assert_weights, write_trainer_checkpoints
+from transformer.data import shards
+from transformer.data.detokenize import Detokenizer
+from transformer.data.reserved_tokens import END_ID, RESERVED_TOKENS, START_ID
 from transformer.inference import averaging
 from transformer.inference import evaluation
 from transformer.run import run_folder
@@ -44,6 +47,49 @@ def test_evaluate_bleu_scores_writes_and_keeps_order(tmp_path):
   assert record["num_sentences"] == 5 and record["split"] == "validation"
   assert record["method"] == "greedy" and record["bleu"] == result["bleu"]
   assert "tok:13a" in record["signature"]
+
+
+class EchoData:
+  """A backend for :func:`evaluation.evaluate`: each source's ids decode to
+  themselves, the words ``w<id>``; the references are the sources' words."""
+
+  split = "test"
+
+  def __init__(self, sources):
+    self.ids = shards.Split([np.array([START_ID, *s, END_ID], np.int32) for s in sources],
+                            [np.array([START_ID, *s, END_ID], np.int32) for s in sources])
+    self.detokenize = Detokenizer([*RESERVED_TOKENS, *(f"w{i}" for i in range(4, VOCAB[1]))])
+    self.references = self.detokenize(self.ids.en)
+    self.split_size = len(sources) + 1  # a partial score
+    self.batches = []
+
+  def decoder(self, model, method, decoding_config, batch_size):
+    del model, method, decoding_config, batch_size
+
+    def decode_batch(batch):
+      self.batches.append([len(ids) for ids in batch])
+      return [ids[1:] for ids in batch]  # no [START], as decoders give them
+
+    return decode_batch
+
+
+def test_evaluate_decodes_by_id_length_and_writes_the_record_in_order(make_model, short_config,
+                                                                       tmp_path):
+  config = short_config()
+  data = EchoData([[5, 6, 7], [8], [9, 10], [11, 12, 13, 14]])
+  run = evaluation.Restored(config, make_model(config, VOCAB), ["a/ckpt-3"], ["ckpt-3"])
+  result = evaluation.evaluate(data, run, "greedy", tmp_path, batch_size=2,
+                               record={"checkpoints": run.checkpoints, "export_dir": None},
+                               say=lambda line: None)
+  assert data.batches == [[3, 4], [5, 6]]  # the shortest sources first
+  written = (tmp_path / "test.greedy.partial4.txt").read_text(encoding="utf-8").splitlines()
+  assert written == data.references == ["w5 w6 w7", "w8", "w9 w10", "w11 w12 w13 w14"]
+  assert result["bleu"] == pytest.approx(100.0) and result["partial"]
+  assert result["references"] == "tokenizer round trip"
+  record = json.loads((tmp_path / "test.greedy.partial4.json").read_text())
+  assert list(record)[-4:] == ["whole_word", "checkpoints", "export_dir", "teacher_forced"]
+  # Every reference token after [START] is a label: 3 + 1 + 2 + 4 words, 4 [END]s.
+  assert record["teacher_forced"]["tokens"] == 14
 
 
 def test_evaluate_bleu_rejects_wrong_number_of_translations(tmp_path):

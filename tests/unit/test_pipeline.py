@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from transformer.data import buckets
 from transformer.data import ted
 from transformer.data import pipeline
 from transformer.data import tokenizers
@@ -134,11 +135,13 @@ def test_token_budget(subset, tutorial_tokenizers):
   assert max(len(source) for source, _, _ in batches) > budget // max_tokens * 3
 
 
-def test_bucket_boundaries_cover_max_tokens():
-  boundaries = pipeline.bucket_boundaries(128)
-  assert boundaries[0] == 8 and boundaries[-1] <= 128
-  assert boundaries == sorted(set(boundaries))
-  assert pipeline.bucket_max_lengths(boundaries, 128)[-1] == 128
+def test_bucketed_batches_pad_to_the_growing_buckets():
+  """The pipeline's buckets of max_tokens 32 ([8, 9), ..., [20, 22), ..., [30, 33)
+  with static shapes): a sentence of every length 1-32 fills each one."""
+  batches = pipeline.batch_tokenized(_tokenized(range(1, 33)), max_tokens=32, bucketing=True,
+                                     static_shapes=True, shuffle=False)
+  lengths = {source.shape[1] for (source, _), _ in batches.as_numpy_iterator()}
+  assert lengths == {*range(7, 20), 21, 23, 25, 27, 29, 32}
 
 
 def test_budget_smaller_than_one_sentence_raises(subset, tutorial_tokenizers):
@@ -198,7 +201,8 @@ def test_static_shapes_pad_the_same_sentences_to_known_lengths(subset, tutorial_
       np.testing.assert_array_equal(static_ids[:, :width], loose_ids)
       assert not static_ids[:, width:].any()
   known = ({max_tokens} if batching == {"batch_size": 64} else
-           set(pipeline.bucket_max_lengths(pipeline.bucket_boundaries(max_tokens), max_tokens)))
+           set(buckets.bucket_max_lengths(
+               buckets.bucket_boundaries(max_tokens, **buckets.GROWING_BUCKETS), max_tokens)))
   assert {batch[0].shape[1] for batch in static} <= known
   # What XLA compiles over two epochs: full batches and a remainder per bucket.
   shapes = {tuple(ids.shape for ids in batch) for batch in static + epoch(1, True)}
@@ -221,7 +225,7 @@ def test_batch_shapes_without_static_shapes_follow_the_longest_sentence():
   # Lengths 20, 22 and 24 open the buckets [20, 22), [22, 24) and [24, 26):
   # padded to their buckets the batches would be 21, 23 or 25 long; padded to
   # their longest sentences they are 20, 22 or 24.
-  assert {20, 22, 24, 26} <= set(pipeline.bucket_boundaries(32))
+  assert {20, 22, 24, 26} <= set(buckets.bucket_boundaries(32, **buckets.GROWING_BUCKETS))
   batches = pipeline.batch_tokenized(_tokenized([20, 22, 24] * 40), max_tokens=32,
                                      tokens_per_batch=256, seed=0)
   shapes = pipeline.batch_shapes(batches.as_numpy_iterator())

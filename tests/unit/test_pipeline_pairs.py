@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from transformer.data import buckets
 from transformer.data import pipeline
 from transformer.data import ted
 from transformer.data import tokenizers
@@ -100,9 +101,9 @@ def bucket_of(row, boundaries):
                                       dict(tokens_per_batch=200)], ids=lambda b: "-".join(b))
 def test_a_bucketed_batch_holds_sentences_of_one_bucket_within_its_budget(batching):
   """The bucket of a pair is that of its longest tensor: the source or the
-  labels (``bucket_by_sequence_length`` with ``pipeline.bucket_boundaries``)."""
+  labels (``bucket_by_sequence_length`` with the growing buckets)."""
   pairs = numbered_pairs(seed=1)
-  boundaries = pipeline.bucket_boundaries(MAX_TOKENS)
+  boundaries = buckets.bucket_boundaries(MAX_TOKENS, **buckets.GROWING_BUCKETS)
   dataset = pipeline.make_batches(ted.pairs_to_dataset(pairs), NUMBERS, max_tokens=MAX_TOKENS,
                                   shuffle_buffer=PAIRS, seed=6, **batching)
   budget = batching.get("tokens_per_batch")

@@ -8,6 +8,7 @@ import pytest
 
 from configs import tiny
 from transformer.run import run_folder
+from transformer.run.errors import UsageError
 from transformer.training import run_checks
 
 
@@ -38,7 +39,7 @@ def test_a_jax_run_whose_checkpoints_were_set_aside_is_refused_to_tensorflow(tmp
   model_dir = tmp_path / "run"
   model_dir.mkdir()
   (model_dir / run_folder.TRAINED_WITH_FILE).write_text(json.dumps({"trainer": "jax"}))
-  with pytest.raises(run_checks.UsageError, match=r"was trained by the Keras-on-JAX trainer; "
+  with pytest.raises(UsageError, match=r"was trained by the Keras-on-JAX trainer; "
                                                   r"this command would train with the other"):
     check(model_dir, ted_files)
   (model_dir / run_folder.TRAINED_WITH_FILE).write_text(json.dumps({"trainer": "tensorflow"}))
@@ -48,7 +49,7 @@ def test_a_jax_run_whose_checkpoints_were_set_aside_is_refused_to_tensorflow(tmp
 def test_a_folder_from_before_the_record_is_judged_by_its_checkpoints(tmp_path, ted_files):
   model_dir = tmp_path / "run"
   (model_dir / "checkpoints" / "step-4").mkdir(parents=True)
-  with pytest.raises(run_checks.UsageError, match="Keras-on-JAX trainer"):
+  with pytest.raises(UsageError, match="Keras-on-JAX trainer"):
     check(model_dir, ted_files)
 
 
@@ -62,7 +63,7 @@ def test_records_that_outlived_their_checkpoints_are_refused(tmp_path, ted_files
   model_dir = tmp_path / "run"
   _records(model_dir, {"epoch": 1, "step": 6}, {"epoch": 2, "step": 12},
            {"final": True, "step": 12, "bleu": 1.0})
-  with pytest.raises(run_checks.UsageError,
+  with pytest.raises(UsageError,
                      match=r"holds the records of 2 epochs, up to step 12, but .*checkpoints has "
                            r"no checkpoint to resume from: .*Delete metrics.jsonl to start over"):
     check(model_dir, ted_files)

@@ -7,6 +7,7 @@ import ml_collections
 import numpy as np
 import pytest
 
+from transformer.data import buckets
 from transformer.data import shards
 
 
@@ -59,6 +60,19 @@ def test_a_file_cut_short_is_refused_naming_the_folder(tmp_path):
     shards.load_split(prepared, "train")
 
 
+def test_both_batchings_bucket_boundaries():
+  """One rule, two recipes: the tf.data pipeline's buckets grow by 10% from
+  length 8 (by at least 1), the JAX batches' are 16 long."""
+  growing = buckets.bucket_boundaries(128, **buckets.GROWING_BUCKETS)
+  assert growing == [8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 24, 26, 28, 30, 33,
+                     36, 39, 42, 46, 50, 55, 60, 66, 72, 79, 86, 94, 103, 113, 124]
+  assert buckets.bucket_max_lengths(growing, 128)[-3:] == [112, 123, 128]
+  fixed_step = buckets.bucket_boundaries(128, **buckets.FIXED_STEP_BUCKETS)
+  assert fixed_step == [17, 33, 49, 65, 81, 97, 113]
+  assert buckets.bucket_boundaries(64, **buckets.FIXED_STEP_BUCKETS) == [17, 33, 49]
+  assert buckets.bucket_boundaries(16, **buckets.FIXED_STEP_BUCKETS) == []
+
+
 def unpadded(batches):
   """Each batch as the set of its (source, target) pairs with padding cut, the
   target rebuilt from decoder inputs and labels."""
@@ -77,7 +91,7 @@ def unpadded(batches):
 @pytest.mark.parametrize("fields", [dict(), dict(bucketing=True), dict(tokens_per_batch=96)])
 def test_batches_hold_the_sentences_tf_data_batches_together(fields):
   """``padded_batch`` as in the pipeline; with buckets, ``bucket_by_sequence_length``
-  on :func:`shards.bucket_boundaries` (the pipeline's call, with JAX's buckets)."""
+  on buckets 16 long (the pipeline's call, with JAX's buckets)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   pt, en = random_pairs(120, seed=1)
   config = data_config(**fields)
@@ -87,8 +101,7 @@ def test_batches_hold_the_sentences_tf_data_batches_together(fields):
           (tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int32)),
           tf.TensorSpec([None], tf.int32)))
   if config.bucketing or config.tokens_per_batch:
-    boundaries = shards.bucket_boundaries(config.max_tokens)
-    lengths = [b - 1 for b in boundaries] + [config.max_tokens]
+    boundaries, lengths = [17], [16, 32]  # the buckets (0, 16] and (16, 32] of max_tokens 32
     expected = dataset.bucket_by_sequence_length(
         lambda inputs, labels: tf.maximum(tf.shape(inputs[0])[0], tf.shape(labels)[0]),
         boundaries, [config.tokens_per_batch // n if config.tokens_per_batch

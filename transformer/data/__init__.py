@@ -1,5 +1,4 @@
-"""The data (tutorial: "Data handling"): the TED HRLR files (``ted``), the
-vocabularies and tokenizers (``sources``, ``wordpiece``, ``tokenizers``, and
-the tokenizer SavedModel's module ``tokenizer_module``), the
-``tf.data`` batches (``pipeline``) and the NumPy shards the JAX path trains from
-(``shards``, which imports no TensorFlow)."""
+"""The data (tutorial: "Data handling"): where it comes from (``sources``,
+``download``, ``ted``), the tokenizers (``wordpiece``, ``tokenizers``,
+``tokenizer_module``, ``detokenize``), the ``tf.data`` batches (``pipeline``),
+the JAX path's NumPy shards (``shards``) and their shared ``buckets``."""

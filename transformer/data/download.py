@@ -1,25 +1,17 @@
 """The TED HRLR archive from more than one place, each copy checked before use.
 
-TensorFlow Datasets' ``ted_hrlr_translate`` builder downloads one archive,
-``qi18naacl-dataset.tar.gz``, from one host (:data:`ARCHIVE_URL`), which has
-gone dark at times. Here the archive is taken from, in order: a copy already in TFDS's
-folder for hand-downloaded files (``<data dir>/downloads/manual``, where
-``tfds.load`` itself looks first), TFDS's host, then each of :data:`MIRRORS`.
-Every copy must have the size and SHA-256 that TFDS registers for that URL
-(:data:`ARCHIVE_SIZE`, :data:`ARCHIVE_SHA256`); a wrong, empty or truncated one
-is removed and the next source tried, and when none gives it, one line names
-every source and what it answered, and points to the manual steps
-(docs/data.md). The checked archive stays in the manual folder and TFDS
-prepares its data set from it, so a later ``tfds.load`` needs no network.
+TensorFlow Datasets' ``ted_hrlr_translate`` builder downloads one archive
+(:data:`ARCHIVE_URL`) from one host, which has gone dark at times. Here it is
+taken from, in order: TFDS's folder for hand-downloaded files
+(``<data dir>/downloads/manual``, where ``tfds.load`` looks first), TFDS's
+host, then each of :data:`MIRRORS`. Every copy must have the size and SHA-256
+TFDS registers (:data:`ARCHIVE_SIZE`, :data:`ARCHIVE_SHA256`); a wrong one is
+removed and the next source tried; when none gives it, one line names every
+source, what it answered, and the manual steps (docs/data.md). The checked
+archive stays in the manual folder, so a later ``tfds.load`` needs no network.
 
 A local archive (``--data=path/to/qi18naacl-dataset.tar.gz``) is checked the
-same way and its six pt->en files are extracted by name into a cache folder,
-never by a path a tar member gives (:func:`extract_archive`).
-
-Tested offline in tests/unit/test_data_sources.py (the sources against a
-local HTTP server, the extraction, the real builder preparing from a small
-checked archive) and tests/scripts/test_data_download.py (the scripts without
-a network, and training from a local archive).
+same way and its pt->en files extracted (:func:`extract_archive`).
 """
 
 import hashlib
@@ -36,17 +28,15 @@ import urllib.error
 import urllib.request
 
 from transformer.config import SPLIT_FILE_SUFFIX
+from transformer.run.runtime import user_cache
 
 TFDS_NAME = "ted_hrlr_translate/pt_to_en"
 ARCHIVE_NAME = "qi18naacl-dataset.tar.gz"
-# The archive TFDS's ted_hrlr_translate builder downloads (its _DATA_URL), and
-# what its checksums.tsv registers for it (both checked against the installed
-# package by tests/scripts/test_data_download.py).
+# TFDS's _DATA_URL and checksums.tsv entry (tests/scripts/test_data_download.py checks them).
 ARCHIVE_URL = "http://www.phontron.com/data/" + ARCHIVE_NAME
 ARCHIVE_SIZE = 131_005_909
 ARCHIVE_SHA256 = "216a86c3df4d4f522856fe9b920ff5be6b394d769cc88974ae8f9f5546953bbc"
-# Tried in order after ARCHIVE_URL. The Wayback Machine's capture of that URL;
-# "id_" after the timestamp serves the captured bytes as they were, unrewritten.
+# Tried after ARCHIVE_URL: the Wayback Machine's capture ("id_": the bytes unrewritten).
 MIRRORS = ("https://web.archive.org/web/20240301220426id_/" + ARCHIVE_URL,)
 # The paragraph of docs/data.md with the steps to take by hand.
 MANUAL_STEPS = 'docs/data.md, "When no source gives the archive"'
@@ -76,16 +66,9 @@ def pinned() -> Digest:
   return Digest(ARCHIVE_SIZE, ARCHIVE_SHA256)
 
 
-class _DropUnpreparedVariant(std_logging.Filter):
-  """Drops TFDS's warning that a version folder has no dataset_info.json."""
-
-  def filter(self, record):
-    return "has no dataset_info.json" not in record.getMessage()
-
-
-# TFDS gives that warning at each look at a data set it has not prepared yet,
-# which is every run before the first download: news to nobody, so not shown.
-_QUIET_UNPREPARED = _DropUnpreparedVariant()
+def _drop_unprepared_warning(record) -> bool:
+  # TFDS's warning at every run before the first download: news to nobody.
+  return "has no dataset_info.json" not in record.getMessage()
 
 
 def import_tfds():
@@ -96,20 +79,19 @@ def import_tfds():
   except ImportError as e:
     raise DownloadError(f"--data=tfds: tensorflow-datasets cannot be imported ({e}); "
                         "pip install -e '.[tensorflow]' installs it and what it needs") from e
-  std_logging.getLogger("absl").addFilter(_QUIET_UNPREPARED)  # added once however often called
+  std_logging.getLogger("absl").addFilter(_drop_unprepared_warning)  # once however often called
   return tfds
 
 
 def manual_archive(builder) -> Path:
-  """Where TFDS looks for a hand-downloaded archive: ``<data dir>/downloads/manual``."""
-  # builder.data_dir is <data dir>/ted_hrlr_translate/pt_to_en/<version>.
+  """``<data dir>/downloads/manual/<archive>``, where TFDS looks first
+  (``builder.data_dir`` is ``<data dir>/ted_hrlr_translate/pt_to_en/<version>``)."""
   return Path(builder.data_dir).parents[2] / "downloads" / "manual" / ARCHIVE_NAME
 
 
 def check_available() -> None:
-  """Fetches the archive (checked) unless TFDS's data set is prepared; a
-  DownloadError naming every source tried when no source gives it. Imports
-  tensorflow_datasets, not TensorFlow."""
+  """Fetches the archive (checked) unless TFDS's data set is prepared, or raises
+  :func:`fetch_archive`'s DownloadError. Imports tensorflow_datasets, not TensorFlow."""
   builder = import_tfds().builder(TFDS_NAME)
   if not builder.is_prepared():
     fetch_archive(manual_archive(builder))
@@ -128,26 +110,12 @@ def prepared_builder():
 def fetch_archive(dest: Path, urls: Optional[Sequence[str]] = None,
                   expected: Optional[Digest] = None,
                   say: Optional[Callable[[str], None]] = None) -> str:
-  """Makes ``dest`` a checked copy of the archive and returns where it came from.
-
-  A copy already at ``dest`` is checked first; then each of ``urls`` (default:
-  :data:`ARCHIVE_URL`, then :data:`MIRRORS`) is downloaded beside ``dest`` and
-  checked. A copy that fails the check is removed and the next source tried.
-
-  Args:
-    dest: where the archive goes.
-    urls: the sources, in order.
-    expected: the size and SHA-256 a copy must have (default: :func:`pinned`).
-    say: called with a line as each download starts (default: printed to
-      stderr); a source that does not answer gives no line.
-
-  Returns:
-    ``dest`` (as a string) where the copy already there passed, else the URL that gave it.
-
-  Raises:
-    DownloadError: no source gave it. One line: every source tried, what each
-      answered, and where the manual steps are. Folders this call created are removed.
-  """
+  """Makes ``dest`` a checked copy of the archive: the copy already there, else
+  the first of ``urls`` (default: :data:`ARCHIVE_URL`, then :data:`MIRRORS`)
+  whose download passes (:func:`pinned` unless ``expected``). Returns ``dest``
+  or the URL; ``say`` (default: stderr) hears each download start. When no
+  source gives it, a one-line DownloadError names each source and its answer,
+  and the folders this call created are removed."""
   urls = (ARCHIVE_URL, *MIRRORS) if urls is None else tuple(urls)
   expected = expected or pinned()
   say = say or _say
@@ -213,8 +181,8 @@ def _copied(source, out) -> Iterator[bytes]:
 
 
 def _take(chunks: Iterable[bytes], expected: Digest) -> Optional[str]:
-  """Reads ``chunks`` (no further than one byte past the expected size):
-  None where they are the archive, else what they are instead."""
+  """None where ``chunks`` are the archive, else what they are instead (read no
+  further than past the expected size)."""
   digest = hashlib.sha256()
   size = 0
   head = b""
@@ -238,22 +206,16 @@ def _take(chunks: Iterable[bytes], expected: Digest) -> Optional[str]:
 
 
 def cache_folder() -> Path:
-  """Where a local archive's pt->en files are extracted (``$XDG_CACHE_HOME`` or ``~/.cache``)."""
-  root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-  return Path(root) / "transformer-pt-en" / "ted_hrlr_pt_to_en"
+  """Where a local archive's pt->en files are extracted."""
+  return user_cache("ted_hrlr_pt_to_en")
 
 
 def extract_archive(archive: Path, dest: Optional[Path] = None,
                     expected: Optional[Digest] = None) -> Path:
-  """The folder of the pt->en files of a local archive, checked, then extracted
-  once into ``dest`` (default: :func:`cache_folder`).
-
-  Only the six files of ``datasets/pt_to_en/`` are read, as regular files, and
-  written under their own names: no path a member gives is ever written.
-
-  Raises:
-    DownloadError: the file is not the archive, or lacks one of the six files.
-  """
+  """The folder of a local archive's pt->en files, checked, then extracted once
+  into ``dest`` (default: :func:`cache_folder`): only the six regular files of
+  ``datasets/pt_to_en/``, under their own names. DownloadError when the file
+  is not the archive."""
   expected = expected or pinned()
   dest = dest or cache_folder()
   answer = check_archive(archive, expected)
@@ -295,9 +257,8 @@ def _extract_pair_files(archive: Path, folder: Path) -> None:
 
 
 def _download_and_prepare(builder, archive: Optional[Path] = None) -> None:
-  """Prepares the data set, from ``archive`` where given (else TFDS downloads
-  it), in a temporary download folder (removed afterwards); on any failure,
-  removes the data folders this call created."""
+  """Prepares the data set from ``archive`` (else TFDS downloads it); on any
+  failure, removes the data folders this call created."""
   created = _first_missing(Path(builder.data_dir))
   try:
     with tempfile.TemporaryDirectory(prefix="ted_hrlr_download_") as download_dir:

@@ -1,94 +1,51 @@
 """Prepared token-id shards, and their batches in NumPy (no TensorFlow).
 
-``prepare.py`` tokenizes the data once with the project's tokenizer and
-writes a folder that training under JAX (``KERAS_BACKEND=jax python train.py
---data=<folder>``) reads without TensorFlow, like ``fairseq-preprocess``'s
-binarized data:
-
-=================================  ===========================================
-file                               what it holds
-=================================  ===========================================
-``manifest.json``                  :data:`MANIFEST_FILE`: splits, pair and
-                                   token counts, vocabulary sizes, max_tokens,
-                                   the pad/start/end ids, the tokenizer, every
-                                   other file's sha256 (checked when read)
-``<split>.pt.npy``, ``.en.npy``    every sentence's ids, concatenated (int16
-                                   when the vocabulary fits, else int32)
-``<split>.lengths.npy``            ``(pairs, 2)`` int32: each pair's pt and en
-                                   length
-``vocab.pt.txt``, ``vocab.en.txt`` the tokenizer's tokens, one per line, in id
-                                   order
-``tokenizer_vocabulary_sha256.txt``  the tokenizer's identity, as train.py
-                                   records it in a run folder
-``references.<split>.en.txt``      the validation and test splits' English
-                                   sentences as in the data, one a line (the
-                                   ``whole_word`` scoring's references)
-=================================  ===========================================
-
-The folder names no file outside itself that its readers need: moved to
-another machine, it trains and scores there (the manifest's ``tokenizer``
-records where the tokenizer was, for the TensorFlow side's evaluation of a
-run back on the machine that prepared it).
-
-Sentences are trimmed as :mod:`transformer.data.pipeline` trims them: the source to
-``max_tokens`` and the target to ``max_tokens + 1`` tokens ([START] and [END]
-included), so that the decoder inputs and labels are at most ``max_tokens``
-long. A run may use a smaller ``config.data.max_tokens`` than the shards were
-prepared with: trimming again gives what preparing with it would give.
+``prepare.py`` tokenizes the data once and writes a folder that training under
+JAX (``KERAS_BACKEND=jax python train.py --data=<folder>``) reads without
+TensorFlow, like ``fairseq-preprocess``'s binarized data: ``manifest.json``
+(splits, counts, vocabulary sizes, max_tokens, ids, the tokenizer, and every
+other file's sha256, checked when read); per split ``<split>.pt.npy`` and
+``.en.npy`` (every sentence's ids, concatenated; int16 when the vocabulary
+fits) and ``<split>.lengths.npy`` (``(pairs, 2)`` int32); ``vocab.pt.txt`` and
+``vocab.en.txt`` (a token a line, in id order); the tokenizer's identity
+(:data:`VOCABULARY_HASH_FILE`); ``references.<split>.en.txt`` (the scored
+splits' English as in the data). It needs nothing outside itself.
 
 :func:`epoch_batches` batches a split as :func:`transformer.data.pipeline.batch_tokenized`
-does, in NumPy: the same ``((source, target_input), labels)`` form, the same
-``config.data`` semantics (``batch_size`` sentences in order, or with
-``bucketing`` sentences grouped by length as ``bucket_by_sequence_length``
-groups them, or ``tokens_per_batch`` sizing each bucket's batches) and the
-same trimming. Three things differ, all for XLA, which compiles a step per
-batch shape:
+does, in NumPy: the same form, ``config.data`` semantics and trimming (a run may
+trim more than ``prepare.py`` did). Three things differ, all for XLA, which
+compiles a step per batch shape (padding changes nothing at real positions):
 
-* every batch is padded to a length that is a multiple of
-  :data:`LENGTH_MULTIPLE` (source, decoder inputs and labels alike), and to
-  its full number of rows (a bucket's last, partial batch gets rows of
-  padding, which carry no loss), so an epoch has a few shapes and the next
-  epoch none new: 8 for ``max_tokens`` 128, where padding to the sentences
-  would give about 90 (``lab/bench/xla_cpu.py``);
-* the length buckets are those padded lengths (:func:`bucket_boundaries`),
-  not the pipeline's buckets growing by 10%, which would give each of their
-  40 lengths and batch sizes a step of its own; ``tokens_per_batch`` counts
-  a bucket's padded length, as in the pipeline. With ``bucket_lengths`` the
-  buckets are those lengths and every batch is padded to its bucket's: one
-  shape a bucket, its rows ``tokens_per_batch // length`` rounded down to
-  the devices' multiple (or ``batch_size``), training and validation alike;
-* the shuffle is a full permutation of the split seeded by the epoch
-  (:func:`epoch_seed`), not ``tf.data``'s windowed
-  shuffle buffer: the same batches in the same order for the same epoch, as
-  resuming needs, but not the ones ``tf.data`` draws.
-
-Padding changes nothing at real positions (``tests/test_masking.py``), so the
-loss and its gradients are those of the unpadded batch.
+* every batch is padded to a multiple of :data:`LENGTH_MULTIPLE` and to its
+  full number of rows (padding rows carry no loss): 8 shapes an epoch for
+  ``max_tokens`` 128, not about 90 (``lab/bench/xla_cpu.py``), none new after;
+* the buckets are those padded lengths (:data:`FIXED_STEP_BUCKETS`), not the
+  pipeline's 40 growing ones; with ``bucket_lengths``, batches are padded to
+  their bucket's length, rows rounded down to the devices' multiple;
+* the shuffle is a full permutation seeded by the epoch (:func:`epoch_seed`),
+  as resuming needs, not ``tf.data``'s shuffle buffer.
 """
 
 import json
-import os
 from pathlib import Path
-from typing import List, Sequence, Tuple, Union
+from typing import List, Sequence, Tuple
 
 import numpy as np
 
+from transformer.data.buckets import (FIXED_STEP_BUCKETS, LENGTH_MULTIPLE, bucket_boundaries,
+                                      bucket_max_lengths)
 from transformer.run import files
 from transformer.run.errors import describe_error
-from transformer.run.run_folder import VOCABULARY_HASH_FILE
+from transformer.run.run_folder import VOCABULARY_HASH_FILE, PathLike
 
-PathLike = Union[str, os.PathLike]
 MANIFEST_FILE = "manifest.json"
 FORMAT_VERSION = 1
 LANGUAGES = ("pt", "en")
-# Batch lengths are rounded up to a multiple of this: few shapes for XLA.
-LENGTH_MULTIPLE = 16
 # The splits whose English references the folder keeps (what is scored).
 REFERENCE_SPLITS = ("validation", "test")
 
 
 def references_file(split: str) -> str:
-  """The name of ``split``'s references in a prepared folder."""
   return f"references.{split}.en.txt"
 
 
@@ -97,7 +54,6 @@ class ShardError(ValueError):
 
 
 def is_prepared(path: PathLike) -> bool:
-  """Whether ``path`` is a folder written by ``prepare.py``."""
   return (Path(path) / MANIFEST_FILE).is_file()
 
 
@@ -108,20 +64,14 @@ def id_dtype(vocab_sizes: Sequence[int]):
 
 def write_prepared(out_dir: PathLike, splits, vocabularies, manifest: dict,
                    vocabulary_sha256: str, references=None) -> Path:
-  """Writes a prepared folder, whole or not at all.
+  """Writes a prepared folder whole (:func:`transformer.run.files.staged`), or
+  raises :class:`ShardError` naming the file and leaves the old one.
 
   Args:
     splits: ``{split: (pt_ids, en_ids)}``, each a list of 1-D int arrays.
     vocabularies: ``{"pt": [token, ...], "en": [...]}`` in id order.
-    manifest: the fields ``prepare.py`` knows (tokenizer, data, max_tokens,
-      ids); the splits' counts, vocabulary sizes and dtype are added here.
-    references: ``{split: [English sentence, ...]}`` as in the data, in the
-      splits' order, for the splits that are scored (none: the folder holds
-      no references).
-
-  Written beside ``out_dir`` and swapped in (:func:`transformer.run.files.staged`):
-  a kill or a full disk leaves the old folder or the new one, whole, never
-  none. A failed write is a :class:`ShardError` naming the file.
+    manifest: ``prepare.py``'s fields; counts, sizes and dtype are added here.
+    references: ``{split: [English sentence, ...]}`` in the splits' order.
   """
   out_dir = Path(out_dir)
   sizes = [len(vocabularies[language]) for language in LANGUAGES]
@@ -188,22 +138,26 @@ def read_manifest(prepared_dir: PathLike) -> dict:
 
 
 def checked_file(prepared_dir: PathLike, name: str) -> Path:
-  """``prepared_dir/name``, after checking it against the manifest's sha256
-  (folders prepared before a file's digest was recorded have none to check);
+  """``prepared_dir/name``, checked against the manifest's sha256;
   :class:`ShardError` naming the file when it is missing or was changed."""
   path = Path(prepared_dir) / name
-  recorded = read_manifest(prepared_dir).get("sha256", {}).get(name)
   if not path.is_file():
     raise ShardError(f"{path}: missing from the prepared folder; run prepare.py again")
-  if recorded is not None and files.sha256_of(path) != recorded:
-    raise ShardError(f"{path}: changed since prepare.py wrote it (its sha256 differs from "
-                     f"{MANIFEST_FILE}: a damaged disk or an edited file); run prepare.py again")
+  _check_digest(path, read_manifest(prepared_dir))
   return path
 
 
+def _check_digest(path: Path, manifest: dict) -> None:
+  # Folders prepared before the digests were recorded have none to check.
+  recorded = manifest.get("sha256", {}).get(path.name)
+  if recorded is not None and files.sha256_of(path) != recorded:
+    raise ShardError(f"{path}: changed since prepare.py wrote it (its sha256 differs from "
+                     f"{MANIFEST_FILE}: a damaged disk or an edited file); run prepare.py again")
+
+
 def read_references(prepared_dir: PathLike, split: str):
-  """``split``'s English references as in the data (checked against their
-  sha256), or None for a folder prepared before it kept them."""
+  """``split``'s English references as in the data (checked), or None for a
+  folder prepared before it kept them."""
   if references_file(split) not in read_manifest(prepared_dir).get("sha256", {}):
     return None
   text = checked_file(prepared_dir, references_file(split)).read_text(encoding="utf-8")
@@ -220,18 +174,16 @@ class Split:
     return len(self.pt)
 
   def take(self, n: int) -> "Split":
-    """The first ``n`` pairs (all with 0)."""
-    return Split(self.pt[:n], self.en[:n]) if n else self
+    return Split(self.pt[:n], self.en[:n]) if n else self  # n = 0: all
 
   def trimmed(self, max_tokens: int) -> "Split":
-    """Each source cut to ``max_tokens``, each target to ``max_tokens + 1`` ids."""
+    """Sources cut to ``max_tokens``, targets to ``max_tokens + 1`` ids."""
     return Split([p[:max_tokens] for p in self.pt], [e[:max_tokens + 1] for e in self.en])
 
 
 def load_split(prepared_dir: PathLike, split: str) -> Split:
-  """``split`` of a prepared folder; :class:`ShardError` naming the file when a
-  file is missing, unreadable, not the one written (its sha256), or does not
-  match the manifest's counts, or when an id lies outside the vocabulary."""
+  """``split`` of a prepared folder; :class:`ShardError` naming the file that is
+  missing, unreadable, changed, off the manifest's counts, or outside the vocabulary."""
   prepared_dir = Path(prepared_dir)
   manifest = read_manifest(prepared_dir)
   counts = manifest["splits"].get(split)
@@ -252,13 +204,8 @@ def load_split(prepared_dir: PathLike, split: str) -> Split:
       for column, language in enumerate(LANGUAGES)):
     raise ShardError(f"{prepared_dir}: the {split} files do not match {MANIFEST_FILE} "
                      "(cut short or from another run of prepare.py); run prepare.py again")
-  # Folders prepared before the digests were recorded have none to check.
   for path in paths.values():
-    recorded = manifest.get("sha256", {}).get(path.name)
-    if recorded is not None and files.sha256_of(path) != recorded:
-      raise ShardError(f"{path}: changed since prepare.py wrote it (its sha256 differs from "
-                       f"{MANIFEST_FILE}: a damaged disk or an edited file); run prepare.py "
-                       "again")
+    _check_digest(path, manifest)
   for language in LANGUAGES:
     ids, size = arrays[language], manifest["vocab_sizes"][language]
     if ids.size and (ids.min() < 0 or ids.max() >= size):
@@ -272,9 +219,8 @@ def load_split(prepared_dir: PathLike, split: str) -> Split:
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
-  """The shuffle seed of ``epoch`` in a run seeded ``seed``: the same epoch
-  always gets the same batches in the same order, so a resumed epoch can skip
-  the ones already trained on."""
+  """The shuffle seed of ``epoch``: the same batches in the same order, so a
+  resumed epoch can skip those already trained on."""
   return seed * 100003 + epoch
 
 
@@ -283,21 +229,13 @@ def _padded_length(length: int, max_tokens: int) -> int:
   return max(length, min(rounded, max_tokens))
 
 
-def bucket_boundaries(max_tokens: int) -> List[int]:
-  """``bucket_by_sequence_length`` boundaries of buckets :data:`LENGTH_MULTIPLE`
-  long: bucket i holds the lengths ``(i·m, (i+1)·m]``, the last one up to
-  ``max_tokens``."""
-  return list(range(LENGTH_MULTIPLE + 1, max_tokens + 1, LENGTH_MULTIPLE))
-
-
 def _buckets(data_config, rows_multiple: int) -> Tuple[List[int], List[int]]:
-  """Each length bucket's longest length and its batches' rows (before padding
-  rows to ``rows_multiple``): :func:`bucket_boundaries`' buckets, or the
-  configuration's ``bucket_lengths`` with as many rows as fit the token budget,
-  rounded down to ``rows_multiple`` (at least one row a device)."""
+  """Each bucket's longest length and its batches' rows: :data:`FIXED_STEP_BUCKETS`,
+  or ``bucket_lengths`` with the rows that fit the token budget rounded down to
+  ``rows_multiple`` (at least one row a device)."""
   explicit = list(data_config.get("bucket_lengths", ()))
-  boundaries = bucket_boundaries(data_config.max_tokens)
-  max_lengths = explicit or [boundary - 1 for boundary in boundaries] + [data_config.max_tokens]
+  max_lengths = explicit or bucket_max_lengths(
+      bucket_boundaries(data_config.max_tokens, **FIXED_STEP_BUCKETS), data_config.max_tokens)
   if not data_config.tokens_per_batch:
     return max_lengths, [data_config.batch_size] * len(max_lengths)
   sizes = [data_config.tokens_per_batch // length for length in max_lengths]
@@ -309,9 +247,8 @@ def _buckets(data_config, rows_multiple: int) -> Tuple[List[int], List[int]]:
 def _group(order: np.ndarray, bucket_lengths: np.ndarray, data_config,
            rows_multiple: int) -> List[Tuple[List[int], int, int]]:
   """The batches' rows in ``order``, each with its full number of rows and its
-  bucket's longest length (0: padded to the rows' own, :func:`_padded_length`):
-  the ``bucket_by_sequence_length`` / ``padded_batch`` grouping of the pipeline.
-  A sentence goes to the first bucket that holds it."""
+  bucket's longest length (0: :func:`_padded_length`), grouped as the
+  pipeline's ``bucket_by_sequence_length`` / ``padded_batch`` group them."""
   explicit = bool(data_config.get("bucket_lengths", ()))
   if not (data_config.bucketing or data_config.tokens_per_batch or explicit):
     size = data_config.batch_size
@@ -332,19 +269,14 @@ def _group(order: np.ndarray, bucket_lengths: np.ndarray, data_config,
 
 def epoch_batches(split: Split, data_config, *, seed: int = 0, shuffle: bool = True,
                   rows_multiple: int = 1) -> List[Tuple[Tuple[np.ndarray, np.ndarray], np.ndarray]]:
-  """An epoch of ``((source, target_input), labels)`` batches of ``split``.
+  """An epoch of ``((source, target_input), labels)`` batches of ``split``
+  (trimmed already, :meth:`Split.trimmed`), each int32 ``(rows, length)``,
+  0-padded as the module docstring says.
 
   Args:
-    split: trimmed to ``data_config.max_tokens`` already (:meth:`Split.trimmed`).
-    data_config: ``config.data`` (batch_size, tokens_per_batch, bucketing,
-      bucket_lengths, max_tokens).
-    seed: the shuffle's seed (:func:`epoch_seed` of the epoch).
-    shuffle: False keeps the split's order (validation).
-    rows_multiple: each batch's rows are padded to a multiple of this (the
-      number of devices a batch is split over).
-
-  Returns a list (its length is the epoch's steps) of int32 arrays of shape
-  ``(rows, length)``, 0-padded; see the module docstring for the padding.
+    data_config: ``config.data``.
+    seed: the shuffle's seed (:func:`epoch_seed`); ``shuffle=False`` keeps order.
+    rows_multiple: rows are padded to a multiple of this (the devices).
   """
   pairs = len(split)
   order = np.random.default_rng(seed).permutation(pairs) if shuffle else np.arange(pairs)

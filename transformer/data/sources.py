@@ -1,19 +1,11 @@
-"""Where the data comes from: the local copy beside this repository, TensorFlow
-Datasets, the archive both are made from, or a folder.
+"""Where the data comes from (``--data``; :data:`DATA_HELP`), decided before
+TensorFlow is imported.
 
-``--data`` defaults to ``auto``: the TED HRLR files in ``../shared/data`` beside
-this repository where they are (this repository's own checkouts), else
-TensorFlow Datasets' copy of the same data (``tfds``, prepared once from the
-archive, which comes from TFDS's host or a mirror, checked:
-:mod:`transformer.data.download`; the local reader gives the same pairs in the
-same order, :mod:`transformer.data.ted`), and one line says which. ``--data``
-may also name the archive itself (``qi18naacl-dataset.tar.gz``), checked and
-extracted once, or a folder of its pt->en files. A path the user names is taken
-at its word: one that does not exist is an error, never a download in its
-place (a typo would otherwise cost a download and train on other data than
-asked), and an archive that fails the check is an error too.
-
-Needs no TensorFlow: the scripts decide this before they import it.
+``auto``, the default, is the TED HRLR files in ``../shared/data`` where they
+are, else TensorFlow Datasets' copy (``tfds``, :mod:`transformer.data.download`),
+and one line says which. A path the user names is taken at its word: one that
+does not exist, or an archive that fails the check, is an error, never a
+download in its place (a typo would train on other data than asked).
 """
 
 import importlib.util
@@ -49,15 +41,10 @@ def tfds_installed() -> bool:
 
 
 def resolve_data(data: str) -> Tuple[str, Optional[str]]:
-  """``(source, message)``: ``data`` (a script's --data) with ``auto`` made the
-  local folder or ``tfds`` and an archive made the folder of its extracted
-  files, and the line that says where the data comes from (None for a folder
-  or ``tfds`` the user named).
-
-  Raises:
-    SourceError: a named path does not exist, a named file is not the archive,
-      or tfds is needed and not installed.
-  """
+  """``(source, message)``: ``data`` (--data) with ``auto`` made the local folder
+  or ``tfds`` and an archive made its extracted folder, and the line saying so
+  (None for a folder or ``tfds`` the user named). SourceError for a missing
+  path, a file that is not the archive, or tfds needed and not installed."""
   message = None
   if data == AUTO:
     if LOCAL_DATA.is_dir():
@@ -88,13 +75,9 @@ def _extracted(archive: str) -> Tuple[str, str]:
 
 
 def data_source(data: str) -> Tuple[str, Optional[str]]:
-  """:func:`resolve_data`, and where that gives ``tfds``, whether the data is
-  there or can be downloaded, asked at once (before TensorFlow loads), so that
-  a machine without a network hears it in seconds (:mod:`transformer.data.download`).
-
-  Raises:
-    SourceError: as resolve_data, or the data is neither prepared nor downloadable.
-  """
+  """:func:`resolve_data`, and for ``tfds`` the data fetched at once (before
+  TensorFlow loads), so that a machine without a network hears it in seconds;
+  SourceError when it is neither prepared nor downloadable."""
   data, message = resolve_data(data)
   if data == TFDS:
     try:

@@ -1,31 +1,26 @@
 """Loading the TED HRLR Portuguese-English data (tutorial: "Download the dataset").
 
 The tutorial calls ``tfds.load('ted_hrlr_translate/pt_to_en', as_supervised=True)``.
-Machines without internet cannot download it, so this module also reads the
-original line-aligned files (``pt.train en.train pt.dev en.dev pt.test en.test``)
-from a folder and puts the examples in the order TFDS gives them, so that both
-sources yield the same ``(pt, en)`` pairs in the same order.
-
-TFDS builds the data set from the same files with two differences this module
-reproduces: it drops pairs where either side is empty, and it orders the examples
-of a split by an MD5 hash of ``split_name + str(line_index)`` rather than by line.
+This module also reads the original files (``pt.train en.train pt.dev ...``)
+from a folder, as TFDS does: pairs with an empty side dropped, a split's
+examples ordered by the MD5 of ``split_name + str(line_index)``; both sources
+give the same ``(pt, en)`` pairs in the same order.
 """
 
 import hashlib
-import os
 from pathlib import Path
-from typing import List, Tuple, Union
+from typing import List, Tuple
 
 from absl import logging
 
 from transformer.config import SPLIT_FILE_SUFFIX
 from transformer.data import download
+from transformer.run.run_folder import PathLike
 
 SPLITS = ("train", "validation", "test")
 SOURCE_LANGUAGE = "pt"
 TARGET_LANGUAGE = "en"
 
-PathLike = Union[str, os.PathLike]
 Pair = Tuple[str, str]
 
 
@@ -34,7 +29,7 @@ class DataError(ValueError):
 
 
 def split_files(data_dir: PathLike, split: str) -> Tuple[Path, Path]:
-  """Returns the (source, target) file paths of `split` inside `data_dir`."""
+  """The (source, target) file paths of `split` inside `data_dir`."""
   _check_split(split)
   suffix = SPLIT_FILE_SUFFIX[split]
   data_dir = Path(data_dir)
@@ -67,17 +62,9 @@ def _read_lines(path: Path) -> List[str]:
 
 def read_parallel_files(source_path: PathLike,
                         target_path: PathLike) -> Tuple[List[Pair], int]:
-  """Reads two line-aligned UTF-8 files into (source, target) pairs.
-
-  Pairs where either side is empty are dropped, as TFDS does; so are pairs
-  with a whitespace-only side, which TFDS would keep but no model can use.
-
-  Returns:
-    (pairs, dropped): the kept pairs in file order and how many were dropped.
-
-  Raises:
-    DataError: a file is missing, is not UTF-8, or the line counts differ.
-  """
+  """(pairs in file order, number dropped) of two line-aligned UTF-8 files,
+  without pairs with an empty or blank side (TFDS keeps blank ones, which no
+  model can use); DataError for a missing file, bad UTF-8 or unequal lines."""
   indexed_pairs, dropped = _read_indexed_pairs(source_path, target_path)
   return [pair for _, pair in indexed_pairs], dropped
 
@@ -118,8 +105,7 @@ def read_local_split(data_dir: PathLike, split: str) -> Tuple[List[Pair], int]:
   if dropped:
     logging.info("%s split of %s: dropped %d pairs with an empty side",
                  split, data_dir, dropped)
-  # TFDS keys each example by its line index in the file (dropped lines keep
-  # their index), then orders the examples by the hash of that key.
+  # TFDS orders by the hash of each line's index in the file (dropped lines keep theirs).
   pair_at_line = dict(indexed_pairs)
   num_lines = max(pair_at_line, default=-1) + 1
   ordered = [pair_at_line[i] for i in tfds_order(num_lines, split) if i in pair_at_line]
@@ -141,14 +127,8 @@ def pairs_to_dataset(pairs: List[Pair]) -> "tf.data.Dataset":
       (tf.constant(sources, dtype=tf.string), tf.constant(targets, dtype=tf.string)))
 
 
-def load_local_split(data_dir: PathLike, split: str) -> "tf.data.Dataset":
-  """The `split` read from `data_dir` as a dataset of (pt, en) string pairs."""
-  return pairs_to_dataset(local_split_pairs(data_dir, split))
-
-
 def load_tfds_split(split: str) -> "tf.data.Dataset":
-  """The `split` from TensorFlow Datasets (downloaded on first use, or a
-  DataError that says in one line why it cannot be)."""
+  """The `split` from TensorFlow Datasets (downloaded on first use, or a DataError)."""
   _check_split(split)
   try:
     builder = download.prepared_builder()
@@ -166,9 +146,9 @@ def split_pairs(source: PathLike, split: str) -> List[Pair]:
 
 
 def load_split(source: PathLike, split: str) -> "tf.data.Dataset":
-  """Loads `split` from "tfds" or from a folder of the original files."""
+  """`split` from "tfds" or a folder of the original files, as (pt, en) string pairs."""
   if str(source) == "tfds":
     return load_tfds_split(split)
   if not Path(source).is_dir():
     raise DataError(f"data source {source!r} is neither 'tfds' nor a folder")
-  return load_local_split(source, split)
+  return pairs_to_dataset(local_split_pairs(source, split))

@@ -2,9 +2,8 @@
 interface of the tutorial's ``ted_hrlr_translate_pt_en_converter``
 (:mod:`transformer.data.tokenizers` builds, caches and loads it)."""
 
-import os
 from pathlib import Path
-from typing import Sequence, Union
+from typing import Sequence
 
 import tensorflow as tf
 # Registers the ops the SavedModel's functions use.
@@ -12,8 +11,7 @@ import tensorflow_text as text
 
 from transformer.data import wordpiece
 from transformer.data.reserved_tokens import RESERVED_TOKENS
-
-PathLike = Union[str, os.PathLike]
+from transformer.run.run_folder import PathLike
 
 
 def _re2_escape(token: str) -> str:
@@ -47,9 +45,8 @@ class CustomTokenizer(tf.Module):
     for spec in (ragged_ids, dense_ids):
       self.detokenize.get_concrete_function(spec)
       self.lookup.get_concrete_function(spec)
-    self.get_vocab_size.get_concrete_function()
-    self.get_vocab_path.get_concrete_function()
-    self.get_reserved_tokens.get_concrete_function()
+    for function in (self.get_vocab_size, self.get_vocab_path, self.get_reserved_tokens):
+      function.get_concrete_function()
 
   @tf.function
   def tokenize(self, strings):

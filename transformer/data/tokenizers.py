@@ -2,29 +2,20 @@
 
 The tutorial downloads ``ted_hrlr_translate_pt_en_converter``, a SavedModel with
 two BERT WordPiece tokenizers, ``.pt`` and ``.en``. This module builds the same
-kind of SavedModel from the training split (vocabularies learned by
-:mod:`transformer.data.wordpiece`) with the guide's settings (target
-vocabulary 8,000, reserved tokens ``[PAD] [UNK] [START] [END]`` at ids 0-3,
-``lower_case=True``), caches it, and loads either that or the tutorial's file.
-``vocabulary="joint"`` learns one vocabulary over both languages; the ``.pt``
-and ``.en`` tokenizers then share it (needed to share embedding weights).
+kind from the training split (:mod:`transformer.data.wordpiece`) with the
+guide's settings (8,000 tokens, ``[PAD] [UNK] [START] [END]`` at ids 0-3,
+``lower_case=True``), caches it, and loads it or the tutorial's.
+``vocabulary="joint"`` gives both languages one vocabulary (to share embedding
+weights). The interface is the converter's (:data:`INTERFACE`,
+:mod:`transformer.data.tokenizer_module`).
 
-Each tokenizer has the converter's interface: ``tokenize(strings)`` gives an
-int64 RaggedTensor with ``[START]``=2 first and ``[END]``=3 last;
-``detokenize(ids)`` and ``lookup(ids)`` take ragged or dense (0-padded) int64
-batches; ``get_vocab_size()``, ``get_vocab_path()``, ``get_reserved_tokens()``.
-The SavedModel loads with only ``tensorflow`` and ``tensorflow_text`` imported.
-
-What ``detokenize(tokenize(s))`` loses: it is not the identity. BertTokenizer
-with ``lower_case=True`` lower-cases, applies NFD normalization and strips the
-accents (combining marks), and splits on whitespace and around punctuation;
-detokenization then joins the words with single spaces. So "Olá, Mundo!" comes
-back as "ola , mundo !". Characters outside the vocabulary come back as
-``[UNK]``. The TED data is already lower-cased and Moses-tokenized, yet the
-round trip still changes it: accents are folded ("impressão" -> "impressao",
-about 85% of Portuguese training sentences) and punctuation inside Moses tokens
-is split off ("did n't" -> "did n ' t", "``" -> "` `"). Compare model output
-with references only after passing both through the same round trip.
+``detokenize(tokenize(s))`` is not ``s``: BertTokenizer lower-cases, strips
+accents (NFD) and splits around punctuation, and detokenization joins words
+with single spaces ("Olá, Mundo!" -> "ola , mundo !"; unknown characters
+become ``[UNK]``). On the lower-cased, Moses-tokenized TED data, accents are
+folded ("impressão" -> "impressao", about 85% of Portuguese sentences) and
+Moses tokens split ("did n't" -> "did n ' t"): compare output with references
+only after the same round trip.
 """
 
 import hashlib
@@ -46,14 +37,13 @@ from transformer.data.reserved_tokens import END_ID, PAD_ID, RESERVED_TOKENS, ST
 from transformer.data.tokenizer_module import Tokenizers
 from transformer.run import files
 from transformer.run.errors import describe_error
+from transformer.run.run_folder import PathLike
 
 VOCABULARIES = ("separate", "joint")
 # Bump when the exported module changes so that old caches are rebuilt.
 _FORMAT_VERSION = 1
 INTERFACE = ("tokenize", "detokenize", "lookup", "get_vocab_size",
              "get_vocab_path", "get_reserved_tokens")
-
-PathLike = Union[str, os.PathLike]
 
 
 class TokenizerError(ValueError):
@@ -102,9 +92,8 @@ def cache_key(train_pairs: Sequence[ted.Pair], vocab_size: int, vocabulary: str)
   return digest.hexdigest()
 
 
-# cache_key of the whole TED HRLR training split with the tutorial's settings
-# (separate vocabularies of 8,000): that build is the tutorial's converter, byte
-# for byte (tests/integration/test_guide_tokenizers.py).
+# cache_key of the whole training split with the tutorial's settings, whose build
+# is the tutorial's converter byte for byte (tests/integration/test_guide_tokenizers.py).
 TUTORIAL_CACHE_KEY = "2ad8694aceb33745fb02d9b17aee57582db1dac440e207f51531bf127e115a73"
 
 
@@ -115,16 +104,10 @@ def get_or_build_tokenizers(train_pairs_or_data_dir: Union[PathLike, Sequence[te
                             other_caches: Sequence[PathLike] = ()) -> Path:
   """Returns the path of a cached Tokenizers SavedModel, building it if needed.
 
-  Args:
-    train_pairs_or_data_dir: the (pt, en) training pairs, or a folder with the
-      original files (its train split is read).
-    cache_dir: where SavedModels are kept, one per cache key.
-    vocab_size: target vocabulary size.
-    vocabulary: "separate" or "joint".
-    rebuild: build even if the cache holds this key.
-    tutorial: the tutorial's tokenizer SavedModel, used as it is where the
-      build would give it (:data:`TUTORIAL_CACHE_KEY`) and it exists.
-    other_caches: other runs' ``cache_dir`` s: the same build there is copied.
+  The pairs come as a list or a folder of the original files; ``cache_dir``
+  keeps a SavedModel per :func:`cache_key` (``rebuild``: build anyway); the
+  ``tutorial``'s tokenizer is used where the build would give it
+  (:data:`TUTORIAL_CACHE_KEY`), and the same build in ``other_caches`` copied.
   """
   _check_vocabulary(vocabulary)
   if isinstance(train_pairs_or_data_dir, (str, os.PathLike)):
@@ -138,8 +121,7 @@ def get_or_build_tokenizers(train_pairs_or_data_dir: Union[PathLike, Sequence[te
   found = None if rebuild else _built_before(export_dir, key, tutorial, other_caches)
   if found is not None:
     return found
-  # Built beside the target and swapped in, so an interrupted build leaves no
-  # half-written SavedModel that would later pass for a cached one.
+  # Staged, so an interrupted build never passes for a cached one.
   with files.staged(export_dir) as staging:
     build_tokenizers(train_pairs, staging, vocab_size, vocabulary)
     (staging / "build_info.json").write_text(json.dumps(
@@ -170,10 +152,8 @@ def _built_before(export_dir: Path, key: str, tutorial: Optional[PathLike],
 
 
 def load_tokenizers(path: PathLike):
-  """Loads a Tokenizers SavedModel (ours or the tutorial's converter), checking
-  that its vocabulary files are those it was saved with
-  (:func:`check_vocabulary_files`); :class:`TokenizerError` naming the file
-  otherwise."""
+  """Loads a Tokenizers SavedModel (ours or the tutorial's), checked
+  (:func:`check_vocabulary_files`); :class:`TokenizerError` naming the file."""
   path = Path(path)
   if not (path / "saved_model.pb").is_file():
     raise TokenizerError(
@@ -194,9 +174,8 @@ def load_tokenizers(path: PathLike):
 
 
 def load_saved_model(path: PathLike, what: str):
-  """``tf.saved_model.load(path)``; :class:`TokenizerError` naming ``path`` (or
-  its empty vocabulary file, which fails the load with a bare OutOfRangeError)
-  when it does not load. ``what`` names the SavedModel in the message."""
+  """``tf.saved_model.load(path)``, or :class:`TokenizerError` naming ``path``
+  (or its empty vocabulary file, a bare OutOfRangeError otherwise) and ``what`` it is."""
   path = Path(path)
   empty = sorted(p for p in path.glob("assets/*.txt") if p.stat().st_size == 0)
   if empty:
@@ -217,13 +196,9 @@ def _tokens(tokenizer) -> List[str]:
 
 def check_vocabulary_files(tokenizers) -> None:
   """Raises :class:`TokenizerError` naming the file unless each tokenizer's
-  vocabulary file (its SavedModel's ``assets/*.txt``) holds its vocabulary.
-
-  ``tokenize`` builds its token table from that file when the SavedModel
-  loads, while ``lookup``, the vocabulary sizes and :func:`vocabulary_hash`
-  read the ``vocab`` variable saved beside it: a file changed, cut or swapped
-  after the save changes the token ids under the same hash, so it is refused.
-  """
+  vocabulary file (``assets/*.txt``) holds its vocabulary: ``tokenize`` reads
+  the file, ``lookup`` and :func:`vocabulary_hash` the ``vocab`` variable, so
+  a changed file would change the ids under the same hash."""
   for language in (ted.SOURCE_LANGUAGE, ted.TARGET_LANGUAGE):
     tokenizer = getattr(tokenizers, language)
     path = Path(tokenizer.get_vocab_path().numpy().decode("utf-8"))
@@ -249,8 +224,7 @@ def vocab_sizes(tokenizers) -> Tuple[int, int]:
 
 def vocabulary_hash(tokenizers) -> str:
   """The sha256 (hex) of both vocabularies, token by token in id order: the
-  tokenizer's identity for a model, which two tokenizers of equal vocabulary
-  sizes but other tokens (or another order) do not share."""
+  tokenizer's identity for a model."""
   digest = hashlib.sha256()
   for language in (ted.SOURCE_LANGUAGE, ted.TARGET_LANGUAGE):
     digest.update(json.dumps([language, _tokens(getattr(tokenizers, language))],

@@ -1,21 +1,19 @@
 """Learning a WordPiece vocabulary (the subword-tokenizer guide's ``bert_vocab_from_dataset``).
 
-The guide learns each language's vocabulary with
-``tensorflow_text.tools.wordpiece_vocab.bert_vocab_from_dataset`` and
-``learn_params={}``; :func:`learn_vocabulary` gives the same vocabulary
-(tests/unit/test_tokenizers.py compares them), computed faster, and
-:mod:`transformer.data.tokenizers` builds the tokenizers from it.
+:func:`learn_vocabulary` gives the vocabulary the guide's ``bert_vocab_from_dataset``
+with ``learn_params={}`` gives (tests/unit/test_tokenizers.py compares them), faster.
 """
 
-import os
 from pathlib import Path
 import time
-from typing import Iterable, List, Sequence, Union
+from typing import Iterable, List, Sequence
 
 from absl import logging
 import tensorflow as tf
 from tensorflow_text.python.ops import bert_tokenizer
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+
+from transformer.run.run_folder import PathLike
 
 # The guide's BertTokenizer settings, for learning and for tokenizing.
 BERT_TOKENIZER_PARAMS = {"lower_case": True}
@@ -25,10 +23,8 @@ _LEARNER_BATCH = 1000
 
 def learn_vocabulary(sentences: Sequence[str], vocab_size: int, reserved_tokens: Sequence[str],
                      name: str = "") -> List[str]:
-  """Learns a BERT WordPiece vocabulary with the subword guide's settings
-  (``bert_vocab_from_dataset`` with ``learn_params={}``), through
-  :func:`learn_wordpiece`; ``reserved_tokens`` come first, ``name`` is for
-  the log."""
+  """A BERT WordPiece vocabulary as the guide learns it, ``reserved_tokens``
+  first (``name`` is for the log)."""
   start = time.time()
   logging.info("learning the %s WordPiece vocabulary (target size %d) from %d "
                "sentences; this takes under a minute on the full training split",
@@ -40,8 +36,7 @@ def learn_vocabulary(sentences: Sequence[str], vocab_size: int, reserved_tokens:
 
 
 def count_words(sentences: Sequence[str]):
-  """{word: count} of ``sentences`` split into words as BERT's tokenizer splits
-  them, with the subword guide's settings (lower case)."""
+  """{word: count} of ``sentences`` split as BERT's tokenizer splits them."""
   dataset = tf.data.Dataset.from_tensor_slices(
       tf.constant(list(sentences), dtype=tf.string)).batch(_LEARNER_BATCH)
   return learner.count_words(
@@ -50,16 +45,9 @@ def count_words(sentences: Sequence[str]):
 
 def learn_wordpiece(word_counts, vocab_size: int, reserved_tokens: List[str]) -> List[str]:
   """tensorflow_text's ``wordpiece_tokenizer_learner_lib.learn`` with its default
-  parameters: the same vocabulary, computed faster.
-
-  That learner searches for the count threshold that gives ``vocab_size``
-  tokens, and for every threshold it tries it counts every substring of every
-  word again. Here a count is one per piece (:func:`_rest_counts` says why
-  that is the same), and the first counts, which do not depend on the
-  threshold, are made once; only the later iterations, which split words with
-  the tokens the threshold kept, are counted per threshold.
-  tests/unit/test_tokenizers.py checks the result against the library's.
-  """
+  parameters, faster: that learner counts every substring of every word again
+  for each count threshold it tries; here a count is one per piece
+  (:func:`_rest_counts`), and the first iteration's counts are made once."""
   params = learner.Params(
       upper_thresh=int(1e7), lower_thresh=10, num_iterations=4, max_input_tokens=int(5e6),
       max_token_length=50, max_unique_chars=1000, vocab_size=vocab_size, slack_ratio=0.05,
@@ -108,15 +96,12 @@ def _piece_starts(word, tokens, params):
 
 def _rest_counts(words, starts, joiner):
   """{token: count} over ``words`` ((word, count) pairs) of the rest of each
-  word from each of ``starts(word)`` (None: skip the word), a suffix marked
-  with the joiner: the counts the library's learner keeps tokens by.
+  word from each of ``starts(word)`` (None: skip it), joiner-marked: the
+  counts the library keeps tokens by.
 
-  The library counts every substring that begins at a start, then takes from
-  each count those of the longer substrings it begins. Every prefix of a
-  counted substring is counted too, so that telescopes: what is left of a
-  substring's count is how often it runs from a start to the word's end. (The
-  substrings left at 0, which the library also keeps, never pass a threshold,
-  which here is at least 1.)
+  The library counts every substring from a start, then subtracts the counts
+  of the longer ones it begins; that telescopes to how often a substring runs
+  from a start to the word's end (those left at 0 never pass a threshold).
   """
   counts = {}
   for word, count in words:
@@ -129,7 +114,7 @@ def _rest_counts(words, starts, joiner):
   return counts
 
 
-def write_vocab_file(vocab: Iterable[str], path: Union[str, os.PathLike]) -> Path:
+def write_vocab_file(vocab: Iterable[str], path: PathLike) -> Path:
   """Writes ``vocab`` to ``path``, a token a line (``BertTokenizer``'s vocabulary file)."""
   path = Path(path)
   path.write_text("".join(token + "\n" for token in vocab), encoding="utf-8")

@@ -1,14 +1,8 @@
-"""Checkpoint averaging (paper §6.1), and restoring a model only from a checkpoint that fits it.
+"""Checkpoint averaging (paper §6.1: "averaging the last 5 checkpoints"), and
+restoring a model only from a checkpoint that fits it."""
 
-§6.1: "For the base models, we used a single model obtained by averaging the
-last 5 checkpoints, which were written at 10-minute intervals."
-:func:`average_checkpoints` does that with the checkpoints ``train.py`` keeps
-(:func:`last_checkpoints`).
-"""
-
-import os
 from pathlib import Path
-from typing import List, Sequence, Union
+from typing import List, Sequence
 
 from absl import logging
 import numpy as np
@@ -17,20 +11,15 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from transformer.run.checkpoint_files import drop_unreadable_newest
 from transformer.run.errors import CheckpointError, describe_error
+from transformer.run.run_folder import PathLike
 
-PathLike = Union[str, os.PathLike]
 # Where tf.train.Checkpoint stores its object graph inside a checkpoint.
 _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 
 def last_checkpoints(checkpoint_dir: PathLike, n: int) -> List[str]:
-  """The last ``n`` checkpoints listed in ``checkpoint_dir``'s ``checkpoint``
-  file, oldest first.
-
-  Raises:
-    CheckpointError: ``n`` < 1, fewer than ``n`` checkpoints, or an unreadable
-      ``checkpoint`` file.
-  """
+  """The last ``n`` intact checkpoints of ``checkpoint_dir``'s ``checkpoint``
+  file, oldest first; :class:`CheckpointError` when there are fewer."""
   if n < 1:
     raise CheckpointError(f"the number of checkpoints must be >= 1, got {n}")
   try:
@@ -53,12 +42,7 @@ def last_checkpoints(checkpoint_dir: PathLike, n: int) -> List[str]:
 
 def average_checkpoints(model, paths: Sequence[str]) -> None:
   """Sets the model's weights to the element-wise mean of the checkpoints
-  ``paths`` (§6.1; e.g. :func:`last_checkpoints`).
-
-  Each checkpoint is restored into the model in turn (:func:`restore_model`,
-  which refuses incomplete or foreign checkpoints); the optimizer state in
-  them is ignored.
-  """
+  ``paths``, each restored in turn (:func:`restore_model`)."""
   if not paths:
     raise CheckpointError("no checkpoints to average")
   variables = [v for v in model.weights if tf.as_dtype(v.dtype).is_floating]
@@ -72,15 +56,9 @@ def average_checkpoints(model, paths: Sequence[str]) -> None:
 
 
 def count_model_variables(path: str) -> int:
-  """How many variables the checkpoint holds in the object graph below its
-  root's ``model`` child: :func:`restore_model` refuses a checkpoint with more
-  than the model has (another model), which a restore alone would not notice.
-
-  Counted in the checkpoint's object graph, not by name: a checkpoint names
-  each variable once, by its shortest path from the root, and in the Trainer's
-  checkpoints that path runs through the optimizer
-  (``optimizer/_trainable_variables/N``) rather than through ``model/...``.
-  """
+  """How many variables the checkpoint holds below its root's ``model`` child,
+  counted in its object graph: by name, the Trainer's checkpoints reach them
+  through the optimizer (``optimizer/_trainable_variables/N``)."""
   reader = tf.train.load_checkpoint(path)
   if not reader.has_tensor(_OBJECT_GRAPH_KEY):
     raise CheckpointError(f"{path} has no object graph: it was not written by "
@@ -98,19 +76,9 @@ def count_model_variables(path: str) -> int:
 
 
 def restore_model(model, path: str) -> None:
-  """Loads the model's weights from a ``tf.train.Checkpoint(model=model, ...)`` file.
-
-  The checkpoint must fit the model exactly, as checked through its object
-  graph: it holds as many variables below ``model`` as the model has (more
-  means another model, e.g. more layers), every model variable is matched
-  with one of them (``tf.train.Checkpoint`` silently skips what it cannot
-  reach, and a half-restored model translates garbage), and each has the
-  model's shape (else the restore itself fails).
-
-  Raises:
-    CheckpointError naming ``path``: an unbuilt model, or a checkpoint that is
-    unreadable, incomplete or written by another model.
-  """
+  """Loads the model's weights from a ``tf.train.Checkpoint(model=model, ...)``
+  that fits exactly (as many variables below ``model``, each matched: the
+  restore skips silently what it cannot reach), else :class:`CheckpointError`."""
   if not model.built:
     raise CheckpointError(f"build the model before restoring {path} into it")
   try:

@@ -9,23 +9,20 @@ the model to reorder the cache rows when hypotheses change parents
 (:meth:`Transformer.reorder_cache`).
 
 Written once in backend-neutral ``keras.ops``: every loop is a
-``keras.ops.while_loop`` whose variables keep one shape from step to step (the
-cache and the output buffers are allocated for the longest allowed output up
-front). Under TensorFlow they run eagerly or in ``tf.function(...,
-autograph=False)`` with dynamic batch and source lengths (the exported
+``keras.ops.while_loop`` whose variables keep one shape (the cache and output
+buffers are sized for the longest allowed output up front). Under TensorFlow
+they run eagerly or in ``tf.function(..., autograph=False)`` (the exported
 translator); under JAX :mod:`transformer.inference.jax_decoding` compiles
-:func:`greedy_steps` and :func:`beam_steps` with ``jax.jit``, giving the
-buffers' ``length`` as a Python int; they return whole buffers and the steps
-taken, which :func:`greedy_decode` and :func:`beam_search` cut to.
+:func:`greedy_steps` and :func:`beam_steps`, whose whole buffers
+:func:`greedy_decode` and :func:`beam_search` cut to the steps taken.
 
 Beam search follows §6.1 (from Wu et al. 2016, GNMT): beam size 4, length
 penalty lp(Y) = ((5 + |Y|) / 6)^α with α = 0.6, outputs of at most input
 length + 50 tokens, and early termination. See ``config.decoding``.
 
 Token ids follow the tutorial's tokenizers: [PAD] = 0, [START] = 2, [END] = 3.
-Outputs never contain [START]; a sentence that ends has its [END] followed by
-padding 0. The old TensorFlow-only implementation is kept as a test oracle in
-``tests/helpers/tf_decoding.py``.
+Outputs never contain [START]; an ended sentence's [END] is followed by
+padding. ``tests/helpers/tf_decoding.py`` keeps a TensorFlow-only oracle.
 """
 
 from keras import ops
@@ -47,12 +44,9 @@ def _source_lengths(source_ids):
 
 
 def trim_source(source_ids, max_position: int, end_id: int = END_ID):
-  """Cuts source ids ``(batch, src_len)`` to at most ``max_position`` tokens.
-
-  The positional-encoding table has ``max_position`` rows, so no longer input
-  can be encoded. A cut sentence keeps [START] and ends with [END], as the
-  model saw sentences in training.
-  """
+  """Cuts source ids ``(batch, src_len)`` to the positional table's
+  ``max_position`` rows; a cut sentence keeps [START] and ends with [END], as
+  sentences did in training."""
   source_ids = ops.convert_to_tensor(source_ids)
   was_cut = (_source_lengths(source_ids) > max_position)[:, None]
   trimmed = source_ids[:, :max_position]
@@ -68,8 +62,7 @@ def output_length_limits(source_ids, extra_length: int, max_position: int):
 
 
 def _longest(max_lengths):
-  """The longest of ``max_lengths`` ``(batch,)``: the output buffers' length.
-  0 for an empty batch (whose maximum would be INT_MIN)."""
+  """The output buffers' length: the longest of ``max_lengths`` (0 for no rows)."""
   return ops.max(ops.concatenate([ops.cast(max_lengths, "int32"), ops.zeros((1,), "int32")], 0))
 
 

@@ -1,50 +1,29 @@
 """The translator and its export (tutorial: "Run inference" and "Export the model").
 
-:class:`Translator` is the tutorial's: ``Translator(tokenizers, transformer)``,
-called on one sentence, returns ``(text, tokens, attention_weights)`` by greedy
-decoding. It also translates batches (``translate``, ``translate_greedy``,
-``translate_with_attention``, below) with the key/value cache of
-:mod:`transformer.inference.decoding`.
+:class:`Translator` is the tutorial's: called on one sentence, it returns
+``(text, tokens, attention_weights)`` by greedy decoding; it also translates
+batches with the key/value cache of :mod:`transformer.inference.decoding`.
+:class:`ExportTranslator` is the tutorial's wrapper, which
+:func:`export_translator` saves as a SavedModel that needs only TensorFlow and
+``tensorflow_text`` to load (the tokenizers travel inside it; usage in
+docs/decoding_and_export.md). Its batch functions take ``[None]`` tf.string
+sentences:
 
-:class:`ExportTranslator` is the tutorial's wrapper: called on one string it
-returns the translation, and :func:`export_translator` saves it as a
-SavedModel that needs nothing but TensorFlow and ``tensorflow_text`` to load
-(the tokenizers travel inside it)::
+* ``translate`` (also ``serving_default``): beam search with
+  ``config.decoding``'s settings (§6.1), fixed at export: ``(batch,)`` strings.
+* ``translate_greedy``: greedy decoding, faster, usually a little worse.
+* ``translate_with_attention``: the beam-search ``translation`` and what the
+  tutorial plots: ``source_tokens`` ``(batch, src_len)`` and ``tokens``
+  ``(batch, out_len)`` (strings; padding shows as [PAD]), ``token_ids``, and
+  ``attention`` ``(batch, heads, out_len, src_len)``, the last decoder layer's
+  cross-attention, row t the attention while predicting token t.
 
-  import tensorflow as tf
-  import tensorflow_text  # registers the tokenizers' ops
-  reloaded = tf.saved_model.load(export_dir)
-  reloaded("este é o primeiro livro que eu fiz.")  # greedy, as in the tutorial
-  reloaded.translate(tf.constant(["este é um problema ."]))  # beam search
-  reloaded.signatures["serving_default"](sentences=tf.constant([...]))["output_0"]
-
-The batch functions each take ``[None]`` tf.string sentences:
-
-* ``translate`` (also the ``serving_default`` signature): beam search with the
-  paper's settings from ``config.decoding`` (§6.1: beam 4, α = 0.6, up to input
-  length + 50 tokens), fixed at export. Returns ``(batch,)`` strings.
-* ``translate_greedy`` (signature ``translate_greedy``): greedy decoding, faster,
-  usually a little worse. Returns ``(batch,)`` strings.
-* ``translate_with_attention`` (signature of the same name): the beam-search
-  translation and what the tutorial plots: ``translation`` ``(batch,)``,
-  ``source_tokens`` ``(batch, src_len)`` and ``tokens`` ``(batch, out_len)``
-  (strings from the tokenizers' ``lookup``; padding shows as [PAD]),
-  ``token_ids`` ``(batch, out_len)`` int64, and ``attention``
-  ``(batch, heads, out_len, src_len)``: the last decoder layer's
-  cross-attention, row t being the attention while predicting token t.
-
-Any input gives one well-formed string per sentence: empty or blank sentences
-become [START] [END], unknown characters [UNK], and sentences longer than the
-model's ``max_position`` tokens are cut there (keeping [END]).
-
-:func:`save_keras_model` writes the native ``.keras`` file instead, for going
-on training (it needs this package to load).
+Any input gives one string per sentence: a blank one [START] [END], unknown
+characters [UNK]; sentences past ``max_position`` tokens are cut (keeping [END]).
 """
 
 import json
-import os
 from pathlib import Path
-from typing import Union
 
 from absl import logging
 import tensorflow as tf
@@ -53,26 +32,19 @@ from transformer.inference import decoding
 from transformer.config import default_config
 from transformer.run import files
 from transformer.run import run_folder
+from transformer.run.run_folder import PathLike
 from transformer.run.errors import TrainingError, describe_error
 
 # The tutorial's MAX_TOKENS: the longest output its translator produces.
 MAX_TOKENS = 128
 
-PathLike = Union[str, os.PathLike]
 SENTENCES = tf.TensorSpec(shape=[None], dtype=tf.string, name="sentences")
 
 
 class Translator(tf.Module):
-  """Tokenizers + model + decoding settings, translating strings to strings.
-
-  Args:
-    tokenizers: a module with ``.pt`` and ``.en`` tokenizers (the tutorial's
-      converter or :func:`transformer.data.tokenizers.load_tokenizers`).
-    transformer: a :class:`transformer.model.Transformer` (built here if it
-      has not been called yet: decoding needs every weight).
-    decoding_config: ``config.decoding`` (beam_size, length_penalty,
-      extra_length) for the batch functions; None: the paper's (§6.1).
-  """
+  """Tokenizers (``.pt``, ``.en``) + a :class:`transformer.model.Transformer`
+  (built here if needed) + ``config.decoding`` for the batch functions (None:
+  the paper's), translating strings to strings."""
 
   def __init__(self, tokenizers, transformer, decoding_config=None):
     super().__init__()
@@ -87,17 +59,11 @@ class Translator(tf.Module):
     self.extra_length = int(decoding_config.extra_length)
 
   def __call__(self, sentence, max_length=MAX_TOKENS):
-    """The tutorial's call: one sentence, greedy decoding of at most
-    ``max_length`` tokens.
-
-    Args:
-      sentence: a str or a scalar (or ``[1]``) tf.string tensor.
-    Returns:
-      ``(text, tokens, attention_weights)``: the translation, a scalar string;
-      its ``out_len + 1`` token strings from [START] through [END]; and the
-      last decoder layer's cross-attention ``(1, heads, out_len, src_len)``,
-      row t being the attention while predicting ``tokens[t + 1]``.
-    """
+    """The tutorial's call: one sentence (str, scalar or ``[1]`` tf.string),
+    greedy decoding of at most ``max_length`` tokens. Returns ``(text, tokens,
+    attention_weights)``: the translation; its ``out_len + 1`` token strings
+    from [START]; the cross-attention ``(1, heads, out_len, src_len)``, row t
+    while predicting ``tokens[t + 1]``."""
     sentence = tf.reshape(tf.convert_to_tensor(sentence, tf.string), [1])
     return self._translate_one(sentence, tf.constant(max_length, tf.int32))
 
@@ -114,9 +80,8 @@ class Translator(tf.Module):
             attention)
 
   def _attention(self, source_ids, tokens):
-    """The last decoder layer's cross-attention over ``tokens`` ``(batch, out_len)``:
-    one full pass over the chosen output, as the tutorial does, gives the
-    attention of every output position at once."""
+    """The last decoder layer's cross-attention over ``tokens`` ``(batch, out_len)``,
+    from one full pass over the chosen output, as the tutorial does."""
     starts = tf.fill([tf.shape(tokens)[0], 1], decoding.START_ID)
     self.transformer((source_ids, tf.concat([starts, tokens[:, :-1]], axis=1)), training=False)
     return self.transformer.decoder.last_attn_scores
@@ -160,8 +125,7 @@ class Translator(tf.Module):
 
 
 def print_translation(sentence, tokens, ground_truth):
-  """The tutorial's printout: the input, the prediction (a str, bytes or scalar
-  string tensor) and the reference, one per line."""
+  """The tutorial's printout: input, prediction and reference, a line each."""
   prediction = tokens.numpy() if hasattr(tokens, "numpy") else tokens
   if isinstance(prediction, bytes):
     prediction = prediction.decode("utf-8")
@@ -171,10 +135,8 @@ def print_translation(sentence, tokens, ground_truth):
 
 
 class ExportTranslator(tf.Module):
-  """The tutorial's wrapper for export: ``ExportTranslator(translator)`` called
-  on one string returns its translation (the :class:`Translator`'s greedy
-  text), and stays callable after ``tf.saved_model.save`` and ``load``. It
-  carries the translator's batch functions too."""
+  """The tutorial's wrapper for export: called on one string, the translator's
+  greedy text, also after ``tf.saved_model.load``; with the batch functions."""
 
   def __init__(self, translator: Translator):
     super().__init__()
@@ -193,12 +155,10 @@ class ExportTranslator(tf.Module):
 
 def export_translator(model, tokenizers, export_dir: PathLike,
                       decoding_config=None) -> ExportTranslator:
-  """Saves an :class:`ExportTranslator` as a SavedModel in ``export_dir`` (see
-  the module docstring for what it serves). Returns it, in memory."""
+  """Saves an :class:`ExportTranslator` as a SavedModel in ``export_dir`` and
+  returns it."""
   translator = ExportTranslator(Translator(tokenizers, model, decoding_config))
-  # The save logs (through absl), per function, every captured input it
-  # renames: several kilobytes each, nothing to act on. Dropped here, other
-  # records kept.
+  # The save logs kilobytes per function about renamed captured inputs: dropped.
   logger = logging.get_absl_logger()
   logger.addFilter(_drop_signature_renaming)
   try:
@@ -218,11 +178,8 @@ def _drop_signature_renaming(record) -> bool:
 
 
 def save_keras_model(model, path: PathLike) -> Path:
-  """Saves the model in Keras' native format (architecture + weights), for fine-tuning.
-
-  Load it with ``keras.models.load_model(path)`` after ``from transformer.model import
-  Transformer`` (which registers the custom layers). ``path`` must end in ``.keras``.
-  """
+  """Saves the model as a ``.keras`` file, for going on training: load it with
+  ``keras.models.load_model(path)`` after ``from transformer.model import Transformer``."""
   path = Path(path)
   if path.suffix != ".keras":
     raise ValueError(f"a native Keras model file must end in .keras, got {path}")
@@ -235,18 +192,16 @@ class ExportError(TrainingError):
   """An export cannot be written, or its folder holds what this project did not export."""
 
 
-# What an export folder may hold: a translator SavedModel's files, train.py's
-# export/ files, its EXPORT_INFO_FILE. A folder holding anything else is not replaced.
+# What an export folder may hold; a folder holding anything else is not replaced.
 _EXPORT_ENTRIES = frozenset({
     "saved_model.pb", "fingerprint.pb", "variables", "assets", run_folder.EXPORT_INFO_FILE,
     run_folder.EXPORT_TRANSLATOR, run_folder.EXPORT_KERAS_MODEL, "transformer.weights.h5"})
 
 
 def check_export_target(target: PathLike, advice: str = "choose another folder") -> None:
-  """:class:`ExportError` unless ``target`` is absent, empty, or an earlier
-  export (what :data:`_EXPORT_ENTRIES` names): an export replaces its folder
-  whole, and must never delete what this project did not write there.
-  ``advice`` ends the message."""
+  """:class:`ExportError` (ending in ``advice``) unless ``target`` is absent,
+  empty, or an earlier export: an export replaces its folder whole, and must
+  never delete what this project did not write."""
   target = Path(target)
   if not target.exists():
     return
@@ -263,18 +218,11 @@ def check_export_target(target: PathLike, advice: str = "choose another folder")
 def export_model(model, tokenizers, decoding_config, target: PathLike, step: int,
                  translator_subdir: str = "", keras_model: bool = False, **info):
   """Exports the translator SavedModel (into ``target/translator_subdir``) and,
-  with ``keras_model``, the ``.keras`` model beside it, with ``step`` and
-  ``info`` (e.g. the checkpoints averaged) in :data:`transformer.run.run_folder.EXPORT_INFO_FILE`.
-
-  The folder is written beside ``target`` and swapped in whole
-  (:func:`transformer.run.files.staged`): readers see the old export or the
-  new one, one step's files either way. ``train.py`` and ``evaluate.py
-  --export_dir`` export through it. Returns the translator, in memory.
-
-  Raises:
-    ExportError: ``target`` holds other files (:func:`check_export_target`), or
-      a write failed (a full disk); ``target`` is then left as it was.
-  """
+  with ``keras_model``, the ``.keras`` model, with ``step`` and ``info`` in
+  :data:`transformer.run.run_folder.EXPORT_INFO_FILE`; staged and swapped in
+  whole (:func:`transformer.run.files.staged`). Returns the translator.
+  :class:`ExportError` for a foreign ``target`` or a failed write (``target``
+  then left as it was)."""
   target = Path(target)
   check_export_target(target)
   try:

@@ -1,34 +1,25 @@
-"""Attention plots (tutorial: "Create attention plots").
+"""Attention plots (tutorial: "Create attention plots"), and training curves.
 
 One panel per head of the last decoder layer's cross-attention: which source
-tokens each output token looked at while it was predicted.
-
-* The tutorial's functions, on the current figure (``plt.show()`` shows it):
-  ``plot_attention_head(in_tokens, translated_tokens, attention)`` and
-  ``plot_attention_weights(sentence, translated_tokens, attention_heads)``,
-  with what ``Translator(tokenizers, transformer)(sentence)`` returns.
-* :func:`save_attention_plot`: every head of one sentence of the exported
-  translator's ``translate_with_attention`` (see :mod:`transformer.inference.export`),
-  sized so that every label reads, written to a PNG file.
-
-Also the training curves of a ``train.py`` run, from its ``metrics.jsonl``.
-Importing this module leaves matplotlib's backend alone, so plots still show in
-a notebook; without a display matplotlib picks a file-only one by itself.
+tokens each output token looked at while it was predicted. The tutorial's
+``plot_attention_head`` and ``plot_attention_weights`` draw a translator
+call's on the current figure; :func:`save_attention_plot` writes one
+sentence's of ``translate_with_attention`` to a PNG, sized so that every label
+reads. matplotlib's backend is left alone, so plots still show in a notebook.
 """
 
 import inspect
 import math
-import os
 from pathlib import Path
-from typing import Sequence, Union
+from typing import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import tensorflow as tf
 
 from transformer.run import run_folder
+from transformer.run.run_folder import PathLike
 
-PathLike = Union[str, os.PathLike]
 PANELS_PER_ROW = 4
 END, PAD = "[END]", "[PAD]"
 FONT_SIZE = 9  # points, tick labels
@@ -56,15 +47,9 @@ def _labels(tokens) -> list:
 
 
 def plot_attention_head(in_tokens, translated_tokens, attention):
-  """The tutorial's: one head's attention on the current axes.
-
-  Args:
-    in_tokens: the ``src_len`` source token strings (x axis).
-    translated_tokens: the ``out_len + 1`` output token strings from [START],
-      as the translator returns them; [START] is not predicted, so it is left off
-      the y axis.
-    attention: ``(out_len, src_len)`` weights.
-  """
+  """The tutorial's: one head's ``(out_len, src_len)`` attention on the current
+  axes, ``in_tokens`` on x, ``translated_tokens`` (from [START], which is
+  left off: it is not predicted) on y."""
   axes = plt.gca()
   axes.matshow(np.asarray(attention))
   source_labels = _labels(in_tokens)
@@ -75,13 +60,8 @@ def plot_attention_head(in_tokens, translated_tokens, attention):
 
 def plot_attention_weights(sentence, translated_tokens, attention_heads, tokenizers=None):
   """The tutorial's: every head of ``attention_heads`` ``(heads, out_len, src_len)``
-  (``attention_weights[0]`` of a translator call) in a figure of 2 × 4 panels,
-  shown with ``plt.show()``.
-
-  ``sentence`` is tokenized with ``tokenizers.pt``. The tutorial's function
-  reads its notebook's variable ``tokenizers``; so does this one when
-  ``tokenizers`` is not passed: the caller's ``tokenizers``, local or global.
-  """
+  in 2 rows of panels, shown. ``sentence`` is tokenized with ``tokenizers``,
+  by default the caller's variable of that name, as in the tutorial."""
   if tokenizers is None:
     caller = inspect.currentframe().f_back
     tokenizers = caller.f_locals.get("tokenizers", caller.f_globals.get("tokenizers"))
@@ -100,37 +80,22 @@ def plot_attention_weights(sentence, translated_tokens, attention_heads, tokeniz
 
 def save_attention_plot(sentence_tokens: Sequence, translation_tokens: Sequence,
                         attention_heads, path: PathLike):
-  """Draws every head's attention and saves the figure as a PNG at ``path``.
-
-  Only real tokens are drawn: source tokens up to the first [PAD], output
-  tokens through the first [END] (a batch pads both). Each panel is sized to
-  its source and output lengths, a fixed size per token, so that every label
-  can be read; long sentences get fewer panels per row.
-
-  Args:
-    sentence_tokens: the ``src_len`` source tokens (str or bytes), on the x axis.
-    translation_tokens: the ``out_len`` output tokens, on the y axis; row t of
-      the attention is the one used to predict token t.
-    attention_heads: ``(heads, out_len, src_len)`` weights of one sentence.
-    path: the PNG file to write.
-  Returns:
-    The matplotlib figure (closed, so it holds no display resources).
-  """
+  """Draws every head's ``(heads, out_len, src_len)`` attention to the PNG
+  ``path`` and returns the closed figure: the real tokens only (sources up to
+  the first [PAD], outputs through the first [END]), a fixed size per token."""
   attention_heads = np.asarray(attention_heads)
   heads, out_len, src_len = attention_heads.shape
   if (out_len, src_len) != (len(translation_tokens), len(sentence_tokens)):
     raise ValueError(f"attention of shape {attention_heads.shape} does not match "
                      f"{len(translation_tokens)} translation and {len(sentence_tokens)} "
                      "sentence tokens")
-  source_labels = [_text(t) for t in sentence_tokens]
-  target_labels = [_text(t) for t in translation_tokens]
+  source_labels, target_labels = _labels(sentence_tokens), _labels(translation_tokens)
   src_len = _real_length(source_labels, through_end=False)
   out_len = _real_length(target_labels, through_end=True)
   source_labels, target_labels = source_labels[:src_len], target_labels[:out_len]
   attention_heads = attention_heads[:, :out_len, :src_len]
 
-  # Each panel: its cells, plus room for the labels (x labels stand rotated
-  # above it, y labels to its left) and the head's name below.
+  # Each panel: its cells, room for the labels (x above, y left) and the head's name below.
   label_room = CHAR_WIDTH * max(map(len, source_labels + target_labels)) + 0.2
   panel_width = CELL * src_len + label_room
   panel_height = CELL * out_len + label_room + 0.4
@@ -157,14 +122,9 @@ read_metrics = run_folder.read_metrics
 
 
 def plot_training_curves(metrics_path: PathLike, path: PathLike):
-  """Loss and accuracy per epoch, training and validation, from ``train.py``'s
-  ``metrics.jsonl``, saved as a PNG at ``path``. Returns the (closed) figure.
-
-  The x axis counts steps below and epochs above (an epoch's point is at its
-  last step). A dashed line marks where the learning-rate warm-up ends (§5.3),
-  from ``training.warmup_steps`` in the run's ``config.json`` beside
-  ``metrics.jsonl`` (no line without it).
-  """
+  """Loss and accuracy per epoch (steps below, epochs above) from ``train.py``'s
+  ``metrics.jsonl``, with the end of warm-up (§5.3) from the ``config.json``
+  beside it, saved as a PNG at ``path``. Returns the closed figure."""
   epochs = [r for r in read_metrics(metrics_path) if "train_loss" in r]
   if not epochs:
     raise ValueError(f"{metrics_path} holds no epoch records")

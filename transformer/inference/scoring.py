@@ -1,9 +1,7 @@
 """BLEU of translations already made, and the files that record it; no TensorFlow.
 
-The scoring half of :func:`transformer.inference.evaluation.evaluate_bleu`
-(see that module for what the two scorings compare), apart so that the
-evaluation under JAX (:mod:`transformer.inference.evaluation_jax`) writes the
-same record without importing TensorFlow.
+The scoring step of :mod:`transformer.inference.evaluation` (see it for what the
+two scorings compare): one record whatever the backend or the translator.
 """
 
 import json
@@ -43,7 +41,9 @@ def score_hypotheses(hypotheses: Sequence[str], references: Sequence[str],
       for ``bleu`` (None: ``bleu`` on the references as in the data).
     split_size: as :func:`result_stem`.
   Returns:
-    The JSON's content (see :func:`transformer.inference.evaluation.score_bleu`).
+    The JSON's content: bleu, signature, method, split, num_sentences, partial
+    (only the split's first ones), references, hypotheses_file, sacreBLEU's
+    details, a note that the text is tokenized on purpose, and ``whole_word``.
   """
   whole_word = bleu_lib.whole_word_bleu(hypotheses, references)
   scored = references if round_tripped_references is None else round_tripped_references

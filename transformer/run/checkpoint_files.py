@@ -1,12 +1,9 @@
-"""The checkpoint files of a run folder, as readers and the trainer both see them.
+"""The TensorFlow checkpoint files of a run folder, as readers and the trainer see them.
 
-``<model_dir>/checkpoints`` holds ``ckpt-N.index`` and ``ckpt-N.data-*`` files
-written by :class:`transformer.training.tf_checkpointing.Checkpoints` (a
-``tf.train.CheckpointManager``). This module names them and tells intact ones
-from the rest, so that evaluation, averaging and the scripts find checkpoints
-without importing the training machinery: partial writes (``ckpt-N_temp``,
-left by a kill or a full disk) are removed, and a newest checkpoint that
-cannot be read in full is moved to ``checkpoints/unreadable/`` with the reason.
+``<model_dir>/checkpoints`` holds the ``ckpt-N.*`` files of a
+``tf.train.CheckpointManager`` (:mod:`transformer.training.tf_checkpointing`).
+Partial writes (``ckpt-N_temp``) are removed, and a newest checkpoint that
+cannot be read in full is moved to ``checkpoints/unreadable/``.
 """
 
 from pathlib import Path
@@ -17,20 +14,19 @@ from typing import List, Optional, Tuple
 
 from absl import logging
 import tensorflow as tf
-# An internal function: tf.compat.v1.train.update_checkpoint_state wraps it
-# with a deprecation warning on the console.
+# Internal: tf.compat.v1.train.update_checkpoint_state prints a deprecation warning.
 from tensorflow.python.checkpoint import checkpoint_management
 
 from transformer.run.errors import CheckpointError, describe_error
 from transformer.run.run_folder import UNREADABLE_SUBDIR
+
 # TensorFlow writes ckpt-N into ckpt-N_temp/ and merges it into ckpt-N.* at the end.
 PARTIAL_WRITE_SUFFIX = "_temp"
 
 
 def checkpoint_name(path: str) -> str:
-  """How a checkpoint is named to users and in records: ``ckpt-N`` for this
-  module's prefixes, ``step-N`` for the JAX path's ``.../step-N/model.weights.h5``
-  (:mod:`transformer.run.keras_checkpoints`)."""
+  """A checkpoint's name for users and records: ``ckpt-N``, or ``step-N`` for
+  the JAX path's ``.../step-N/model.weights.h5``."""
   path = Path(path)
   return path.parent.name if path.suffix == ".h5" else path.name
 
@@ -42,7 +38,7 @@ def checkpoint_step(path: str) -> int:
 
 def written_checkpoints(directory: Path) -> List[str]:
   """Prefixes of the checkpoints with an index file in ``directory``, oldest
-  first; also those a kill kept out of the ``checkpoint`` index file."""
+  first, those a kill kept out of the ``checkpoint`` file too."""
   prefixes = [str(index)[:-len(".index")] for index in Path(directory).glob("ckpt-*.index")]
   return sorted((p for p in prefixes if re.fullmatch(r"ckpt-\d+", Path(p).name)),
                 key=checkpoint_step)
@@ -94,13 +90,8 @@ def drop_unreadable_newest(prefixes: List[str]) -> Tuple[List[str], List[Tuple[s
 
 def intact_checkpoints(directory: Path) -> List[str]:
   """The checkpoints of ``directory`` up to the newest that reads in full,
-  oldest first.
-
-  Partial writes are removed first; newer checkpoints that do not read are set
-  aside (:func:`set_aside`) with a warning naming them and why, so that the
-  intact one before them is used. Raises :class:`CheckpointError` when
-  checkpoints exist but none is intact.
-  """
+  oldest first, after removing partial writes and setting newer ones aside
+  with a warning; :class:`CheckpointError` when none is intact."""
   directory = Path(directory)
   remove_partial_writes(directory)
   intact, unreadable = drop_unreadable_newest(written_checkpoints(directory))
@@ -117,15 +108,9 @@ def intact_checkpoints(directory: Path) -> List[str]:
 
 
 def write_index(directory: Path, prefixes: List[str]) -> None:
-  """Makes the ``checkpoint`` index file of ``directory`` list ``prefixes``
-  (oldest first; the last is the latest) with their files' times.
-
-  ``tf.train.CheckpointManager`` deletes only the checkpoints listed with a
-  time after the index's ``last_preserved_timestamp``; those listed without
-  one it keeps for good. So every intact checkpoint is listed, timed, and the
-  next save deletes all but the newest ``keep`` of them, however many earlier
-  kills left behind.
-  """
+  """Makes ``directory``'s ``checkpoint`` file list ``prefixes`` (oldest first)
+  with their files' times: ``tf.train.CheckpointManager`` deletes only those
+  listed with a time, so the next save keeps the newest ``keep`` of them all."""
   times = [os.path.getmtime(f"{prefix}.index") for prefix in prefixes]
   checkpoint_management.update_checkpoint_state_internal(
       str(directory), prefixes[-1], all_model_checkpoint_paths=prefixes,

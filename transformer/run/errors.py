@@ -1,12 +1,16 @@
 """The errors of training, and the one line an error is reported in.
 
-``train.py`` and ``evaluate.py`` report a :class:`TrainingError` as one error
-line instead of a traceback; :func:`describe_error` is that line's cause.
+The scripts report a :class:`UsageError` or a :class:`TrainingError` as one
+error line instead of a traceback; :func:`describe_error` is that line's cause.
 """
 
 
+class UsageError(ValueError):
+  """A bad or contradictory command line, found before any work."""
+
+
 class TrainingError(RuntimeError):
-  """Training cannot continue."""
+  """The work cannot go on: bad data or files, a corrupt checkpoint, a NaN loss, a full disk."""
 
 
 def describe_error(error: BaseException) -> str:

@@ -1,13 +1,9 @@
 """Files written safely, without TensorFlow: staged then renamed, and a run folder's lock.
 
-:func:`staged` is the one way this project replaces a file or a folder whole
-(config.json, metrics' neighbours, checkpoints, exports, prepared data,
-tokenizers, BLEU results): the new version is written under a fixed name
-beside the target (``.NAME.partial``), then put in its place, so that a kill
-or a full disk leaves the old version or the new one, and the next write
-removes what a kill left. :func:`lock_run_folder` takes the run's lock.
-Both trainers use them: :mod:`transformer.training.tf_checkpointing` (TensorFlow)
-and :mod:`transformer.training.jax_engine` (Keras on JAX).
+:func:`staged` is the one way this project replaces a file or a folder whole:
+the new version is written beside the target (``.NAME.partial``) and put in
+its place, so that a kill or a full disk leaves the old version or the new
+one. :func:`lock_run_folder` takes the run's lock.
 """
 
 import atexit
@@ -39,9 +35,8 @@ class RunLockedError(TrainingError):
 
 
 def staging_path(path: Path) -> Path:
-  """Where :func:`staged` writes ``path``'s next version: a fixed name beside it
-  that keeps its suffixes (``model.weights.h5`` -> ``.model.partial.weights.h5``,
-  which Keras requires)."""
+  """Where :func:`staged` writes ``path``'s next version, keeping its suffixes
+  for Keras (``model.weights.h5`` -> ``.model.partial.weights.h5``)."""
   stem, dot, suffixes = path.name.partition(".")
   return path.with_name(f".{stem}.partial{dot}{suffixes}")
 
@@ -54,8 +49,7 @@ def _remove(path: Path) -> None:
 
 
 def _fsync_below(path: Path, recursive: bool = True) -> None:
-  """Flushes ``path`` (a file, or a folder and with ``recursive`` every file
-  below it) to the disk."""
+  """Flushes ``path`` (and with ``recursive`` every file below it) to the disk."""
   below = [p for p in path.rglob("*") if p.is_file()] if recursive and path.is_dir() else []
   for file in [path, *below]:
     fd = os.open(file, os.O_RDONLY)
@@ -76,9 +70,8 @@ def _exchange(first: Path, second: Path) -> bool:
 
 
 def _put_in_place(staging: Path, path: Path) -> None:
-  """Puts ``staging`` where ``path`` is. A folder in place is swapped with it in
-  one step where the system allows (``path`` is never missing), else renamed
-  aside first; the old version is then removed."""
+  """Puts ``staging`` where ``path`` is; a folder is swapped in one step where
+  the system allows (``path`` never missing), else renamed aside first."""
   if not (path.is_dir() and staging.is_dir()):
     os.replace(staging, path)
   elif _exchange(staging, path):
@@ -93,8 +86,7 @@ def _put_in_place(staging: Path, path: Path) -> None:
 
 
 def recover(path: Path) -> None:
-  """Undoes what a kill left of an earlier :func:`staged` write of ``path``: the
-  old version put back if the kill came between two renames, the staging removed."""
+  """Undoes what a kill left of a :func:`staged` write of ``path``."""
   old = path.with_name(f".{path.name}.old")
   if old.exists() and not path.exists():
     logging.warning("putting back %s, which a stopped write had set aside", path)
@@ -105,10 +97,9 @@ def recover(path: Path) -> None:
 
 @contextlib.contextmanager
 def staged(path, folder: bool = False) -> Iterator[Path]:
-  """Yields where to write ``path``'s next version, a file or a folder (made
-  empty first if ``folder``); when the block ends without an error, flushes it
-  to the disk and puts it in place of ``path``. On an error (or a signal) the staging is
-  removed and ``path`` is left as it was."""
+  """Yields where to write ``path``'s next version (an empty folder if
+  ``folder``); when the block ends without an error, flushes it and puts it in
+  place. On an error (or a signal) ``path`` is left as it was."""
   path = Path(path)
   path.parent.mkdir(parents=True, exist_ok=True)
   recover(path)
@@ -134,7 +125,7 @@ def write_text_atomically(path: Path, text: str) -> None:
 
 
 def sha256_of(path: Path) -> str:
-  """The hex sha256 of the file ``path``, read in blocks."""
+  """The hex sha256 of the file ``path``."""
   digest = hashlib.sha256()
   with open(path, "rb") as f:
     for block in iter(lambda: f.read(1 << 20), b""):
@@ -143,8 +134,8 @@ def sha256_of(path: Path) -> str:
 
 
 def check_writable(folder: Path) -> None:
-  """Creates ``folder`` if needed and writes a file in it (then removes it):
-  an ``OSError`` now, when nothing was done yet, rather than after hours of work."""
+  """Creates ``folder`` and writes a file in it: an ``OSError`` now rather than
+  after hours of work."""
   folder = Path(folder)
   folder.mkdir(parents=True, exist_ok=True)
   probe = folder / f".write_check.{os.getpid()}"
@@ -155,9 +146,7 @@ def check_writable(folder: Path) -> None:
 
 
 def lock_run_folder(model_dir: Path) -> "RunLock":
-  """Creates ``model_dir`` and takes its :class:`RunLock` until the process
-  ends; Python's exit (finished, a signal, an error) removes the lock file, so
-  the next run finds no stale lock, and a killed run's is taken over."""
+  """Creates ``model_dir`` and takes its :class:`RunLock` until the process ends."""
   model_dir.mkdir(parents=True, exist_ok=True)
   lock = RunLock(model_dir)
   atexit.register(lock.release)  # first: a Ctrl-C right after acquire() is an exit too
@@ -166,13 +155,9 @@ def lock_run_folder(model_dir: Path) -> "RunLock":
 
 
 class RunLock:
-  """An exclusive lock on a run folder, held by one ``train.py`` until it exits.
-
-  ``flock`` on ``<model_dir>/train.lock``, which holds the holder's PID. The
-  kernel drops the lock when its process ends, however it ends, so a lock file
-  left by a killed run is stale by construction and taken over; a run that
-  ends cleanly removes it (:meth:`release`).
-  """
+  """An exclusive lock on a run folder for one ``train.py``: ``flock`` on
+  ``<model_dir>/train.lock``, which holds the holder's PID. The kernel drops
+  it when the process ends, so a killed run's lock file is taken over."""
 
   def __init__(self, model_dir: Path):
     self.path = Path(model_dir) / LOCK_FILE
@@ -190,8 +175,7 @@ class RunLock:
         raise RunLockedError(
             f"{self.path.parent} is in use by another train.py (PID {holder}); wait for it "
             "to end or stop it, or use another --model_dir", holder) from e
-      # The holder may have removed the file between our open and our lock
-      # (release): then the lock is on a file no other run will open again.
+      # The holder may have removed the file between our open and our lock.
       if self.path.exists() and os.path.samestat(os.fstat(fd), os.stat(self.path)):
         break
       os.close(fd)

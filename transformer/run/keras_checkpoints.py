@@ -1,33 +1,15 @@
 """Checkpoints of the Keras trainer without TensorFlow (:mod:`transformer.training.jax_engine`).
 
-One folder per checkpoint, ``<model_dir>/checkpoints/step-<N>`` (N: the
-optimizer step), holding
+One folder per checkpoint, ``<model_dir>/checkpoints/step-<N>``, holding
+``model.weights.h5`` (the TensorFlow side loads it too), ``optimizer.npz`` and
+``non_trainable.npz`` (the variables in order, the dropout layers' random
+states among them, so that a resumed run draws the same masks),
+``state.json`` (the position in the data) and ``sha256.json`` (each file's
+digest as written: h5py alone loads damaged floats silently).
 
-=====================  ====================================================
-``model.weights.h5``   the model's weights (``model.save_weights``): the
-                       TensorFlow side loads it into the same model
-                       (``evaluate.py``, the export)
-``optimizer.npz``      the optimizer's variables in order (its step counter,
-                       Adam's moments)
-``non_trainable.npz``  the model's non-trainable variables in order (the
-                       dropout layers' random states among them), so that a
-                       resumed run draws the masks the uninterrupted one would
-``state.json``         the position in the data and the run's state
-``sha256.json``        the sha256 of each file above, taken as it was written
-=====================  ====================================================
-
-A checkpoint is written into ``checkpoints/.step-<N>.partial`` and renamed
-into place (:func:`transformer.run.files.staged`): a folder named ``step-<N>``
-is complete, and a kill or a full disk leaves at most a partial folder, which
-the next write or restore removes. A file whose sha256 is not the one recorded
-(a flipped bit, a zeroed block, a cut file) makes its checkpoint unreadable,
-as a missing file does: TensorFlow's checkpoints carry a checksum per tensor,
-and h5py alone loads damaged floats silently. As in
-:mod:`transformer.training.tf_checkpointing`, a newest checkpoint that cannot be
-read is moved to ``checkpoints/unreadable/`` with a warning and the one before
-it is used (readers, ``evaluate.py`` and ``translate.py``, skip it without
-moving it); only when none is readable is the run refused. The chief keeps the
-newest ``keep``.
+Written through :func:`transformer.run.files.staged`. As with TensorFlow's
+checkpoints, a newest one that cannot be read is moved to
+``checkpoints/unreadable/`` with a warning (readers skip it in place).
 """
 
 import json
@@ -43,6 +25,7 @@ import numpy as np
 from transformer.run import files
 from transformer.run.errors import CheckpointError, describe_error
 from transformer.run.run_folder import UNREADABLE_SUBDIR
+
 WEIGHTS_FILE = "model.weights.h5"
 DIGESTS_FILE = "sha256.json"
 _FILES = (WEIGHTS_FILE, "optimizer.npz", "non_trainable.npz", "state.json")
@@ -61,9 +44,8 @@ def exist(directory: Path) -> bool:
 
 
 def damage(path: Path) -> Optional[str]:
-  """Why the checkpoint folder ``path`` cannot be trusted (a file missing, or
-  one whose sha256 is not the one recorded at write time), or None. Folders
-  written before the digests were recorded are checked for their files only."""
+  """Why the checkpoint folder ``path`` cannot be trusted (a file missing or
+  changed since written), or None."""
   missing = [name for name in _FILES if not (path / name).is_file()]
   if missing:
     return f"missing {', '.join(missing)}"
@@ -112,8 +94,8 @@ class _Unreadable(Exception):
 
 
 def _read(path: Path, model) -> Tuple[List[np.ndarray], List[np.ndarray], dict]:
-  """Loads the weights into ``model``; returns the other files' contents.
-  Raises :class:`_Unreadable`, or :class:`CheckpointError` for weights of another model."""
+  """Loads the weights into ``model`` and returns the other files' contents;
+  :class:`CheckpointError` for another model's weights."""
   reason = damage(path)
   if reason:
     raise _Unreadable(reason)
@@ -139,13 +121,9 @@ def _read(path: Path, model) -> Tuple[List[np.ndarray], List[np.ndarray], dict]:
 
 def restore(directory: Path,
             model) -> Optional[Tuple[Path, List[np.ndarray], List[np.ndarray], dict]]:
-  """Loads the newest readable checkpoint's weights into ``model``.
-
-  Returns ``(path, optimizer values, non-trainable values, state)``, or None
-  when there is no checkpoint. Partial writes are removed; unreadable newer
-  checkpoints are set aside with a warning. Raises :class:`CheckpointError`
-  when checkpoints exist but none can be read.
-  """
+  """Loads the newest readable checkpoint's weights into ``model`` and returns
+  ``(path, optimizer values, non-trainable values, state)``, or None without
+  checkpoints; :class:`CheckpointError` when none can be read."""
   directory = Path(directory)
   for partial in directory.glob(".step-*.partial"):
     logging.warning("removing %s, a checkpoint write that did not finish", partial)
@@ -171,14 +149,11 @@ def restore(directory: Path,
 
 
 def last_weights(directory: Path, n: int) -> List[Path]:
-  """The weights files of the last ``n`` checkpoints up to the newest intact one
-  (:func:`damage`), oldest first; the newer ones are skipped with a warning and
-  left in place. :class:`CheckpointError` when there are fewer."""
+  """The weights files of the last ``n`` checkpoints up to the newest intact
+  one, oldest first; :class:`CheckpointError` when there are fewer."""
   dirs = checkpoint_dirs(directory)
-  while dirs and damage(dirs[-1]):
-    logging.warning("skipping the checkpoint %s: it cannot be read (%s)", dirs[-1],
-                    damage(dirs[-1]))
-    dirs.pop()
+  while dirs and (reason := damage(dirs[-1])):
+    logging.warning("skipping the checkpoint %s: it cannot be read (%s)", dirs.pop(), reason)
   if n < 1 or len(dirs) < n:
     raise CheckpointError(f"asked for the last {n} checkpoints but {directory} has {len(dirs)}")
   return [path / WEIGHTS_FILE for path in dirs[-n:]]

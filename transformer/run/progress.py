@@ -1,22 +1,13 @@
 """What a run shows on the console: a live line per epoch on a terminal, one
 summary line per epoch everywhere, and a live count of sentences translated.
 
-The live line counts the steps this epoch will really run (a ``train_steps``
-limit shortens it), says "Epoch 3/20" and gives an ETA from the steps after
-the first, whose time is mostly tracing. Its least needed fields (tok/s, the
-rate, the bar, the elapsed time) are left out whole until it fits the
-terminal's width, so that no number is ever cut; a log line written while it
-is drawn first clears it, so that the log line starts on a line of its own
-(the live line comes back at the next step). When stdout is not a terminal (a
-file, a pipe) nothing is drawn and there are no escape codes: a plain line
-every ``log_every_steps`` steps or :data:`PLAIN_LINE_SECONDS`, whichever
-comes first, so that a log file shows life, and one line per epoch.
-
-The epoch count is the run's plan: "Epoch 3/20" when it is known (a number
-of epochs or steps, a time budget's fixed plan), "Epoch 3/~20" while a time
-budget's plan is still an estimate, and "Epoch 3" before there is one.
-
-Only the chief shows anything under multi-worker; the Trainer decides.
+The live line counts the steps this epoch will really run, says "Epoch 3/20"
+(:func:`epoch_label`) and gives an ETA from the steps after the first (mostly
+tracing). Its least needed fields are left out whole until it fits the
+terminal, so that no number is cut; a log line first clears it. Off a
+terminal (a file, a pipe) nothing is drawn: a plain line every
+``log_every_steps`` steps or :data:`PLAIN_LINE_SECONDS`, and one line per
+epoch. Only the chief shows anything under multi-worker; the Trainer decides.
 """
 
 import contextlib
@@ -37,8 +28,8 @@ PLAIN_LINE_SECONDS = 60.0
 
 
 def epoch_label(epoch: int, planned: Optional[int], estimated: bool = False) -> str:
-  """"Epoch 3/20" for epoch 3 of 20 planned, "Epoch 3/~20" when the 20 is an
-  estimate, "Epoch 3" when there is no count yet."""
+  """"Epoch 3/20" for epoch 3 of 20 planned, "Epoch 3/~20" while the 20 is a
+  time budget's estimate, "Epoch 3" when there is no count yet."""
   if not planned:
     return f"Epoch {epoch}"
   return f"Epoch {epoch}/{'~' if estimated else ''}{planned}"
@@ -53,12 +44,9 @@ def position_text(epochs_done: int, step_in_epoch: int) -> str:
 
 
 def epoch_summary(record: Dict, planned: Optional[int] = None, estimated: bool = False) -> str:
-  """One line for an epoch's metrics record (the console's per-epoch summary).
-
-  E.g. ``Epoch 3/20 (step 1200): train loss 4.1230 acc 0.3120 | val loss 3.9000
-  acc 0.3400 | 12345 tok/s | 95.2 s``; the validation part only when the record
-  has one, BLEU when it has it.
-  """
+  """An epoch's metrics record as one line, e.g. ``Epoch 3/20 (step 1200): train
+  loss 4.1230 acc 0.3120 | val loss 3.9000 acc 0.3400 | 12345 tok/s | 95.2 s``
+  (validation and BLEU where the record has them)."""
   parts = [f"{epoch_label(record['epoch'], planned, estimated)} (step {record['step']}): "
            f"train loss {record['train_loss']:.4f} acc {record['train_accuracy']:.4f}"]
   if "val_loss" in record:
@@ -72,15 +60,10 @@ def epoch_summary(record: Dict, planned: Optional[int] = None, estimated: bool =
 
 def planned_epochs(epoch: int, epoch_steps: int, skip: int,
                    steps_left: Optional[int], epochs: Optional[int]) -> Optional[int]:
-  """How many epochs the run will have touched when it ends.
-
-  Args:
-    epoch: completed epochs.
-    epoch_steps: batches in the current epoch.
-    skip: of them, those done before this run (a resumed epoch).
-    steps_left: optimizer steps the run may still take (``train_steps``), or None.
-    epochs: the configured (or time-budgeted) count, used without a step limit.
-  """
+  """How many epochs the run will have touched when it ends: after ``epoch``
+  completed ones, the current one's ``epoch_steps`` batches (``skip`` of them
+  done before this run), then ``steps_left`` optimizer steps, or without a
+  step limit (None) the configured ``epochs``."""
   if steps_left is None:
     return epochs
   after_this = max(0, steps_left - (epoch_steps - skip))
@@ -88,11 +71,8 @@ def planned_epochs(epoch: int, epoch_steps: int, skip: int,
 
 
 def run_summary(step: int, start_step: int, history: List[Dict]) -> str:
-  """The last line of a run: what this run trained, never "0 epochs" for a short one.
-
-  E.g. ``training done at step 630: 630 steps in this run (epochs 1-2 whole,
-  epoch 3 up to its step 30)``; a rerun of a finished run says that it was.
-  """
+  """The run's last line, e.g. ``training done at step 630: 630 steps in this run
+  (epochs 1-2 whole, epoch 3 up to its step 30)``; a finished run's rerun says so."""
   if step == start_step and not history:
     return f"the run had already ended at step {step}: nothing more to train"
   whole = [r["epoch"] for r in history if r["complete"]]
@@ -115,14 +95,8 @@ def clock_text(seconds: float) -> str:
 
 
 class LiveLine:
-  """One epoch's line on a terminal, redrawn in place with a carriage return.
-
-  Args:
-    label: e.g. "Epoch 3/20".
-    start: steps of the epoch already done when it opens (a resumed epoch).
-    total: steps of the epoch done when it closes.
-    clock: seconds, monotonic.
-  """
+  """One epoch's line on a terminal, redrawn in place: ``label`` ("Epoch 3/20"),
+  from ``start`` steps (a resumed epoch) to ``total``, timed by ``clock``."""
 
   def __init__(self, label: str, start: int, total: int, clock: Callable[[], float]):
     self.label, self.start, self.total, self.clock = label, start, total, clock
@@ -131,9 +105,8 @@ class LiveLine:
 
   def text(self, done: int, values: Dict[str, float], width: Optional[int] = None,
            bar: bool = True) -> str:
-    """The line at ``done`` steps: counts, bar (unless ``bar`` is False),
-    elapsed time, ETA and ``values``, the last fields left out whole until it
-    fits ``width`` characters (None: all of them), so that no number is ever cut."""
+    """The line at ``done`` steps: counts, bar, elapsed time, ETA and ``values``,
+    the least needed left out whole until it fits ``width`` (None: all)."""
     now = self.clock()
     if self._first_done is None:
       self._first_done = (done, now)
@@ -142,9 +115,7 @@ class LiveLine:
     shown = [f"{key} {number_text(key, value)}" for key, value in values.items()]
     if shown:
       shown[0] = "| " + shown[0]
-    # (place on the line, field), the most needed first: counts, ETA, loss
-    # and accuracy before where a resume began, the elapsed time, the bar,
-    # the rate and tok/s.
+    # (place on the line, field), the most needed first.
     places = [(0, self.label), (2, f"{done}/{self.total}"), (5, self._eta(done, now))]
     places += [(6 + i, text) for i, text in enumerate(shown[:2])]
     if self.start:
@@ -165,8 +136,8 @@ class LiveLine:
 
 
 def number_text(key: str, value: float) -> str:
-  """A live value in its key's one format: the learning rate in scientific
-  notation (it spans decades), tokens/s whole, loss and accuracy to 4 decimals."""
+  """A live value in its key's format: the learning rate in scientific notation
+  (it spans decades), tokens/s whole, the rest to 4 decimals."""
   if key == "lr":
     return f"{value:.2e}"
   if key == "tok/s":
@@ -176,9 +147,8 @@ def number_text(key: str, value: float) -> str:
 
 def fit_fields(places: List[Tuple[int, str]], width: Optional[int]) -> str:
   """The fields of ``places`` (``(place, text)``, the most needed first) in
-  the order of their places, joined by spaces, the least needed left out
-  whole until the line fits ``width`` (None: all); the first two are kept,
-  cut only where they alone are wider."""
+  place order, the least needed left out until the line fits ``width`` (None:
+  all); the first two are kept, cut only where they alone are wider."""
   kept = list(places)
   while width is not None and len(kept) > 2 and len(_joined(kept)) > width:
     kept.pop()
@@ -196,9 +166,8 @@ def plural(count: int, noun: str, nouns: Optional[str] = None) -> str:
 
 
 def counted(translate_batch, total: int, stream: Optional[TextIO] = None):
-  """``translate_batch`` that reports the sentences translated so far on
-  ``stream`` (stderr by default): "translated 64/1193 sentences", redrawn in
-  place on a terminal, nothing elsewhere (the start and end lines say it)."""
+  """``translate_batch`` that shows "translated 64/1193 sentences" on ``stream``
+  (stderr) when it is a terminal, redrawn in place."""
   done = 0
 
   def translate_and_count(sentences):
@@ -214,15 +183,9 @@ def counted(translate_batch, total: int, stream: Optional[TextIO] = None):
 
 
 class EpochProgress:
-  """The live line per epoch (terminals only) and :func:`epoch_summary` after it.
-
-  Args:
-    enabled: show anything at all; when False every method does nothing.
-    stream: where to write (stdout by default).
-    clock: seconds, monotonic (tests pass a fake one).
-    log_every_steps: off a terminal, a plain progress line every this many
-      steps (and every :data:`PLAIN_LINE_SECONDS`); None: none.
-  """
+  """The live line per epoch (terminals only) and :func:`epoch_summary` after it,
+  on ``stream`` (stdout), nothing unless ``enabled``. Off a terminal, a plain
+  line every ``log_every_steps`` steps (and :data:`PLAIN_LINE_SECONDS`)."""
 
   def __init__(self, enabled: bool, stream: Optional[TextIO] = None,
                clock: Callable[[], float] = time.monotonic,
@@ -260,10 +223,9 @@ class EpochProgress:
         handler.addFilter(self._clear_before_log_line)
 
   def update(self, done: int, step: Optional[int] = None, **values: float) -> None:
-    """Redraws the live line at ``done`` steps of the epoch (at most every
-    REDRAW_SECONDS, and always on the first and the last step); off a
-    terminal, writes a plain line when optimizer step ``step`` passed a
-    multiple of ``log_every_steps`` or PLAIN_LINE_SECONDS have gone by."""
+    """Redraws the live line at ``done`` steps (at most every REDRAW_SECONDS,
+    always on the first and last); off a terminal, a plain line when ``step``
+    passed a multiple of ``log_every_steps`` or PLAIN_LINE_SECONDS went by."""
     if self._plain is not None and step is not None:
       self._plain_line(done, step, values)
     if self._line is None:
@@ -294,8 +256,7 @@ class EpochProgress:
     self._plain[1:] = [now, step]
 
   def _clear_before_log_line(self, record) -> bool:  # pylint: disable=unused-argument
-    """A logging filter that lets every record through, after clearing the
-    drawn live line so that the record's line starts at the left margin."""
+    """A logging filter that lets every record through after clearing the live line."""
     if self._width:
       self.stream.write("\r" + " " * self._width + "\r")
       self.stream.flush()

@@ -1,19 +1,6 @@
-"""A ``train.py`` output folder: the names of its files and folders, and its files read back.
-
-Every script and both trainers name the folder's parts through this module
-(README: What --model_dir holds)::
-
-  <model_dir>/config.json                   CONFIG_FILE
-             /tokenizer_path.txt            TOKENIZER_PATH_FILE
-             /tokenizer_vocabulary_sha256.txt  VOCABULARY_HASH_FILE
-             /trained_with.json             TRAINED_WITH_FILE
-             /metrics.jsonl                 METRICS_FILE
-             /train.lock                    LOCK_FILE (while a train.py runs)
-             /checkpoints/                  CHECKPOINT_SUBDIR (unreadable ones in
-                                            checkpoints/unreadable/)
-             /export/                       EXPORT_SUBDIR (translator/, transformer.keras)
-             /bleu/                         BLEU_SUBDIR (evaluate.py's and train.py's scores)
-             /logs/                         LOGS_SUBDIR (TensorBoard)
+"""A ``train.py`` output folder (README: What --model_dir holds): the names of its
+files and folders, through which every script and both trainers name them, and
+its files read back.
 """
 
 import json
@@ -27,16 +14,15 @@ from absl import logging
 from transformer.run.errors import TrainingError, describe_error
 
 PathLike = Union[str, os.PathLike]
-# The files train.py writes first into its --model_dir (README: What --model_dir holds).
+# The files train.py writes first into its --model_dir.
 CONFIG_FILE = "config.json"
 TOKENIZER_PATH_FILE = "tokenizer_path.txt"
 # One JSON record per line: each epoch's, and train.py's "final" one.
 METRICS_FILE = "metrics.jsonl"
 VOCABULARY_HASH_FILE = "tokenizer_vocabulary_sha256.txt"  # the tokenizer's identity
-# What trained the folder, whatever checkpoints are left: {"trainer": "tensorflow" or
-# "jax", "data": the --data it read}.
+# What trained the folder: {"trainer": "tensorflow" or "jax", "data": the --data it read}.
 TRAINED_WITH_FILE = "trained_with.json"
-LOCK_FILE = "train.lock"
+LOCK_FILE = "train.lock"  # while a train.py runs
 CHECKPOINT_SUBDIR = "checkpoints"
 # Where checkpoints that cannot be read are moved, under CHECKPOINT_SUBDIR (kept, not deleted).
 UNREADABLE_SUBDIR = "unreadable"
@@ -46,8 +32,8 @@ EXPORT_TRANSLATOR = "translator"
 EXPORT_KERAS_MODEL = "transformer.keras"
 # In an export folder (train.py's, evaluate.py --export_dir's): the step its files were written at.
 EXPORT_INFO_FILE = "export_info.json"
-BLEU_SUBDIR = "bleu"
-LOGS_SUBDIR = "logs"
+BLEU_SUBDIR = "bleu"  # evaluate.py's and train.py's hypotheses and scores
+LOGS_SUBDIR = "logs"  # TensorBoard
 
 
 def checkpoint_dir(model_dir: PathLike) -> Path:
@@ -70,8 +56,7 @@ class RunFolderError(TrainingError):
 
 
 def not_a_folder(model_dir: PathLike) -> Optional[str]:
-  """The one wording of a ``--model_dir`` that is no folder (evaluate.py and
-  translate.py say it alike), or None when it is one."""
+  """What is wrong with a ``--model_dir`` that is no folder, or None."""
   path = Path(model_dir)
   if path.is_dir():
     return None
@@ -80,8 +65,7 @@ def not_a_folder(model_dir: PathLike) -> Optional[str]:
 
 
 def exported_step(export_dir: PathLike) -> Optional[int]:
-  """The step of the export in ``export_dir`` (its :data:`EXPORT_INFO_FILE`),
-  or None when there is none or it does not say."""
+  """The step of the export in ``export_dir`` (:data:`EXPORT_INFO_FILE`), or None."""
   try:
     return int(json.loads((Path(export_dir) / EXPORT_INFO_FILE).read_text(encoding="utf-8"))
                ["step"])
@@ -91,7 +75,7 @@ def exported_step(export_dir: PathLike) -> Optional[int]:
 
 def read_run_config(config_file: PathLike) -> dict:
   """A run folder's ``config.json`` as a dict; :class:`RunFolderError` naming the
-  file if it is unreadable, empty, cut short or not a JSON object."""
+  file if it is not a readable JSON object."""
   try:
     with open(config_file, encoding="utf-8") as f:
       stored = json.load(f)
@@ -116,12 +100,8 @@ def trained_with(model_dir: PathLike) -> dict:
 
 
 def read_metrics(metrics_path: PathLike) -> List[dict]:
-  """The records of a run's ``metrics.jsonl``, one dict per line.
-
-  A line that is not a whole JSON object (the last one, cut by a kill during
-  its append; or, from versions before the writer repaired such a line, a
-  record glued onto it) is skipped with a warning naming the file and line.
-  """
+  """The records of a run's ``metrics.jsonl``, one dict per line; a line that
+  is not a whole JSON object (cut by a kill) is skipped with a warning."""
   records = []
   with open(metrics_path, encoding="utf-8", errors="replace") as f:
     for number, line in enumerate(f, start=1):
@@ -140,10 +120,9 @@ def read_metrics(metrics_path: PathLike) -> List[dict]:
 
 
 def vocabulary_mismatch(model_dir: PathLike, vocabulary_hash: str) -> Optional[str]:
-  """Why a tokenizer of ``vocabulary_hash`` (the sha256 of its vocabularies) is
-  not the one the run in ``model_dir`` recorded (:data:`VOCABULARY_HASH_FILE`),
-  or None: it is, or nothing was recorded (a run folder written before the
-  hash was)."""
+  """Why a tokenizer of ``vocabulary_hash`` is not the one the run in
+  ``model_dir`` recorded (:data:`VOCABULARY_HASH_FILE`), or None: it is, or
+  none was recorded."""
   recorded_file = Path(model_dir) / VOCABULARY_HASH_FILE
   if not recorded_file.is_file():
     return None

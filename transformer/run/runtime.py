@@ -1,12 +1,9 @@
-"""The scripts' TensorFlow process: quiet logs, the CPU allocator and thread pools.
+"""The scripts' process: quiet logs, flags' errors in one line, TensorFlow's CPU
+allocator and thread pools, JAX's compilation cache.
 
-TensorFlow's own log lines are hidden unless asked, each thread pool gets as
-many threads as the process may use cores, and the allocator keeps CPU memory
-between steps.
-
-``train.py``, ``evaluate.py`` and ``translate.py`` import TensorFlow only after
-their flags are checked (so that a bad flag answers at once), through
-:func:`import_tensorflow`. This module must not import TensorFlow itself.
+The scripts import TensorFlow only after their flags are checked (a bad flag
+answers at once), through :func:`import_tensorflow`; this module must not
+import it itself.
 """
 
 import importlib.util
@@ -26,51 +23,43 @@ from transformer.run import stop_signals
 
 def import_tensorflow(verbose: bool):
   """Imports and returns TensorFlow (and tensorflow_text, which registers the
-  tokenizers' ops), with TensorFlow's log lines hidden unless ``verbose``.
-
-  ``TF_CPP_MIN_LOG_LEVEL`` is read when TensorFlow's C++ side loads, so it is
-  set first (unless the user set it). TensorFlow 2.21 still prints start-up
-  lines (oneDNN, CUDA) during the import, before absl::InitializeLog(), where no
-  level applies (abseil/abseil-cpp#1718), so stderr's file descriptor points at
-  the null device for the import only. Afterwards, records below ERROR from
-  TensorFlow's own Python modules (SavedModel loading and saving, deprecation
-  warnings about TensorFlow's own calls) are dropped; the scripts' own lines
-  stay.
-  """
+  tokenizers' ops), its log lines hidden unless ``verbose``: the C++ start-up
+  lines before absl::InitializeLog() (abseil/abseil-cpp#1718) by pointing stderr
+  at the null device during the import, then its Python records below ERROR."""
   use_bfc_allocator()
   if not tensorflow_installed():
     sys.exit(f"{Path(sys.argv[0]).name}: error: TensorFlow is not installed: pip install -e "
              "'.[tensorflow]' (or train under KERAS_BACKEND=jax from prepare.py's folder, "
              "docs/training.md)")
-  if verbose:
+  if not verbose:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+  stderr = os.dup(2)
+  try:
+    if not verbose:
+      with open(os.devnull, "w", encoding="utf-8") as null:
+        os.dup2(null.fileno(), 2)
     # Deferred: TensorFlow only after the set-up above, and never in the JAX process.
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
-    set_cpu_threads(tf)
-    return tf
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-  stderr = os.dup(2)
-  try:
-    with open(os.devnull, "w", encoding="utf-8") as null:
-      os.dup2(null.fileno(), 2)
-      # Deferred: TensorFlow only after the set-up above, and never in the JAX process.
-      import tensorflow as tf  # pylint: disable=g-import-not-at-top
-      import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import,redefined-outer-name
   finally:
     os.dup2(stderr, 2)
     os.close(stderr)
   set_cpu_threads(tf)
-  tensorflow_dir = os.path.dirname(tf.__file__) + os.sep
-  logging.get_absl_handler().addFilter(
-      lambda record: record.levelno >= python_logging.ERROR
-      or not record.pathname.startswith(tensorflow_dir))
+  if not verbose:
+    _drop_records_below(python_logging.ERROR, tf.__file__)
   return tf
 
 
+def _drop_records_below(level: int, package_file: str) -> None:
+  """Drops the log records below ``level`` from the modules of ``package_file``'s folder."""
+  folder = os.path.dirname(package_file) + os.sep
+  logging.get_absl_handler().addFilter(
+      lambda record: record.levelno >= level or not record.pathname.startswith(folder))
+
+
 class PlainLines(python_logging.Formatter):
-  """A log record as a person reads it: the message alone, a warning or an
-  error after its level ("warning: ..."), without absl's time, thread id and
-  source prefix."""
+  """A log record as a person reads it: the message, after its level for a
+  warning or an error ("warning: ..."), without absl's prefix."""
 
   def format(self, record) -> str:
     message = record.getMessage()
@@ -80,27 +69,22 @@ class PlainLines(python_logging.Formatter):
 
 
 def plain_log_lines(verbose: bool) -> None:
-  """Writes the scripts' log lines as :class:`PlainLines` and drops records
-  below ERROR from TensorFlow Datasets' modules (e.g. that a data folder it is
-  about to write has no dataset_info.json yet), unless ``verbose``, which keeps
-  absl's prefixed format (time, thread, file:line) and every record."""
+  """Unless ``verbose``, writes the scripts' log lines as :class:`PlainLines`
+  and drops records below ERROR from TensorFlow Datasets' modules."""
   if verbose:
     return
-  handler = logging.get_absl_handler()
-  handler.setFormatter(PlainLines())
+  logging.get_absl_handler().setFormatter(PlainLines())
   try:
     tfds_spec = importlib.util.find_spec("tensorflow_datasets")
   except ImportError:
     tfds_spec = None
   if tfds_spec is not None and tfds_spec.origin:
-    tfds_dir = os.path.dirname(tfds_spec.origin) + os.sep
-    handler.addFilter(lambda record: record.levelno >= python_logging.ERROR
-                      or not record.pathname.startswith(tfds_dir))
+    _drop_records_below(python_logging.ERROR, tfds_spec.origin)
 
 
 def tensorflow_installed() -> bool:
   """Whether TensorFlow and tensorflow-text (the ``tensorflow`` extra) are
-  there, found without importing them."""
+  installed, found without importing them."""
   try:
     return all(importlib.util.find_spec(name) is not None
                for name in ("tensorflow", "tensorflow_text"))
@@ -109,16 +93,13 @@ def tensorflow_installed() -> bool:
 
 
 def hide_jax_logs(verbose: bool) -> None:
-  """Drops records below WARNING from JAX's own modules (e.g. its INFO line that
-  no TPU library was found) unless ``verbose``; call before JAX looks for devices."""
+  """Drops records below WARNING from JAX's own modules unless ``verbose``;
+  call before JAX looks for devices."""
   if verbose:
     return
   # Deferred: JAX is kept out of the TensorFlow process, whose start it would slow.
   import jax  # pylint: disable=g-import-not-at-top
-  jax_dir = os.path.dirname(jax.__file__) + os.sep
-  logging.get_absl_handler().addFilter(
-      lambda record: record.levelno >= python_logging.WARNING
-      or not record.pathname.startswith(jax_dir))
+  _drop_records_below(python_logging.WARNING, jax.__file__)
 
 
 # --compilation_cache's values besides a folder's path.
@@ -126,37 +107,31 @@ COMPILATION_CACHE_AUTO, COMPILATION_CACHE_OFF = "auto", "off"
 
 
 def compilation_cache_dir(setting: str) -> Optional[Path]:
-  """The folder of JAX's persistent compilation cache that ``setting`` names:
-  ``auto`` is ``$JAX_COMPILATION_CACHE_DIR`` when set, else a per-user folder
-  (``$XDG_CACHE_HOME``, default ``~/.cache``, then ``transformer-pt-en/jax``);
-  ``off`` is None; anything else is a folder's path."""
+  """The folder of JAX's compilation cache ``setting`` names: ``auto`` is
+  ``$JAX_COMPILATION_CACHE_DIR``, else :func:`user_cache`; ``off`` None; else a path."""
   if setting == COMPILATION_CACHE_OFF:
     return None
   if setting != COMPILATION_CACHE_AUTO:
     return Path(setting).expanduser()
   if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
     return Path(os.environ["JAX_COMPILATION_CACHE_DIR"]).expanduser()
-  cache_home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-  return Path(cache_home) / "transformer-pt-en" / "jax"
+  return user_cache("jax")
+
+
+def user_cache(name: str) -> Path:
+  """``$XDG_CACHE_HOME`` (default ``~/.cache``) ``/transformer-pt-en/<name>``."""
+  return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "transformer-pt-en" / name
 
 
 def use_compilation_cache(setting: str,
                           warn: Callable[[str], None] = logging.warning) -> Optional[Path]:
   """Points JAX's persistent compilation cache at :func:`compilation_cache_dir`
-  of ``setting`` (call before the first compile), so that a rerun or a resume
-  loads its compiled steps instead of compiling each shape again (a resumed
-  tutorial run's first epoch on an H200: 28 s with it, 182 s without,
-  lab/results/gpu/README.md). Returns the folder, or None when it is off or
-  cannot be written (one warning line, through ``warn``: the run goes on,
-  compiling anew).
-
-  The folder is given to JAX as one absolute real path: JAX's keys hash it,
-  so a relative name, or a link, of the same folder would miss every entry.
-  Damaged entries are removed first (:func:`remove_damaged_entries`), in one
-  warning line. It also makes signals wait for a compile in progress
-  (:func:`transformer.run.stop_signals.finish_compiles_first`), which must be
-  in place before the first compile as well.
-  """
+  (call before the first compile), so that a rerun or a resume loads its
+  compiled steps (lab/results/gpu/README.md). Returns the folder, or None when
+  it is off or cannot be written (one line through ``warn``; the run goes on).
+  The path given is real and absolute (JAX's keys hash it); damaged entries are
+  removed (:func:`remove_damaged_entries`); signals wait for a compile
+  (:func:`transformer.run.stop_signals.finish_compiles_first`)."""
   # Deferred: JAX is kept out of the TensorFlow process, whose start it would slow.
   import jax  # pylint: disable=g-import-not-at-top
   stop_signals.finish_compiles_first()
@@ -184,30 +159,23 @@ def use_compilation_cache(setting: str,
   return folder
 
 
-# Beside JAX's entries: {entry's name: [size, mtime in ns]} of those found whole,
-# so that each entry is read in full once, not at every start.
+# Beside JAX's entries: {name: [size, mtime in ns]} of those found whole (read once).
 CHECKED_ENTRIES_FILE = "transformer-pt-en-checked.json"
 _ENTRY_SUFFIX, _ATIME_SUFFIX = "-cache", "-atime"  # jax/_src/lru_cache.py's file names
 
 
 def remove_damaged_entries(folder: Path) -> List[str]:
   """Removes the entries of JAX's compilation cache in ``folder`` that do not
-  decompress in full, and returns their names.
+  decompress in full, and returns their names; OSError if it cannot be listed.
 
-  JAX writes an entry in place, in one write: a kill during it, or a full
-  disk, leaves it cut. JAX then warns at every run that it cannot read it,
-  compiles, and never writes it again (it keeps an entry that exists).
-  Removed, it is compiled once more and written whole. Entries found whole are
-  recorded in :data:`CHECKED_ENTRIES_FILE` (by size and time), so only new
-  ones are read. An entry that another process is writing at this moment is
-  removed too: it is compiled again at its next use. Raises OSError when the
-  folder cannot be listed.
+  JAX writes an entry in place: one cut by a kill or a full disk it warns about
+  at every run and never writes again. Whole ones are recorded
+  (:data:`CHECKED_ENTRIES_FILE`), so only new ones are read.
   """
   # Deferred: JAX is kept out of the TensorFlow process, whose start it would slow.
   from jax._src import compilation_cache  # pylint: disable=g-import-not-at-top
   record = folder / CHECKED_ENTRIES_FILE
-  # zlib's or zstd's first byte, as this JAX compresses: an entry that another
-  # JAX (another Python, zstandard installed) wrote the other way is not judged.
+  # This JAX's compression's first byte: an entry another JAX compressed otherwise is not judged.
   first_byte = compilation_cache.compress_executable(b"")[:1]
   try:
     checked = json.loads(record.read_text(encoding="utf-8"))
@@ -242,9 +210,8 @@ def remove_damaged_entries(folder: Path) -> List[str]:
 
 
 def keras_backend() -> str:
-  """The backend Keras will load, found without importing Keras (which imports
-  TensorFlow under its TensorFlow backend): ``$KERAS_BACKEND``, else the
-  ``backend`` of ``$KERAS_HOME/keras.json`` (``~/.keras``), else tensorflow."""
+  """The backend Keras will load, without importing Keras: ``$KERAS_BACKEND``,
+  else ``$KERAS_HOME/keras.json``'s (``~/.keras``), else tensorflow."""
   if os.environ.get("KERAS_BACKEND"):
     return os.environ["KERAS_BACKEND"]
   keras_json = Path(os.environ.get("KERAS_HOME", Path.home() / ".keras")) / "keras.json"
@@ -256,12 +223,10 @@ def keras_backend() -> str:
 
 def keras_on_tensorflow(script: str, why: str, say: Callable[[str], None]) -> None:
   """Makes Keras load its TensorFlow backend, for a script's TensorFlow-only
-  input (a translator SavedModel, the TED files through tf.data): under
-  another backend the model's ops cannot run in TensorFlow's graphs (a
-  traceback ending in "Cannot convert a symbolic tf.Tensor"). When
-  ``KERAS_BACKEND`` (or keras.json) names another, ``say`` gets one line:
-  ``<script>: KERAS_BACKEND=<it> is not used: <why>``. Call before Keras is
-  imported; a Keras already loaded with another backend is a RuntimeError."""
+  input (a SavedModel, tf.data), where another backend's ops cannot run in
+  TensorFlow's graphs; ``say`` gets ``<script>: KERAS_BACKEND=<it> is not
+  used: <why>`` when another was named. Call before Keras is imported (else
+  RuntimeError)."""
   backend = keras_backend()
   if backend == "tensorflow" or not tensorflow_installed():
     return  # without TensorFlow, import_tensorflow's one line says what to install
@@ -274,14 +239,10 @@ def keras_on_tensorflow(script: str, why: str, say: Callable[[str], None]) -> No
 
 
 def use_bfc_allocator():
-  """Asks for TensorFlow's BFC allocator for CPU tensors; call before TensorFlow loads.
-
-  It keeps the memory it frees for the next step's tensors, where malloc hands
-  large blocks back to the kernel and every step pays page faults for fresh
-  ones (1.5x the training tokens/s of configs/cpu_2h.py on a 2-core AMD EPYC,
-  lab/bench/results/cpu_allocator.json). TensorFlow reads the variable when it
-  starts; a user's TF_CPU_ALLOCATOR_USE_BFC=0 keeps malloc.
-  """
+  """Asks for TensorFlow's BFC allocator for CPU tensors (call before TensorFlow
+  loads; TF_CPU_ALLOCATOR_USE_BFC=0 keeps malloc): it keeps freed memory for the
+  next step, sparing malloc's page faults (1.5x the tokens/s of configs/cpu_2h.py,
+  lab/bench/results/cpu_allocator.json)."""
   os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "1")
 
 
@@ -291,15 +252,10 @@ def usable_cores() -> int:
 
 
 def set_cpu_threads(tf, threads: int = 0):
-  """Sizes TensorFlow's intra- and inter-op thread pools.
-
-  ``threads`` > 0 (a benchmark's ``--threads``) sets both pools to that many.
-  With 0, each gets one thread per :func:`usable_cores`: TensorFlow sizes them
-  from the machine's core count, so a process pinned to one core of two would
-  still run two compute threads that take turns on it
-  (``lab/results/cpu_2h/sweeps.md``); ``TF_NUM_INTRAOP_THREADS`` /
-  ``TF_NUM_INTEROP_THREADS``, when set, win over that default.
-  """
+  """Sizes TensorFlow's intra- and inter-op thread pools to ``threads``, or
+  with 0 to :func:`usable_cores` (TensorFlow counts the machine's cores, too
+  many for a pinned process: ``lab/results/cpu_2h/sweeps.md``) unless
+  ``TF_NUM_INTRAOP_THREADS`` / ``TF_NUM_INTEROP_THREADS`` are set."""
   count = threads or usable_cores()
   for variable, set_pool in (
       ("TF_NUM_INTRAOP_THREADS", tf.config.threading.set_intra_op_parallelism_threads),
@@ -309,8 +265,8 @@ def set_cpu_threads(tf, threads: int = 0):
 
 
 def flag_error_line(error: Exception) -> str:
-  """A flag error of absl (``flag --x=y: why``, with ml_collections' config
-  file errors a traceback after it) as one line: the flag and the last line."""
+  """An absl flag error (``flag --x=y: why``, perhaps a config file's traceback
+  after it) as one line: the flag and the last line."""
   lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
   if not lines:
     return type(error).__name__
@@ -320,11 +276,9 @@ def flag_error_line(error: Exception) -> str:
 
 def flags_parser(script: str, exit_code: int = 1,
                  describe: Optional[Callable[[List[str], Exception], str]] = None):
-  """A ``flags_parser`` for ``app.run``: absl's, with a flag it refuses (a
-  value of the wrong type, a config file that fails) in one ``script: error:``
-  line on stderr and ``exit_code``, instead of absl's "FATAL Flags parsing
-  error" and help hint. ``describe(argv, error)`` gives the line's text
-  (default: :func:`flag_error_line`)."""
+  """A ``flags_parser`` for ``app.run``: a refused flag is one ``script: error:``
+  line on stderr and ``exit_code``, not absl's "FATAL Flags parsing error";
+  ``describe(argv, error)`` gives the line (default: :func:`flag_error_line`)."""
   def parse(argv):
     try:
       return flags.FLAGS(argv)

@@ -1,11 +1,10 @@
 """How every script ends: an expected failure as one line, a signal as one line.
 
 :func:`run_main` runs a script's ``main`` with SIGTERM and SIGINT raising
-:class:`~transformer.run.stop_signals.Interrupted` (which the script reports in
-one line before exiting 128 + the signal's number, 143 and 130, as a shell
-does), and the errors the script expects (bad input, a full disk, a corrupt
-file) reported as one ``<script>: error: ...`` line with exit status 1.
-Anything else is a bug in this project and keeps its traceback.
+:class:`~transformer.run.stop_signals.Interrupted` (one line, exit 128 + the
+signal's number, as a shell), and the errors the script expects (bad input, a
+full disk, a corrupt file) as one ``<script>: error: ...`` line, exit 1.
+Anything else is a bug and keeps its traceback.
 """
 
 import signal
@@ -35,12 +34,10 @@ def run_main(main: Callable[[list], None], argv: list, script: str,
   """Runs ``main(argv)``; exits as the module docstring says.
 
   Args:
-    main, argv: the script's main and its arguments.
     script: the script's name, which starts each line (``evaluate.py``).
     errors: returns the error types whose message is the line (called only
       when an error arrives, so that it may import TensorFlow's modules then).
-    described: error types whose type and first line are the line
-      (:func:`~transformer.run.errors.describe_error`: an ``OSError`` names its file).
+    described: error types shown by :func:`~transformer.run.errors.describe_error`.
     stopped_line: the line after a signal, after ``<script>: ``.
   """
   def say_stopped(interrupted: KeyboardInterrupt) -> None:

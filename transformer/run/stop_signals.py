@@ -1,27 +1,12 @@
-"""Stopping a training run cleanly on SIGTERM or SIGINT (Ctrl-C).
+"""Stopping on SIGTERM or SIGINT (Ctrl-C).
 
-Inside ``with StopSignals() as stop:`` the first SIGTERM/SIGINT is only
-recorded in ``stop.received``; the loop in :mod:`transformer.training.tf_engine` checks it
-after every step, saves a checkpoint and returns with
-``TrainResult.interrupted_by`` set. ``train.py`` then exits with status 128 +
-the signal number, 143 for SIGTERM and 130 for Ctrl-C, like a shell, so that a
-scheduler sees the run as unfinished and reruns it.
-
-The first signal also puts the previous handler back, so that a second one acts
-at once (Ctrl-C twice aborts). Python runs signal handlers on the main thread
-only, so on any other thread nothing is installed and ``received`` stays None.
-
-``evaluate.py`` and ``translate.py``, which have nothing to save, stop at once
-instead: :func:`interrupt_on_signals` makes both signals raise
-:class:`Interrupted`, which they report in one line before exiting 128 + the
-signal number.
-
-Under JAX, a signal that arrives while the main thread waits for XLA to
-compile is held until the compile returns (:func:`finish_compiles_first`):
-jaxlib's wait lets the handler raise there, and the compile, abandoned on
-XLA's threads, then ran on into the interpreter's exit, which destroyed the
-JAX client under it: ``Fatal Python error: Segmentation fault`` after the
-script's line.
+Training (:class:`StopSignals`) records the first signal; the loop saves a
+checkpoint after the step and returns, and ``train.py`` exits 128 + the
+signal number (143, 130) like a shell, so that a scheduler reruns it. The
+first signal puts the previous handler back: a second one acts at once.
+``evaluate.py`` and ``translate.py``, with nothing to save, stop at once
+(:func:`interrupt_on_signals`). Under JAX a signal is held until a compile in
+progress returns (:func:`finish_compiles_first`).
 """
 
 import functools
@@ -37,8 +22,7 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class Interrupted(KeyboardInterrupt):
-  """SIGTERM or SIGINT arrived (see :func:`interrupt_on_signals`); ``signum``
-  is its number, ``name`` its name."""
+  """SIGTERM or SIGINT arrived (:func:`interrupt_on_signals`): ``signum``, ``name``."""
 
   def __init__(self, signum: int):
     self.signum = signum
@@ -48,19 +32,11 @@ class Interrupted(KeyboardInterrupt):
 
 def interrupt_on_signals(say_stopped: Callable[[Interrupted], None]) -> None:
   """From now on SIGTERM and SIGINT raise :class:`Interrupted` in the main
-  thread (a signal ignored when the process started, e.g. SIGINT under
-  ``nohup ... &``, stays ignored), for the script to report with
-  ``say_stopped`` and exit 128 + its number. Python runs the handler between
-  bytecodes: a TensorFlow op running then finishes first.
-
-  When the signal lands in a destructor (``__del__``, which TensorFlow's
-  resources have), Python ignores the exception and the script would go on:
-  then ``say_stopped`` is called there and the process exits at once, with
-  stdout flushed.
-
-  A signal that arrives during a JAX compile (:func:`finish_compiles_first`)
-  is raised when the compile returns; a second one then exits at once, after
-  ``say_stopped``, as a kill would (the compile is dropped with the process).
+  thread (one ignored at start, as SIGINT under ``nohup ... &``, stays
+  ignored), for the script to report with ``say_stopped`` and exit 128 + its
+  number. Where Python would swallow it (in a ``__del__``), and at a second
+  signal during a JAX compile, ``say_stopped`` is called and the process exits
+  at once, stdout flushed.
   """
   def interrupt(signum, frame):  # pylint: disable=unused-argument
     if _compiles_in_progress:
@@ -93,29 +69,20 @@ def _exit_now(status: int) -> None:
   os._exit(status)  # pylint: disable=protected-access
 
 
-# JAX compiles the main thread is waiting for (one inside another's callback
-# counts twice), and the signals :func:`interrupt_on_signals` held meanwhile.
+# JAX compiles the main thread waits for (nested ones count twice), and the signals held meanwhile.
 _compiles_in_progress: List[bool] = []
 _held_signals: List[int] = []
 
 
 def finish_compiles_first() -> None:
-  """Makes a SIGTERM or SIGINT that arrives while the main thread waits for a
-  JAX compile raise :class:`Interrupted` only when the compile returns; call
-  once JAX is imported, before the first compile (idempotent).
+  """Makes :func:`interrupt_on_signals`' SIGTERM or SIGINT raise only when the
+  JAX compile the main thread waits for returns; call before the first compile
+  (idempotent).
 
-  jaxlib compiles on XLA's threads and lets signal handlers run while the
-  main thread waits: an exception raised there abandoned the compile, which
-  then ran on while the interpreter exited and destroyed the JAX client it
-  was compiling for (a segmentation fault after the script's line). The
-  compile's persistent-cache write is inside the same call, so it is never
-  cut by a signal either. Only the signals of :func:`interrupt_on_signals`
-  are held; :class:`StopSignals` records without raising anyway. Compiles on
-  other threads are left alone: Python waits for those threads at exit.
-
-  It wraps ``jax._src.compiler.compile_or_get_cached``, through which every
-  compile goes (``pxla`` calls it by the module's attribute); a JAX without
-  it is left as it is (tests/faults/test_jax_faults.py tests the pinned one).
+  jaxlib lets handlers run during the wait, and an abandoned compile ran on
+  into the interpreter's exit: a segmentation fault. It wraps
+  ``jax._src.compiler.compile_or_get_cached``, every compile's way (a JAX
+  without it is left alone; tests/faults/test_jax_faults.py).
   """
   try:
     # Deferred: JAX is kept out of the TensorFlow process, whose start it would slow.
@@ -145,17 +112,13 @@ def finish_compiles_first() -> None:
 
 
 class StopSignals:
-  """A context manager that records the first SIGTERM/SIGINT received inside it.
-
-  ``received``: that signal's number (an ``int``), or None. ``finishing`` says in
-  the warning what is finished before stopping. Entering installs the
-  handlers (on the main thread only); leaving puts the previous ones back. One
-  instance serves one ``with`` block.
-  """
+  """Records in ``received`` the first SIGTERM/SIGINT inside its ``with`` block
+  (handlers only on the main thread, the previous ones put back on leaving);
+  the warning names what is ``finishing`` before stopping. One block each."""
 
   def __init__(self, finishing: str = "the current step and saving a checkpoint"):
     self.received: Optional[int] = None
-    self._finishing = finishing  # what is done before stopping, for the warning
+    self._finishing = finishing
     self._previous = {}
 
   def __enter__(self) -> "StopSignals":
@@ -177,7 +140,6 @@ class StopSignals:
       self._put_back(signum)
 
   def _put_back(self, signum):
-    # getsignal gives None for a handler not installed from Python; the
-    # default is the closest Python can put back.
+    # getsignal gives None for a handler not installed from Python: SIG_DFL is closest.
     previous = self._previous[signum]
     signal.signal(signum, previous if previous is not None else signal.SIG_DFL)

@@ -1,10 +1,9 @@
 """What the training loop (:mod:`transformer.training.loop`) needs of an engine.
 
-Two engines implement :class:`Engine`:
-:class:`transformer.training.tf_engine.TensorFlowEngine` under ``tf.distribute`` and
-:class:`transformer.training.jax_engine.JaxEngine` under JAX. An engine trains chunks
-of batches and hands back their sums, evaluates, saves and restores; the
-loop owns everything periodic.
+:class:`transformer.training.tf_engine.TensorFlowEngine` and
+:class:`transformer.training.jax_engine.JaxEngine` implement it: an engine
+trains chunks of batches and hands back their sums, evaluates, saves and
+restores; the loop owns everything periodic.
 """
 
 from typing import Dict, Iterator, List, Optional, Protocol, Tuple
@@ -18,12 +17,12 @@ class EpochBatches(Protocol):
   length: int  # batches in the whole epoch
 
   def chunks(self, last: int) -> Iterator[Tuple[int, object]]:
-    """``(steps, chunk)`` from the resumed position up to batch ``last``,
-    ready to train: what is compiled ahead is compiled by the time it returns."""
+    """``(steps, chunk)`` from the resumed position up to batch ``last``; what
+    is compiled ahead is compiled by the time it returns."""
 
 
 class Engine(Protocol):
-  """What :class:`Trainer` needs of an engine; both engines implement it."""
+  """What :class:`transformer.training.loop.Trainer` needs of an engine."""
 
   model: object
 

@@ -1,16 +1,6 @@
-"""What train.py does around the training itself: the run folder's files, BLEU, the export.
-
-* :func:`record_run_files`: ``config.json``, ``tokenizer_path.txt``, the
-  vocabularies' hash and what trained the folder, once the run is accepted.
-* :class:`Bleu`: validation BLEU through the translator (every N epochs and at
-  the end), written under ``bleu/`` and to TensorBoard.
-* :func:`export`: the translator SavedModel and the ``.keras`` model, swapped
-  into ``export/`` whole.
-* :func:`exit_if_stopped` and :func:`stopped_during_export`: exit 128 + N with
-  one line after signal N.
-
-No TensorFlow is imported here until a function needs it (the JAX path uses
-the first and the last).
+"""What train.py does around the training itself: the run folder's files, BLEU,
+the export, and the exit after a signal. TensorFlow is imported only by the
+functions that need it (the JAX path uses the others).
 """
 
 import json
@@ -23,12 +13,12 @@ from absl import logging
 from transformer.run import files
 from transformer.run import progress
 from transformer.run import run_folder
-from transformer.training.run_checks import RunError
+from transformer.run.errors import TrainingError
 
 
 def exit_if_stopped(result, model_dir: Path) -> None:
-  """Exits with 128 + N and one line when signal N stopped the training, which
-  saved a checkpoint first (either trainer's ``TrainResult``)."""
+  """Exits with 128 + N and one line when signal N stopped the training (which
+  saved a checkpoint first)."""
   if result.interrupted_by is None:
     return
   name = signal.Signals(result.interrupted_by).name
@@ -104,8 +94,8 @@ class Bleu:
 
 def export(trainer, tokenizers, config, model_dir):
   """Exports the translator SavedModel and the .keras model into export/, swapped
-  in whole (:func:`transformer.inference.export.export_model`); returns the
-  in-memory translator and the paths. A failed write (a full disk) keeps the old export."""
+  in whole (a failed write keeps the old export); returns the in-memory
+  translator and the paths."""
   # Deferred: export imports TensorFlow, kept out of the JAX process.
   from transformer.inference import export as export_lib  # pylint: disable=g-import-not-at-top
   export_dir = run_folder.export_dir(model_dir)
@@ -114,14 +104,14 @@ def export(trainer, tokenizers, config, model_dir):
         export_dir, "move them, then rerun the same command to export (the trained model is in "
         f"{trainer.latest_checkpoint()})")
   except export_lib.ExportError as e:
-    raise RunError(str(e)) from e
+    raise TrainingError(str(e)) from e
   try:
     with progress.announced(f"exporting the .keras model and the translator to {export_dir}"):
       translator = export_lib.export_model(
           trainer.model, tokenizers, config.decoding, export_dir, trainer.step,
           translator_subdir=run_folder.EXPORT_TRANSLATOR, keras_model=True)
   except export_lib.ExportError as e:
-    raise RunError(f"{e}, and the trained model is in {trainer.latest_checkpoint()}. Free "
+    raise TrainingError(f"{e}, and the trained model is in {trainer.latest_checkpoint()}. Free "
                    "space and rerun the same command to export") from e
   translator_dir = export_dir / run_folder.EXPORT_TRANSLATOR
   keras_path = export_dir / run_folder.EXPORT_KERAS_MODEL

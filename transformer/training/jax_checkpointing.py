@@ -1,21 +1,6 @@
-"""The JAX trainer's checkpoints (:class:`transformer.training.jax_engine.JaxTrainer`),
-as :mod:`transformer.training.tf_checkpointing` is the TensorFlow trainer's.
-
-Each is a :mod:`transformer.run.keras_checkpoints` folder (the weights the
-TensorFlow side loads, the optimizer's and the non-trainable variables' values,
-written whole or not at all). Its ``state.json`` holds the training loop's
-state: the position in the data, the current epoch's sums and the time
-budget's plan.
-
-The files are written on a thread of their own while training goes on (one
-checkpoint at a time): the trainer hands over a copy of the values in host
-memory, and the loop learns of the end, or of an error such as a full disk,
-at its next stack (:meth:`Checkpoints.poll`) or when it waits for it
-(:meth:`Checkpoints.wait`). A kill during the write leaves the checkpoint
-before it as the newest (folders are renamed into place whole), and a
-``metrics.jsonl`` record appended meanwhile is dropped on resume
-(:mod:`transformer.training.loop`).
-"""
+"""The JAX engine's checkpoints: :mod:`transformer.run.keras_checkpoints` folders, written
+one at a time on a thread of their own from host copies while training goes on; a failed
+write (a full disk) raises at the loop's next :meth:`Checkpoints.poll` or ``wait``."""
 
 from concurrent import futures
 from pathlib import Path
@@ -28,15 +13,9 @@ from transformer.run.errors import CheckpointError
 from transformer.run import progress
 from transformer.run import run_folder
 
-class Checkpoints:
-  """Saves and restores a JAX run under ``<model_dir>/checkpoints``.
 
-  Args:
-    model_dir: the run's folder.
-    model: the Keras model (its weights are the checkpoint's ``model.weights.h5``).
-    optimizer: its built optimizer.
-    keep: how many checkpoints to keep.
-  """
+class Checkpoints:
+  """Saves and restores a JAX run under ``<model_dir>/checkpoints``, keeping the last ``keep``."""
 
   def __init__(self, model_dir: Path, model, optimizer, keep: int):
     self.directory = run_folder.checkpoint_dir(model_dir)
@@ -45,16 +24,14 @@ class Checkpoints:
     self._writing = None  # the Future of the checkpoint being written
 
   def latest(self) -> Optional[Path]:
-    """The newest checkpoint's folder, or None."""
     dirs = keras_checkpoints.checkpoint_dirs(self.directory)
     return dirs[-1] if dirs else None
 
   def save(self, step: int, write_model: Callable[[], None], optimizer_values,
            non_trainable_values, state: Dict) -> None:
-    """Starts writing a checkpoint at ``step`` once the one before is written:
-    ``write_model()`` (on the writing thread) puts the weights to save into
-    the model's variables; the optimizer's and the non-trainable variables'
-    values are host arrays; ``state`` is the loop's, written as ``state.json``."""
+    """Starts writing a checkpoint once the one before is written: ``write_model()``
+    puts the weights into the model (on the writing thread); the values are host
+    arrays; ``state``, the loop's, goes to ``state.json``."""
     self.wait()
 
     def write():
@@ -64,25 +41,20 @@ class Checkpoints:
     self._writing = self._writer.submit(write)
 
   def poll(self) -> None:
-    """Says that the checkpoint being written is done, if it is; raises its
-    :class:`CheckpointError` if writing it failed."""
+    """Logs a finished write, or raises its :class:`CheckpointError`."""
     if self._writing is not None and self._writing.done():
       self.wait()
 
   def wait(self) -> None:
-    """Waits for the checkpoint being written, if any (see :meth:`poll`)."""
+    """Waits for the checkpoint being written, if any."""
     if self._writing is None:
       return
     writing, self._writing = self._writing, None
     logging.info("saved checkpoint %s", writing.result())
 
   def restore(self) -> Optional[Dict]:
-    """Loads the newest readable checkpoint into the model and the optimizer;
-    returns its state (None: there is no checkpoint).
-
-    Raises:
-      CheckpointError: its variables do not fit this model and configuration.
-    """
+    """Loads the newest readable checkpoint into the model and optimizer; returns
+    its state, or None. Raises :class:`CheckpointError` where it does not fit."""
     restored = keras_checkpoints.restore(self.directory, self._model)
     if restored is None:
       return None

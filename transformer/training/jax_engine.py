@@ -1,28 +1,9 @@
-"""The JAX engine, :class:`JaxEngine`, and :class:`JaxTrainer`: Keras on JAX without TensorFlow (paper §5).
+"""The JAX engine and :class:`JaxTrainer`: Keras on JAX from shards, no TensorFlow (paper §5).
 
-``KERAS_BACKEND=jax python train.py --data=<prepared folder>`` trains here,
-from prepared shards; :class:`transformer.training.loop.Trainer` runs the
-epochs, as it does for :class:`transformer.training.tf_engine.TensorFlowEngine`.
-The same configuration gives the same model, schedule (with the time budget's
-cooldown), label smoothing, dropout and loss over the real target tokens of
-the global batch; its checkpoints (:mod:`transformer.training.jax_checkpointing`,
-written while training goes on) are folders whose ``model.weights.h5`` the
-TensorFlow side loads (``evaluate.py``).
-
-The steps (:class:`transformer.training.jax_steps.DeviceSteps`) are functions
-of the variables' values, which live on the devices between steps and go back
-into the Keras variables only for a checkpoint; :func:`transformer.data.shards.epoch_batches`
-pads batches to few shapes, and with more than one device
-``keras.distribution.DataParallel`` splits them on their rows. A chunk is a
-stack of up to ``training.steps_per_dispatch`` batches of one shape
-(:mod:`transformer.training.jax_stacks`), put on the devices while the one
-before trains. Every shape of an epoch is compiled before the epoch's clock
-starts, and the learning rate's cooldown is an input of the compiled step, so
-that a time budget's plan compiles nothing again.
-
-Not here: ``training.length_groups`` (the TensorFlow step's sub-batches; the
-padded shapes do its work) and ``mixed_float16`` (no loss scaling; use
-``mixed_bfloat16``).
+The TensorFlow engine's model, schedule, smoothing, dropout and loss; its checkpoints'
+``model.weights.h5`` loads there (``evaluate.py``); several devices split each batch's rows.
+Not here: ``training.length_groups`` (the padded shapes of
+:func:`transformer.data.shards.epoch_batches` do its work) and ``mixed_float16`` (no loss scaling).
 """
 
 from pathlib import Path
@@ -44,34 +25,9 @@ from transformer.training import jax_steps
 from transformer.training import loop
 
 
-class _Stacks:
-  """An epoch's batches, a stack a chunk (:class:`transformer.training.engine.EpochBatches`);
-  every shape up to the last batch is compiled before the chunks are handed out."""
-
-  def __init__(self, batches: List, skip: int, steps):
-    self._batches, self._skip, self._size = batches, skip, steps.steps_per_dispatch
-    self._compile, self._on_devices = steps.compile_stack, steps.on_devices
-    self.length = len(batches)
-
-  def chunks(self, last: int):
-    for batch in {jax_stacks.shape_of(b): b for b in self._batches[self._skip:last]}.values():
-      self._compile(jax_stacks.stacked([batch], self._size))
-    ranges = jax_stacks.stack_ranges(self._batches, self._skip, last, self._size)
-    return ((stop - first, (stop - first, stack)) for first, stop, stack in
-            jax_stacks.device_stacks(self._batches, ranges, self._size, self._on_devices))
-
-
 class JaxEngine:
-  """Builds the model and optimizer and trains them on NumPy batches under JAX
-  (:class:`transformer.training.engine.Engine`).
-
-  Args:
-    config: the full configuration (see :mod:`transformer.config`).
-    input_vocab_size, target_vocab_size: the vocabularies' sizes.
-    model_dir: where checkpoints go (a ``Path``).
-    devices: the JAX devices to train on; several: data parallel.
-    mixed_precision: ``"none"`` or ``"mixed_bfloat16"``.
-  """
+  """The loop's :class:`transformer.training.engine.Engine` under JAX, on NumPy batches;
+  ``devices`` default to the first, ``mixed_precision`` is "none" or "mixed_bfloat16"."""
 
   def __init__(self, config, *, input_vocab_size: int, target_vocab_size: int,
                model_dir: Path, devices=None, mixed_precision: str = "none"):
@@ -80,15 +36,13 @@ class JaxEngine:
                        "use none or mixed_bfloat16")
     self.config = config
     self.devices = list(devices or jax.devices()[:1])
-    distribution = None
-    if len(self.devices) > 1:
-      distribution = keras.distribution.DataParallel(devices=self.devices)
+    distribution = (keras.distribution.DataParallel(devices=self.devices)
+                    if len(self.devices) > 1 else None)
     keras.distribution.set_distribution(distribution)
     keras.mixed_precision.set_global_policy(
         "float32" if mixed_precision == "none" else mixed_precision)
     jax_steps.set_random_seed(int(config.training.seed))
-    self.model = Transformer.from_model_config(config.model, input_vocab_size,
-                                               target_vocab_size)
+    self.model = Transformer.from_model_config(config.model, input_vocab_size, target_vocab_size)
     self.model.build(((None, None), (None, None)))
     self.optimizer = optimization.make_optimizer(config)
     # make_optimizer's WarmupInverseSquareRoot: its cooldown is the step's input.
@@ -103,8 +57,7 @@ class JaxEngine:
 
   @property
   def step(self) -> int:
-    """Optimizer steps taken (restored on resume), counted on the host: reading
-    the optimizer's counter would wait for the devices at every step."""
+    """Counted on the host: the optimizer's counter would wait for the devices."""
     return self._step
 
   def learning_rate(self, step: int) -> float:
@@ -113,19 +66,16 @@ class JaxEngine:
   def describe(self) -> str:
     return plural(len(self.devices), f"{self.devices[0].platform} device")
 
-  # --------------------------------------------------------------- steps
-
   def _batches(self, split: shards.Split, seed: int, shuffle: bool):
     return shards.epoch_batches(split, self.config.data, seed=seed, shuffle=shuffle,
                                 rows_multiple=len(self.devices))
 
   def epoch_batches(self, train_data: shards.Split, epoch: int, skip: int,
-                    length: int) -> _Stacks:
-    """The epoch's batches in groups of one shape."""
+                    length: int) -> jax_stacks.EpochStacks:
     del length  # known from the batches themselves
     seed = shards.epoch_seed(int(self.config.training.seed), epoch)
-    return _Stacks(jax_stacks.grouped_by_shape(self._batches(train_data, seed, shuffle=True)), skip,
-                   self._steps)
+    batches = jax_stacks.grouped_by_shape(self._batches(train_data, seed, shuffle=True))
+    return jax_stacks.EpochStacks(batches, skip, self._steps)
 
   def train(self, chunk):
     steps, stack = chunk
@@ -151,10 +101,7 @@ class JaxEngine:
   def agree(self, seconds: float) -> float:
     return seconds  # one process
 
-  # --------------------------------------------------------------- checkpoints
-
   def save(self, state: Dict) -> None:
-    """Starts writing a checkpoint of the current state in the background."""
     values = self._steps.host_values()
     self.checkpoints.save(self.step, lambda: self._steps.write_variables(values),
                           values[2], values[1], state)
@@ -185,8 +132,7 @@ class JaxEngine:
 
 
 class JaxTrainer(loop.Trainer):
-  """:class:`transformer.training.loop.Trainer` over a :class:`JaxEngine`; the
-  arguments are the engine's, and the loop's ``log_every_steps`` and ``progress``."""
+  """:class:`transformer.training.loop.Trainer` over a :class:`JaxEngine`."""
 
   def __init__(self, config, *, input_vocab_size: int, target_vocab_size: int,
                model_dir: Path, log_every_steps: int = 100, progress: bool = True,

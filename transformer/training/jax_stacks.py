@@ -1,26 +1,10 @@
-"""The JAX trainer's stacks: several steps in one dispatch, and the host kept off the critical path.
+"""The host's side of the JAX trainer's stacks of K = ``training.steps_per_dispatch`` batches.
 
-One call of a compiled function costs the host about 5 µs per array it takes
-(2.3–3.6 ms for the tutorial's model), every call; the JAX trainer trains
-``training.steps_per_dispatch`` (K) steps per call instead
-(:func:`transformer.training.jax_steps.make_stack_step`, a ``jax.lax.scan``
-over a stack of K batches of one shape). Here is the host's side of it:
-
-* :func:`grouped_by_shape`: the epoch's batches reordered so that batches of one shape
-  come in groups of :data:`GROUP_LENGTH`; the order does not depend on K, so a
-  training at any K trains on the same sequence of batches (and, on the CPU, to
-  the same weights bit for bit: tests/backends/test_jax_trainer_state.py).
-* :func:`stack_ranges` cuts them into stacks of up to K consecutive batches
-  of one shape, and :func:`stacked` makes each one arrays with a leading axis
-  of K, padded with steps marked inactive.
-* :func:`device_stacks` puts each stack on the devices while the one before
-  it trains, and :class:`UnreadSums` holds the stacks' sums on the devices
-  until the loop reads them, one stack late, so that the host never waits for
-  the stack it has just dispatched.
+A compiled call costs the host about 5 µs per array it takes (2.3–3.6 ms for the
+tutorial's model): :func:`transformer.training.jax_steps.make_stack_step` runs K steps a call.
 """
 
-import math
-from typing import Callable, Iterator, List, Tuple
+from typing import Iterator, List, Tuple
 
 import jax
 import numpy as np
@@ -36,10 +20,11 @@ def shape_of(batch) -> Tuple:
 
 
 def grouped_by_shape(batches: List, group_length: int = GROUP_LENGTH) -> List:
-  """``batches`` in groups of ``group_length`` batches of one shape: each group
-  in the order its last batch comes in ``batches``, the shapes' shorter last
-  groups at the end in the order of their first batch; within a group, the
-  batches' own order. A batch moves at most as far as its shape's group needs."""
+  """``batches`` in groups of ``group_length`` of one shape: each group where
+  its last batch comes, the shapes' shorter last groups at the end in the order
+  of their first batch, each group in the batches' own order. The order does not
+  depend on K, so any K trains on the same batches (on the CPU to the same
+  weights bit for bit: tests/backends/test_jax_trainer_state.py)."""
   groups, open_groups = [], {}
   for batch in batches:
     group = open_groups.setdefault(shape_of(batch), [])
@@ -64,9 +49,9 @@ def stack_ranges(batches: List, begin: int, end: int, size: int) -> List[Tuple[i
 
 
 def stacked(batches: List, size: int):
-  """``(arrays, active)``: ``batches`` (1 to ``size`` of one shape) as arrays
-  of ``(size, *batch shape)``, zeros after the last batch, and the ``(size,)``
-  flags of the steps that train (the rest leave the state as it is)."""
+  """``(arrays, active)``: 1 to ``size`` batches of one shape as arrays of
+  ``(size, *batch shape)``, zeros after the last batch, and ``(size,)`` flags of
+  the steps that train."""
 
   def stack(*arrays):
     out = np.zeros((size,) + arrays[0].shape, arrays[0].dtype)
@@ -76,54 +61,28 @@ def stacked(batches: List, size: int):
   return jax.tree_util.tree_map(stack, *batches), np.arange(size) < len(batches)
 
 
-def device_stacks(batches: List, ranges: List[Tuple[int, int]], size: int,
-                  on_devices: Callable) -> Iterator[Tuple[int, int, object]]:
-  """``(first, stop, stack on the devices)`` of each range in turn; the next
-  stack is assembled and put on the devices before this one is handed out,
-  while the one dispatched before it trains (one ahead: the transfer is not
-  on the critical path)."""
+class EpochStacks:
+  """An epoch's batches (:func:`grouped_by_shape`) after the first ``skip``, a
+  stack a chunk (:class:`transformer.training.engine.EpochBatches`), trained by
+  ``steps`` (:class:`transformer.training.jax_steps.DeviceSteps`)."""
 
-  def put(index):
-    first, stop = ranges[index]
-    return on_devices(stacked(batches[first:stop], size), stacked=True)
-  ahead = put(0) if ranges else None
-  for index, (first, stop) in enumerate(ranges):
-    current = ahead
-    if index + 1 < len(ranges):
-      ahead = put(index + 1)
-    yield first, stop, current
+  def __init__(self, batches: List, skip: int, steps):
+    self._batches, self._skip, self._steps = batches, skip, steps
+    self.length = len(batches)
 
+  def chunks(self, last: int) -> Iterator[Tuple[int, Tuple[int, object]]]:
+    """Compiles every shape up to batch ``last`` (so, before the epoch's clock)."""
+    size = self._steps.steps_per_dispatch
+    for batch in {shape_of(b): b for b in self._batches[self._skip:last]}.values():
+      self._steps.compile_stack(stacked([batch], size))
+    return self._on_devices(stack_ranges(self._batches, self._skip, last, size), size)
 
-class UnreadSums:
-  """The sums of the dispatched stacks that the host has not read yet.
-
-  Args:
-    non_finite: ``(loss, step) -> exception`` for a NaN/Inf loss at ``step``.
-  """
-
-  def __init__(self, non_finite: Callable[[float, int], Exception]):
-    self._non_finite = non_finite
-    self._stacks = []  # (step before the stack, its steps, stop, device sums, step losses)
-
-  def add(self, step: int, steps: int, stop: int, sums, step_losses) -> None:
-    """A stack of ``steps`` steps after optimizer step ``step``, ending at the
-    epoch's batch ``stop``, and its device arrays
-    (:meth:`transformer.training.jax_steps.DeviceSteps.train_stack`)."""
-    self._stacks.append((step, steps, stop, sums, step_losses))
-
-  def read(self, keep_last: bool) -> List[Tuple[int, int, int, Tuple[float, float, float]]]:
-    """``(step before, step after, stop, (loss_sum, tokens, correct))`` of
-    every stack not read, but the last one when ``keep_last`` (it has just
-    been dispatched: reading it would wait for it). Raises ``non_finite``'s
-    error, naming the first step whose loss is NaN/Inf."""
-    count = len(self._stacks) - 1 if keep_last else len(self._stacks)
-    reading, self._stacks = self._stacks[:count], self._stacks[count:]
-    host_sums = jax.device_get([sums for *_, sums, _ in reading])
-    done = []
-    for (step, steps, stop, _, step_losses), sums in zip(reading, host_sums):
-      if not math.isfinite(float(sums[0])):
-        losses = np.asarray(jax.device_get(step_losses))[:steps]
-        bad = int(np.argmin(np.isfinite(losses)))
-        raise self._non_finite(float(losses[bad]), step + bad + 1)
-      done.append((step, step + steps, stop, tuple(float(value) for value in sums)))
-    return done
+  def _on_devices(self, ranges: List[Tuple[int, int]], size: int):
+    """``(steps, (steps, stack))``, the next stack put on the devices before this
+    one is handed out, so that the transfer overlaps the training before it."""
+    stacks = (self._steps.on_devices(stacked(self._batches[first:stop], size), stacked=True)
+              for first, stop in ranges)
+    ahead = next(stacks, None)
+    for first, stop in ranges:
+      current, ahead = ahead, next(stacks, None)
+      yield stop - first, (stop - first, current)

@@ -1,12 +1,10 @@
 """train.py's two launches, after its checks: on TensorFlow, or from prepared shards on JAX.
 
-:func:`train_with_tensorflow` reads the TED HRLR pairs, builds or loads the
-tokenizers, takes the run folder's lock, trains a
-:class:`~transformer.training.tf_engine.TensorFlowTrainer` under the chosen
-``tf.distribute`` strategy, then exports and scores BLEU
-(:mod:`transformer.training.finish`). :func:`train_on_shards` does the same
-from a ``prepare.py`` folder with :mod:`transformer.training.jax_engine`, never
-importing TensorFlow; BLEU and the translator then come from ``evaluate.py``.
+:func:`train_with_tensorflow`: the TED pairs, the tokenizers, the run folder's
+lock, a :class:`~transformer.training.tf_engine.TensorFlowTrainer`, then the
+export and BLEU (:mod:`transformer.training.finish`). :func:`train_on_shards`:
+the same from a ``prepare.py`` folder on JAX, without TensorFlow; BLEU and the
+translator then come from ``evaluate.py``.
 """
 
 import contextlib
@@ -21,15 +19,11 @@ from transformer.run import run_folder
 from transformer.run import runtime
 from transformer.data import shards
 from transformer.run import stop_signals
-from transformer.run.errors import TrainingError, describe_error
+from transformer.run.errors import TrainingError, UsageError, describe_error
 from transformer.training import tf_distribute
 from transformer.training import finish
 from transformer.training import run_checks
-from transformer.training.run_checks import RunError, RunOptions, UsageError
-
-
-def _take(pairs, n):
-  return pairs[:n] if n else pairs
+from transformer.training.run_checks import RunOptions
 
 
 def plan_line(config, options: RunOptions, bleu_sentences: int) -> str:
@@ -65,7 +59,7 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
   train_pairs, _ = load_pairs(options.data, "train", options.train_examples)
   validation_pairs, _ = load_pairs(options.data, "validation")
   # The validation loss's pairs (--validation_examples); BLEU says its own count.
-  loss_pairs = _take(validation_pairs, options.validation_examples)
+  loss_pairs = validation_pairs[:options.validation_examples or None]
   logging.info("%d training pairs, %d validation pairs", len(train_pairs), len(loss_pairs))
   for split, pairs in (("training", train_pairs), ("validation", validation_pairs)):
     if not pairs:
@@ -87,10 +81,8 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
   except (tokenizers_lib.TokenizerError, OSError) as e:  # OSError: an unreadable SavedModel
     raise UsageError(f"--tokenizer={options.tokenizer}: {e}") from e
   input_vocab_size, target_vocab_size = tokenizers_lib.vocab_sizes(tokenizers)
-  if config.model.output_weights == "shared" and input_vocab_size != target_vocab_size:
-    raise UsageError(f"config.model.output_weights='shared' needs one joint vocabulary, but "
-                     f"the tokenizer {tokenizer_path} has {input_vocab_size} pt and "
-                     f"{target_vocab_size} en tokens")
+  run_checks.check_vocabulary_sizes(config, {"pt": input_vocab_size, "en": target_vocab_size},
+                                    f"the tokenizer {tokenizer_path}")
 
   if chief:
     files.lock_run_folder(model_dir)
@@ -99,14 +91,11 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
   if mismatch and any(run_folder.checkpoint_dir(model_dir).glob("ckpt-*.index")):
     raise UsageError(f"--tokenizer={options.tokenizer}: {mismatch}, or a new --model_dir")
 
-  try:
+  with out_of_memory_said("building the model", "a smaller configuration (config.model)"):
     trainer = TensorFlowTrainer(
         config, input_vocab_size=input_vocab_size, target_vocab_size=target_vocab_size,
         model_dir=model_dir, strategy=strategy, mixed_precision=options.mixed_precision,
         jit_compile=options.jit_compile, log_every_steps=options.log_every_steps)
-  except (tf.errors.ResourceExhaustedError, MemoryError) as e:
-    raise RunError(f"out of memory while building the model ({describe_error(e)}); try a smaller "
-                   "configuration (config.model) or free memory") from e
   trainer.restore()
   if chief:  # only now: a refused run leaves the folder's files as they were
     finish.record_run_files(model_dir, config, tokenizer_path,
@@ -173,20 +162,20 @@ def train_with_tensorflow(config, options: RunOptions, model_dir: Path, tf) -> N
 
 @contextlib.contextmanager
 def out_of_memory_said(doing: str, remedy: str):
-  """JAX's out-of-memory error (XLA's RESOURCE_EXHAUSTED, or NumPy's
-  MemoryError on the host) while ``doing``, as one RunError line."""
+  """Out of memory while ``doing`` (XLA's RESOURCE_EXHAUSTED, TensorFlow's
+  ResourceExhaustedError, a MemoryError) as one TrainingError line."""
   try:
     yield
   except Exception as e:  # pylint: disable=broad-except  (jax.errors.JaxRuntimeError and kin)
-    if not (isinstance(e, MemoryError) or "RESOURCE_EXHAUSTED" in str(e)):
+    if not (isinstance(e, MemoryError) or "RESOURCE_EXHAUSTED" in str(e)
+            or type(e).__name__ == "ResourceExhaustedError"):
       raise
-    raise RunError(f"out of memory while {doing} ({describe_error(e)}); try {remedy}, "
+    raise TrainingError(f"out of memory while {doing} ({describe_error(e)}); try {remedy}, "
                    "or free memory") from e
 
 
 def train_on_shards(config, options: RunOptions, model_dir: Path) -> None:
-  """Training from prepared shards on Keras and JAX, with no TensorFlow
-  imported (transformer/training/jax_engine.py)."""
+  """Training from prepared shards on Keras and JAX, without TensorFlow."""
   runtime.hide_jax_logs(options.verbose)
   runtime.use_compilation_cache(options.compilation_cache)
   # Deferred: JAX is kept out of the TensorFlow process, whose start it would slow.
@@ -195,13 +184,9 @@ def train_on_shards(config, options: RunOptions, model_dir: Path) -> None:
   manifest = shards.read_manifest(options.data)
   try:
     files.lock_run_folder(model_dir)
-    recorded = model_dir / run_folder.VOCABULARY_HASH_FILE
-    if (recorded.is_file() and any(run_folder.checkpoint_dir(model_dir).glob("step-*"))
-        and recorded.read_text(encoding="utf-8").strip()
-        != manifest["tokenizer_vocabulary_sha256"]):
-      raise UsageError(f"{options.data} was tokenized with another tokenizer than the run in "
-                       f"{model_dir} ({recorded.name}); use that run's shards or a new "
-                       "--model_dir")
+    mismatch = run_folder.vocabulary_mismatch(model_dir, manifest["tokenizer_vocabulary_sha256"])
+    if mismatch and any(run_folder.checkpoint_dir(model_dir).glob("step-*")):
+      raise UsageError(f"--data={options.data}: {mismatch}'s shards, or a new --model_dir")
     splits = {}
     for split, limit in (("train", options.train_examples),
                          ("validation", options.validation_examples)):
@@ -237,5 +222,7 @@ def train_on_shards(config, options: RunOptions, model_dir: Path) -> None:
       logging.info("wrote %s (step %d). BLEU and the translator SavedModel come from the "
                    "TensorFlow side: python evaluate.py --model_dir=%s --export_dir=%s",
                    weights, result.step, model_dir, export_dir / run_folder.EXPORT_TRANSLATOR)
-  except (TrainingError, shards.ShardError, OSError) as e:
-    raise RunError(str(e) if not isinstance(e, OSError) else describe_error(e)) from e
+  except shards.ShardError as e:
+    raise TrainingError(str(e)) from e
+  except OSError as e:
+    raise TrainingError(describe_error(e)) from e

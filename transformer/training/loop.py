@@ -1,25 +1,22 @@
 """The training loop (Orbit's controller): one loop, whichever engine trains.
 
 :class:`Trainer` owns everything periodic: the position in the data, the
-epoch's clock and running sums, the TensorBoard scalars, the progress line,
-the NaN/Inf check, the checkpoint cadence, the time budget, the validation
-and the epoch's record. An engine (:mod:`transformer.training.engine`) only
-trains chunks of batches and hands back their sums, evaluates, saves and
-restores; it never calls back into the loop.
+epoch's clock and sums, the scalars, the progress line, the NaN/Inf check, the
+checkpoint cadence, the time budget, validation and the epoch's record. An
+engine (:mod:`transformer.training.engine`) only trains chunks of batches,
+evaluates, saves and restores; it never calls back into the loop.
 
-It reads a chunk's sums once the next is dispatched (the devices run ahead of
-the host), every chunk before a checkpoint, at an epoch's end and on a signal.
-It ends at ``training.train_steps`` steps (if > 0), ``training.epochs`` epochs,
-or the epochs a time budget fits (:mod:`transformer.training.budget`); SIGTERM
-and SIGINT stop it after the current chunk, with a checkpoint; a NaN/Inf loss
-before anything is saved (the last checkpoint is the last good state).
+A chunk's sums are read once the next is dispatched (the devices run ahead of
+the host), and all of them before a checkpoint, at an epoch's end and on a
+signal. SIGTERM and SIGINT stop the loop after the current chunk, with a
+checkpoint; a NaN/Inf loss stops it before anything is saved.
 
 One crash-safety protocol for ``metrics.jsonl``: an epoch's record is appended
-before the checkpoint that closes the epoch, and a resume drops the records after
-the checkpoint it restored (``Summaries.keep_records_up_to``): a kill between
-the two redoes the epoch's end once, a kill after both loses nothing.
+before the checkpoint that closes the epoch, and a resume drops the records
+after the checkpoint it restored: a kill between the two redoes the epoch's end.
 """
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
@@ -32,19 +29,27 @@ from transformer.run import progress as progress_lib
 from transformer.run import stop_signals
 from transformer.run.errors import NonFiniteLossError, TrainingError
 from transformer.training.budget import TimeBudget
-from transformer.training.result import TrainResult
 from transformer.training.engine import Engine
 from transformer.training.summaries import EpochClock, Summaries, TrainScalars
 
 
+@dataclasses.dataclass
+class TrainResult:
+  step: int                       # optimizer steps done in total (across resumes)
+  start_step: int                 # the step this run started from (restored)
+  epoch: int                      # completed epochs
+  interrupted_by: Optional[int]   # signal number if stopped by a signal, else None
+  history: List[Dict]             # the metrics records written this run
+
+
 def end_text(training) -> str:
-  """Where a run of ``config.training`` ends, as the start line says it."""
-  max_steps = int(training.train_steps) or None
-  max_epochs = None if max_steps else int(training.epochs)
+  """Where a run of ``config.training`` ends, as the start line says it (a time
+  budget has no ``train_steps``: transformer.config)."""
   if training.time_budget_minutes:
     return (f"the end of {training.time_budget_minutes:g} minutes of training "
-            f"(at most epoch {max_epochs})")
-  return f"step {max_steps}" if max_steps else f"epoch {max_epochs}"
+            f"(at most epoch {int(training.epochs)})")
+  steps = int(training.train_steps)
+  return f"step {steps}" if steps else f"epoch {int(training.epochs)}"
 
 
 class Trainer:
@@ -71,11 +76,11 @@ class Trainer:
                                                log_every_steps=self.log_every_steps)
     # Completed epochs, batches done in this one and in an epoch (0: not known yet).
     self.epoch = self.step_in_epoch = self.steps_per_epoch = 0
-    self.epoch_sums, self.epoch_seconds = losses.TokenMetrics(), 0.0  # this epoch's, resumed
+    self.epoch_sums, self.epoch_seconds = losses.TokenMetrics(), 0.0
     self._partial = False  # the resumed epoch's earlier sums were not checkpointed
     self._checked = False  # the data's epoch length checked against the checkpoint's
     self._saved = None  # (step, epoch, step_in_epoch) last saved or restored
-    self._planned = (None, False)  # the run's epochs as the progress line shows them
+    self._planned = (None, False)  # (epochs, estimated) as the progress line shows them
     if self.budget is not None:  # no cooldown until the budget plans one
       engine.set_cooldown(0, 0)
 
@@ -87,7 +92,9 @@ class Trainer:
   def step(self) -> int:
     return self.engine.step
 
-  learning_rate = property(lambda self: self.engine.learning_rate(self.step))
+  @property
+  def learning_rate(self) -> float:
+    return self.engine.learning_rate(self.step)
 
   def latest_checkpoint(self):
     return self.engine.latest_checkpoint()
@@ -108,8 +115,8 @@ class Trainer:
       self._saved = (self.step, self.epoch, self.step_in_epoch)
 
   def restore(self) -> int:
-    """Restores the newest intact checkpoint, drops the ``metrics.jsonl`` records
-    of training after it (the run redoes them once); returns its step (0: none)."""
+    """Restores the newest intact checkpoint and drops the ``metrics.jsonl``
+    records after it (the run redoes them); returns its step (0: none)."""
     state = self.engine.restore()
     if state is not None:
       self.epoch, self.step_in_epoch = state["epoch"], state["step_in_epoch"]
@@ -150,15 +157,13 @@ class Trainer:
         batches, the same for the same epoch; JAX: a prepared split).
       validation: the validation batches (or split), or None.
       epoch_end_callback: ``(epoch from 1, record) -> extra fields`` (e.g. BLEU).
-      step_callback: ``(step, loss)`` after every chunk, read at once (tests).
+      step_callback: ``(step, loss)`` after every chunk, each read at once.
     """
     training = self.config.training
     if self.has_steps_left():  # else train.py's last line says the run had ended
       logging.info("training from step %d to %s on %s", self.step, end_text(training),
                    self.engine.describe())
-    max_steps = int(training.train_steps) or None
-    history: List[Dict] = []
-    start_step = self.step
+    max_steps, history, start_step = int(training.train_steps) or None, [], self.step
     try:
       with stop_signals.StopSignals() as stop:
         while self.has_steps_left():
@@ -169,8 +174,8 @@ class Trainer:
           if stop.received is not None:
             self.save_checkpoint()  # train.py's last line says so (finish.exit_if_stopped)
             break
-          mismatch = optimization.cooldown_mismatch(training, record["steps_in_epoch"])
-          if mismatch and record["complete"] and not history:  # the run's first epoch
+          if record["complete"] and not history and (  # the run's first epoch
+              mismatch := optimization.cooldown_mismatch(training, record["steps_in_epoch"])):
             logging.warning(mismatch)
           if record["complete"]:
             self._end_epoch(record, steps_run=self.step - first_step)
@@ -194,14 +199,13 @@ class Trainer:
                        interrupted_by=stop.received, history=history)
 
   def _end_epoch(self, record: Dict, steps_run: int) -> None:
-    """Moves the position to the next epoch, and lets the time budget plan."""
+    """Moves to the next epoch, and lets the time budget plan."""
     self.epoch += 1
     self.steps_per_epoch, self.step_in_epoch = record["steps_in_epoch"], 0
     self.epoch_sums, self.epoch_seconds = losses.TokenMetrics(), 0.0
     if self.budget is None:
       return
-    # A resumed epoch whose checkpoint predates its sums timed only this run's
-    # share of it: scaled up to all of its steps.
+    # A resumed epoch without checkpointed sums timed this run's share only: scaled up.
     seconds = self.engine.agree(record["seconds"])
     if record.get("partial"):
       seconds *= record["steps_in_epoch"] / max(steps_run, 1)
@@ -227,8 +231,8 @@ class Trainer:
                   max_steps: Optional[int] = None,
                   step_callback: Optional[Callable[[int, float], None]] = None
                   ) -> Tuple[Dict, float]:
-    """Trains the current epoch, or what is left of it; returns its record
-    (``complete`` False when cut short) and the seconds this run spent on it."""
+    """Trains what is left of the epoch; returns its record (``complete`` False
+    when cut short) and the seconds this run spent on it."""
     skip, known = self.step_in_epoch, self.steps_per_epoch
     # The first epoch of a run counts its batches: the data may not be the checkpoint's.
     batches = self.engine.epoch_batches(train_data, self.epoch, skip, known if self._checked else 0)
@@ -250,13 +254,11 @@ class Trainer:
     unread = []  # (step before, steps, batch of the epoch after, the engine's sums)
     dispatched = skip
     for steps, chunk in chunks:
-      step_before = self.step
-      unread.append((step_before, steps, dispatched + steps, self.engine.train(chunk)))
       dispatched += steps
+      unread.append((self.step, steps, dispatched, self.engine.train(chunk)))
       saving_due = (self.step - (self._saved[0] if self._saved else 0)
                     >= int(self.config.training.checkpoint_every_steps))
-      # A checkpoint, the epoch's end or a signal reads every chunk; else the
-      # one just dispatched stays unread, so the host does not wait for it.
+      # Else the chunk just dispatched stays unread: the host does not wait for it.
       read_all = (saving_due or dispatched == last or stop.received is not None
                   or step_callback is not None)
       reading, unread = (unread, []) if read_all else (unread[:-1], unread[-1:])
@@ -294,6 +296,5 @@ class Trainer:
               "tokens_per_second": self.epoch_sums.tokens / self.epoch_seconds,
               "seconds": self.epoch_seconds}
     if self._partial:  # train_*, tokens_per_second and seconds cover this run's batches only
-      record["partial"] = True
-      self._partial = False
+      record["partial"], self._partial = True, False
     return record, clock.run_seconds(now)

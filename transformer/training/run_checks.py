@@ -1,11 +1,8 @@
 """train.py's checks of its flags, configuration and run folder, before any work.
 
-Everything here runs without TensorFlow, so that a bad command line answers at
-once: the configuration, the strategy, the data and tokenizer paths, the limits,
-and a run folder whose checkpoints, configuration or tokenizer another command
-wrote (resuming it with a different model would fail at restore: it is refused
-up front, saying why). Under ``KERAS_BACKEND=jax`` the data is a ``prepare.py``
-folder, checked against its manifest.
+Without TensorFlow, so that a bad command line answers at once; a run folder
+that another configuration, tokenizer or trainer wrote is refused up front,
+saying why (resuming it would fail at restore).
 """
 
 import dataclasses
@@ -17,15 +14,8 @@ from transformer import config as config_lib
 from transformer.run import run_folder
 from transformer.run import runtime
 from transformer.data import shards
+from transformer.run.errors import UsageError
 from transformer.training import tf_distribute
-
-
-class UsageError(ValueError):
-  """A bad or contradictory command line, found before any work."""
-
-
-class RunError(RuntimeError):
-  """Bad data or files, or a run that cannot go on (e.g. a corrupt checkpoint)."""
 
 
 @dataclasses.dataclass
@@ -55,10 +45,7 @@ def check_run(config, options: RunOptions, model_dir: Path) -> None:
     config_lib.validate_config(config)
   except config_lib.ConfigError as e:
     raise UsageError(f"invalid configuration: {e}") from e
-  try:
-    tf_distribute.check_strategy_flags(options.strategy, options.tpu, options.mixed_precision)
-  except tf_distribute.StrategyError as e:
-    raise UsageError(str(e)) from e
+  tf_distribute.check_strategy_flags(options.strategy, options.tpu, options.mixed_precision)
   if on_shards(options):
     check_shard_flags(config, options)  # refuses them under the TensorFlow backend
   elif options.compilation_cache != runtime.COMPILATION_CACHE_AUTO:
@@ -124,10 +111,9 @@ def check_run(config, options: RunOptions, model_dir: Path) -> None:
 
 
 def check_records_have_a_checkpoint(model_dir: Path, has_checkpoints: bool) -> None:
-  """Refuses a folder whose records outlived its checkpoints (``checkpoints/``
-  deleted to save disk): training again from step 0 would replace them. One
-  epoch's record without a checkpoint is a kill before its closing checkpoint,
-  which the run redoes."""
+  """Refuses a folder whose records outlived its checkpoints (deleted to save
+  disk): training from step 0 would replace them. One epoch's record alone is
+  a kill before its closing checkpoint, which the run redoes."""
   metrics = model_dir / run_folder.METRICS_FILE
   if has_checkpoints or not metrics.is_file():
     return
@@ -142,8 +128,7 @@ def check_records_have_a_checkpoint(model_dir: Path, has_checkpoints: bool) -> N
 
 
 def on_shards(options: RunOptions) -> bool:
-  """Whether --data is a prepare.py folder: training on Keras and JAX without
-  TensorFlow (:func:`check_shard_flags` makes sure of the backend)."""
+  """Whether --data is a prepare.py folder: training on Keras and JAX."""
   return shards.is_prepared(options.data)
 
 
@@ -174,10 +159,15 @@ def check_shard_flags(config, options: RunOptions) -> None:
   if options.tokenizer != "build" and str(Path(options.tokenizer).resolve()) != tokenizer:
     raise UsageError(f"--tokenizer={options.tokenizer}, but {options.data} was prepared with the "
                      f"tokenizer {tokenizer}; drop --tokenizer (the shards name theirs)")
-  sizes = manifest["vocab_sizes"]
+  check_vocabulary_sizes(config, manifest["vocab_sizes"], options.data)
+
+
+def check_vocabulary_sizes(config, sizes, tokenizer) -> None:
+  """UsageError unless the ``{"pt", "en"}`` vocabulary ``sizes`` of ``tokenizer``
+  fit ``config.model`` (shared output weights need one joint vocabulary)."""
   if config.model.output_weights == "shared" and sizes["pt"] != sizes["en"]:
     raise UsageError(f"config.model.output_weights='shared' needs one joint vocabulary, but "
-                     f"{options.data} has {sizes['pt']} pt and {sizes['en']} en tokens")
+                     f"{tokenizer} has {sizes['pt']} pt and {sizes['en']} en tokens")
 
 
 def read_stored_config(config_file: Path) -> dict:

@@ -1,15 +1,7 @@
-"""What a training run records for later: TensorBoard scalars and ``metrics.jsonl``.
+"""What a training run records: TensorBoard scalars and ``metrics.jsonl``, and the epoch's clock.
 
-Under ``model_dir``, written by the chief only under multi-worker: TensorBoard
-scalars in ``logs/<name>`` (the loop in :mod:`transformer.training.tf_engine` writes
-``logs/train`` every ``log_every_steps`` steps and ``logs/validation`` every
-epoch; train.py adds the validation BLEU there, a ``bleu`` scalar beside the
-loss and accuracy), and one JSON line per epoch in :data:`METRICS_FILE`.
-
-Both engines write the scalars through :class:`EventFileScalars` (the
-``tensorboard`` package's record writer, no TensorFlow), one writer per log
-folder; TensorBoard reads them as it reads ``tf.summary``'s.
-"""
+Under ``model_dir``, by the chief only: scalars in ``logs/train`` and ``logs/validation``
+(with train.py's ``bleu``), one JSON line per epoch in :data:`METRICS_FILE`."""
 
 import json
 import os
@@ -27,29 +19,30 @@ from transformer.run.files import write_text_atomically
 METRICS_FILE = run_folder.METRICS_FILE
 
 
-class EventFileScalars:
-  """Scalars in a TensorBoard event file of ``logdir``, without TensorFlow.
+def _tensorboard():
+  """``(event_pb2, summary_pb2, RecordWriter)`` of the ``tensorboard`` package;
+  ImportError on a machine without it (an accelerator's: Keras and JAX alone)."""
+  # Deferred: not at the start of every script that imports this module.
+  # pylint: disable=g-import-not-at-top
+  from tensorboard.compat.proto import event_pb2
+  from tensorboard.compat.proto import summary_pb2
+  from tensorboard.summary.writer.record_writer import RecordWriter
+  return event_pb2, summary_pb2, RecordWriter
 
-  The events ``tf.summary.scalar`` writes (a float32 tensor tagged for the
-  "scalars" plugin), framed by the ``tensorboard`` package's pure-Python
-  ``RecordWriter``. The package's own ``EventFileWriter`` is not used: it
-  imports TensorFlow whenever TensorFlow is installed.
-  """
+
+class EventFileScalars:
+  """``tf.summary.scalar``'s events in a file of ``logdir``, by the ``tensorboard``
+  package's pure-Python ``RecordWriter`` (its ``EventFileWriter`` imports TensorFlow)."""
 
   def __init__(self, logdir: Path):
-    # Deferred: not at the start of every script that imports this module.
-    # pylint: disable=g-import-not-at-top
-    from tensorboard.compat.proto import event_pb2
-    from tensorboard.compat.proto import summary_pb2
-    from tensorboard.summary.writer.record_writer import RecordWriter
-    self._event_pb2, self._summary_pb2 = event_pb2, summary_pb2
+    self._event_pb2, self._summary_pb2, record_writer = _tensorboard()
     logdir.mkdir(parents=True, exist_ok=True)
     now = time.time()
     # The name TensorBoard looks for; pid and a counter keep two writers apart.
     name = f"events.out.tfevents.{int(now)}.{socket.gethostname()}.{os.getpid()}.{id(self)}.v2"
     self._file = open(logdir / name, "wb")  # pylint: disable=consider-using-with
-    self._records = RecordWriter(self._file)
-    self._write(event_pb2.Event(wall_time=now, file_version="brain.Event:2"))
+    self._records = record_writer(self._file)
+    self._write(self._event_pb2.Event(wall_time=now, file_version="brain.Event:2"))
 
   def _write(self, event) -> None:
     self._records.write(event.SerializeToString())
@@ -68,48 +61,35 @@ class EventFileScalars:
     self._records.flush()
 
 
-def scalars_missing() -> Optional[str]:
-  """Why :class:`EventFileScalars` cannot be used here, or None."""
-  try:
-    # Deferred: looked for once a run writes, not at the start of every script importing this.
-    # pylint: disable=g-import-not-at-top,unused-import
-    from tensorboard.compat.proto import event_pb2
-    from tensorboard.summary.writer import record_writer
-  except ImportError as e:
-    return (f"the tensorboard package cannot be imported ({e}); pip install tensorboard "
-            "to get them")
-  return None
-
-
 class Summaries:
-  """The run's TensorBoard writers (one per name, made on first use) and metrics file.
-
-  Args:
-    model_dir: the run's folder (a ``Path``); None writes nothing (tests).
-    is_chief: whether this process writes (see :func:`transformer.training.tf_distribute.is_chief`).
-  """
+  """The run's TensorBoard writers (one per name, made on first use) and metrics
+  file in ``model_dir``; nowhere when it is None or this process is not the chief.
+  Without the ``tensorboard`` package: one warning, and no scalars."""
 
   def __init__(self, model_dir: Optional[Path], *, is_chief: bool):
     self._dir = model_dir if is_chief else None
+    self._logs = None if self._dir is None else self._dir / run_folder.LOGS_SUBDIR
     self._writers = {}
-    # A machine with Keras and JAX alone (an accelerator's) trains without scalars.
-    self._scalars_off = scalars_missing() if self._dir is not None else None
-    if self._scalars_off:
-      logging.warning("no TensorBoard scalars: %s", self._scalars_off)
+    if self._logs is not None:
+      try:
+        _tensorboard()
+      except ImportError as e:
+        logging.warning("no TensorBoard scalars: the tensorboard package cannot be imported "
+                        "(%s); pip install tensorboard to get them", e)
+        self._logs = None
 
   def write_scalars(self, name: str, step: int, scalars: Dict[str, Optional[float]]) -> None:
     """Writes ``scalars`` (None values skipped) at ``step`` to ``logs/<name>``, then flushes."""
-    if self._dir is None or self._scalars_off:
+    if self._logs is None:
       return
     if name not in self._writers:
-      self._writers[name] = EventFileScalars(self._dir / run_folder.LOGS_SUBDIR / name)
+      self._writers[name] = EventFileScalars(self._logs / name)
     self._writers[name].write(step, {k: v for k, v in scalars.items() if v is not None})
     self._writers[name].flush()
 
   def append_metrics(self, record: Dict) -> None:
-    """Appends ``record`` as one JSON line (keys sorted) to :data:`METRICS_FILE`,
-    after removing a last line cut short by a kill (its record is written
-    again: see :meth:`keep_records_up_to`), so that no record is glued onto it."""
+    """Appends ``record`` as one JSON line to :data:`METRICS_FILE`, after removing
+    a last line cut short by a kill, so that no record is glued onto it."""
     if self._dir is None:
       return
     path = self._dir / METRICS_FILE
@@ -118,23 +98,17 @@ class Summaries:
       f.seek(0)
       written = f.read()
       if written and not written.endswith(b"\n"):
-        whole = written.rfind(b"\n") + 1
         logging.warning("%s: removing its line %d, cut short by a kill during its append",
                         path, written.count(b"\n") + 1)
-        f.truncate(whole)
+        f.truncate(written.rfind(b"\n") + 1)
       f.write((json.dumps(record, sort_keys=True) + "\n").encode("utf-8"))
       f.flush()
       os.fsync(f.fileno())
 
   def keep_records_up_to(self, step: int, epoch: int) -> None:
-    """Drops from :data:`METRICS_FILE` the records of training after the
-    checkpoint just restored (at ``step``, ``epoch`` epochs completed), and
-    lines cut short (:func:`transformer.run.run_folder.read_metrics` says which):
-    the resumed run writes those records again, once.
-
-    A kill between an epoch's record and the checkpoint that closes the epoch
-    leaves the record and the older checkpoint that the epoch's end is redone from.
-    """
+    """Drops from :data:`METRICS_FILE` the records after the checkpoint just
+    restored (at ``step``, ``epoch`` epochs completed) and lines cut short: the
+    resumed run writes them again, once."""
     path = None if self._dir is None else self._dir / METRICS_FILE
     if path is None or not path.is_file():
       return
@@ -162,9 +136,8 @@ class Summaries:
 
 
 class TrainScalars:
-  """TensorBoard's training scalars: the sums of the steps since the last write
-  (``metrics``, a :class:`transformer.model.losses.TokenMetrics`), written every
-  ``every`` steps with the learning rate and the tokens per second since then."""
+  """The training scalars: the sums of the steps since the last write (``metrics``),
+  written every ``every`` steps with the rate and the tokens per second since then."""
 
   def __init__(self, summaries, every: int, now: float):
     self._summaries, self.every = summaries, every
@@ -187,8 +160,7 @@ class EpochClock:
   the whole epoch's across a resume (``seconds_before`` the earlier runs')."""
 
   def __init__(self, seconds_before: float = 0.0):
-    self.start = time.monotonic()
-    self.seconds_before = seconds_before
+    self.start, self.seconds_before = time.monotonic(), seconds_before
 
   @staticmethod
   def now() -> float:

@@ -1,33 +1,19 @@
-"""Checkpoints of a training run, and resuming from them (paper §5).
+"""The TensorFlow engine's checkpoints, and resuming from them (paper §5).
 
-``tf.train.Checkpoint(model, optimizer, position)`` with a
-``tf.train.CheckpointManager`` under ``<model_dir>/checkpoints``; the loop in
-:mod:`transformer.training.tf_engine` saves at the end of each epoch and whenever
-``config.training.checkpoint_every_steps`` steps have passed since the last
-save, so that the checkpoints averaged for evaluation (§6.1) are evenly spaced
-and no two are a few steps apart. The step counter is ``optimizer.iterations``
-(which also drives the learning-rate schedule); the epoch and the number of
-batches already consumed in it are checkpointed too, and the epoch's batches
-come from a dataset seeded by the epoch, so a resumed run skips exactly the
-batches already trained on.
+``tf.train.Checkpoint`` with a ``tf.train.CheckpointManager`` under
+``<model_dir>/checkpoints``, numbered by the step (``optimizer.iterations``,
+which also drives the learning-rate schedule), with the position in the data:
+the epoch's batches come from a dataset seeded by the epoch, so a resumed run
+skips exactly the batches already trained on.
 
-Faults lose nothing (issue #32). A resume starts from the newest INTACT
-checkpoint: partial writes (``ckpt-N_temp``, left by a kill or a full disk
-during a save) are removed, and a newest checkpoint that cannot be read in full
-(truncated, unreadable) is moved to ``checkpoints/unreadable/`` with a warning
-saying why, and the one before it is used. Only when checkpoint files exist
-but none is intact, or an intact one does not fit this model (another
-d_model...), is the run refused with :class:`CheckpointError`; it never starts
-over silently. A save that fails (a full disk) raises :class:`CheckpointError`
-naming the path and the last good checkpoint.
+A resume starts from the newest INTACT checkpoint
+(:mod:`transformer.run.checkpoint_files`: partial writes removed, an unreadable
+newest one moved to ``checkpoints/unreadable/``); only when none is intact, or
+one does not fit this model, is the run refused with :class:`CheckpointError`.
+A failed save (a full disk) raises it too, naming the last good checkpoint.
 
-The names of the checkpoint files and which of them are intact are
-:mod:`transformer.run.checkpoint_files`' (evaluation reads them too).
-
-Under a multi-worker strategy every worker must take part in saving; only the
-chief writes to ``<model_dir>/checkpoints``, the others to a throw-away folder
-``<model_dir>/.worker_<id>`` that :meth:`Checkpoints.cleanup` removes (the
-``tf.distribute`` multi-worker convention).
+Under a multi-worker strategy every worker saves; the non-chief ones into a
+throw-away ``<model_dir>/.worker_<id>`` (the ``tf.distribute`` convention).
 """
 
 from pathlib import Path
@@ -56,13 +42,10 @@ class Checkpoints:
     model, optimizer: the Keras model and optimizer; ``optimizer.iterations``
       is the step.
     epoch, step_in_epoch, steps_per_epoch: the position in the data, int64
-      scalar ``tf.Variable`` s: completed epochs, batches done in the current
-      epoch, and batches per epoch (0 until one epoch has been seen).
-    added_state: trackables by name that checkpoints written before them lack
-      (dropout's random state, the epoch's running sums): saved always,
-      restored when the checkpoint holds them (see :attr:`restored_added_state`).
-    **run_state: more variables to save and restore by name (a time budget's
-      plan, :class:`transformer.training.budget.TimeBudget`).
+      ``tf.Variable`` s (batches per epoch: 0 until one epoch has been seen).
+    added_state: trackables by name that older checkpoints lack: saved always,
+      restored when the checkpoint holds them (:attr:`restored_added_state`).
+    **run_state: more variables by name (the time budget's plan).
   """
 
   def __init__(self, model_dir: Optional[Path], strategy, *, keep: int, model, optimizer,
@@ -111,14 +94,8 @@ class Checkpoints:
     return tf.train.latest_checkpoint(str(self._directory))
 
   def restore(self) -> int:
-    """Restores the newest intact checkpoint if there is one (see
-    :func:`intact_checkpoints`), and makes the ``checkpoint`` index file list
-    the intact ones.
-
-    Returns the restored step (0 when starting fresh). Raises
-    :class:`CheckpointError` naming the checkpoint when none is intact or it
-    was written by a different model (e.g. another d_model).
-    """
+    """Restores the newest intact checkpoint, if any, and makes the
+    ``checkpoint`` index list the intact ones; returns its step (0: none)."""
     if self._directory is None or not self._directory.is_dir():
       return 0
     # Only the chief repairs the folder; the other workers read it as it is.
@@ -159,11 +136,8 @@ class Checkpoints:
           f"{self._directory} to start over. Cause: {describe_error(e)}") from e
 
   def save(self) -> Optional[str]:
-    """Writes a checkpoint numbered by the step; all workers must call it.
-
-    A position (step, epoch, batch of the epoch) already saved last is not
-    written twice: its path is returned. None without ``model_dir``.
-    """
+    """Writes a checkpoint numbered by the step (all workers must call it),
+    unless its position was the last saved; its path (None without ``model_dir``)."""
     if self._manager is None:
       return None
     position = self._position()

@@ -1,21 +1,11 @@
 """Choosing a ``tf.distribute`` strategy by name (the TF Model Garden's ``--strategy``).
 
-=================  ==========================================================
-name               strategy
-=================  ==========================================================
-``default``        ``tf.distribute.get_strategy()``: no distribution, one device
-``mirrored``       ``MirroredStrategy`` over the local GPUs (on CPU when none)
-``tpu``            ``TPUStrategy`` (``TPUClusterResolver`` +
-                   ``initialize_tpu_system``); ``tpu_address`` is the TPU name
-                   or ``grpc://`` address ("" or None: the local TPU VM)
-``multi_worker``   ``MultiWorkerMirroredStrategy``, cluster from ``TF_CONFIG``
-``auto``           ``tpu`` if a TPU address is given, else ``mirrored`` on two
-                   or more GPUs, else ``default``
-=================  ==========================================================
-
-The choice (:func:`resolve_strategy_name`) and the flag checks
-(:func:`check_strategy_flags`) are plain functions so they can be tested on a
-machine without TPUs or GPUs; only :func:`get_strategy` touches devices.
+``default`` (one device), ``mirrored`` (the local GPUs, or the CPU),
+``tpu`` (``TPUStrategy``; the address is a TPU name or ``grpc://`` address,
+none: the local TPU VM), ``multi_worker`` (the cluster from ``TF_CONFIG``) and
+``auto`` (``tpu`` given an address, else ``mirrored`` on two or more GPUs, else
+``default``). Only :func:`get_strategy` touches devices: the rest is tested
+on a machine without TPUs or GPUs.
 """
 
 import json
@@ -24,44 +14,33 @@ from typing import Optional
 
 from absl import logging
 
+from transformer.run.errors import UsageError
+
 STRATEGIES = ("default", "mirrored", "tpu", "multi_worker", "auto")
 MIXED_PRECISION = ("none", "mixed_float16", "mixed_bfloat16")
 
 
-class StrategyError(ValueError):
-  """An unknown strategy name or a contradictory combination of flags."""
-
-
 def check_strategy_flags(name: str, tpu_address: Optional[str] = None,
                          mixed_precision: str = "none") -> None:
-  """Raises StrategyError for an unknown or contradictory combination.
-
-  * ``name`` must be one of :data:`STRATEGIES`;
-  * a TPU address only makes sense with ``tpu`` or ``auto``;
-  * ``mixed_float16`` needs a loss-scaled float16 GPU set-up: TPUs compute in
-    bfloat16, so it is refused with ``tpu`` (and with ``auto`` given a TPU).
-  """
+  """Raises UsageError for an unknown or contradictory combination (a TPU
+  address without ``tpu``/``auto``; ``mixed_float16``, a GPU set-up, on a TPU)."""
   if name not in STRATEGIES:
-    raise StrategyError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
+    raise UsageError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
   if mixed_precision not in MIXED_PRECISION:
-    raise StrategyError(f"unknown mixed precision policy {mixed_precision!r}; "
+    raise UsageError(f"unknown mixed precision policy {mixed_precision!r}; "
                         f"choose one of {', '.join(MIXED_PRECISION)}")
   if tpu_address and name not in ("tpu", "auto"):
-    raise StrategyError(f"a TPU address ({tpu_address!r}) was given with strategy "
+    raise UsageError(f"a TPU address ({tpu_address!r}) was given with strategy "
                         f"{name!r}; use --strategy=tpu or --strategy=auto, or drop --tpu")
   on_tpu = name == "tpu" or (name == "auto" and bool(tpu_address))
   if on_tpu and mixed_precision == "mixed_float16":
-    raise StrategyError("mixed_float16 is for GPUs; on a TPU use "
+    raise UsageError("mixed_float16 is for GPUs; on a TPU use "
                         "--mixed_precision=mixed_bfloat16")
 
 
 def resolve_strategy_name(name: str, tpu_address: Optional[str] = None,
                           num_gpus: int = 0) -> str:
-  """The concrete strategy ``name`` stands for (resolves ``auto``).
-
-  ``auto``: ``tpu`` when a TPU address is given, else ``mirrored`` with two or
-  more GPUs, else ``default``. Other names are returned unchanged.
-  """
+  """The concrete strategy ``name`` stands for (resolves ``auto``)."""
   check_strategy_flags(name, tpu_address)
   if name != "auto":
     return name
@@ -105,15 +84,9 @@ def get_strategy(name: str, tpu_address: Optional[str] = None):
 
 
 def distribute_dataset(strategy, dataset):
-  """``dataset`` (global batches) as ``strategy`` feeds it to its replicas.
-
-  With a cluster (a strategy with a cluster resolver: several workers, or a
-  TPU), each worker reads its own share of the batches (auto-shard by DATA).
-  On one worker there is nothing to shard, and no sharding option is set.
-  Whatever its source, the dataset runs without tf.data's autotuner
-  (``pipeline.without_autotuner``): the training loop drops an iterator after
-  every epoch, validation and ``Trainer.train_on_batches`` call.
-  """
+  """``dataset`` (global batches) as ``strategy`` feeds it to its replicas:
+  with a cluster each worker reads its own share (auto-shard by DATA); without
+  tf.data's autotuner, as an iterator lives one epoch or one validation only."""
   # Deferred: TensorFlow is kept out of the JAX process, which imports this module.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from transformer.data import pipeline  # pylint: disable=g-import-not-at-top
@@ -127,11 +100,8 @@ def distribute_dataset(strategy, dataset):
 
 
 def is_chief(strategy) -> bool:
-  """Whether this process writes checkpoints, summaries and exports.
-
-  True except on the non-chief workers of a multi-worker strategy (worker 0
-  is the chief when the cluster has no "chief" task).
-  """
+  """Whether this process writes checkpoints, summaries and exports: all but the
+  non-chief workers of a multi-worker strategy (worker 0 when there is no chief task)."""
   resolver = getattr(strategy, "cluster_resolver", None)
   if resolver is None or not getattr(strategy.extended, "_in_multi_worker_mode",
                                      lambda: False)():

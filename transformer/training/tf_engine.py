@@ -1,20 +1,15 @@
-"""The TensorFlow engine, :class:`TensorFlowEngine`, and :class:`TensorFlowTrainer` (paper §5).
+"""The TensorFlow engine (:class:`TensorFlowEngine`) and :class:`TensorFlowTrainer` (paper §5).
 
 The tutorial calls ``transformer.fit(train_batches, epochs=20, ...)``; here
 :class:`transformer.training.loop.Trainer` runs the epochs and this engine
-trains one global batch per chunk under a ``tf.distribute`` strategy: the
-model and optimizer from :mod:`transformer.training.tf_build`, the steps on
-every replica from :mod:`transformer.training.tf_steps`. Its checkpoints
+trains one global batch a chunk under a ``tf.distribute`` strategy
+(:mod:`transformer.training.tf_step`). Its checkpoints
 (:mod:`transformer.training.tf_checkpointing`) hold the model, the optimizer,
 dropout's random state (a resumed run repeats the uninterrupted one bitwise)
-and the loop's state: the position in the data, the epoch's running sums and
-the time budget's plan.
-
-Outputs under ``model_dir`` (the chief's only, under multi-worker):
-``checkpoints/``, TensorBoard scalars in ``logs/train`` and
-``logs/validation``, and one JSON line per epoch in ``metrics.jsonl``.
+and the loop's state.
 """
 
+import itertools
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -22,18 +17,59 @@ import keras
 import tensorflow as tf
 
 from transformer.model import losses
+from transformer.model import optimization
+from transformer.model import Transformer
 from transformer.run.progress import plural
+from transformer.training import loop
 from transformer.training import tf_checkpointing
 from transformer.training import tf_distribute
-from transformer.training import loop
-from transformer.training import tf_build
-from transformer.training import tf_steps
+from transformer.training import tf_step
 
 
 # The time budget's state (transformer.training.budget.STATE) by its names in checkpoints.
 _BUDGET_NAMES = {"used_seconds": "budget_used_seconds", "planned": "budget_planned_epochs",
                  "cooldown_steps": "budget_cooldown_steps",
                  "cooldown_end_step": "budget_cooldown_end_step"}
+
+
+class AllReplicaLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
+  """``keras.optimizers.LossScaleOptimizer`` that skips on the all-reduced gradients.
+
+  Under ``tf.distribute`` Keras 3 checks each replica's OWN gradients for
+  inf/NaN and keeps the first replica's answer (``LossScaleOptimizer._tf_apply``),
+  so another replica's overflow reached every replica's weights. Here the
+  finiteness is all-reduced: every replica skips exactly when the summed
+  gradients are not finite (tests/distributed/test_mixed_precision.py).
+  """
+
+  def check_finite(self, grads):
+    finite = super().check_finite(grads)
+    context = tf.distribute.get_replica_context()
+    if context is None:  # cross-replica context: nothing to agree on
+      return finite
+    overflowed = context.all_reduce(tf.distribute.ReduceOp.SUM,
+                                    tf.cast(tf.logical_not(finite), tf.float32))
+    return tf.equal(overflowed, 0.0)
+
+
+class EpochSums(tf.Module):
+  """The current epoch's token sums and seconds, float64 variables in checkpoints
+  (``loss``, ``tokens``, ``correct``, ``seconds``), so that an epoch resumed
+  mid-way records all of its batches."""
+
+  def __init__(self):
+    super().__init__(name="epoch_sums")
+    for name in ("loss", "tokens", "correct", "seconds"):
+      setattr(self, name, tf.Variable(0.0, dtype=tf.float64, trainable=False, name=name))
+
+
+def dropout_random_state(model) -> tf.Module:
+  """A trackable of the state of ``model``'s ``keras.random.SeedGenerator`` s
+  (dropout's masks): ``model.variables`` less ``model.weights``."""
+  weights = {id(weight) for weight in model.weights}
+  state = tf.Module()
+  state.seed_states = [v for v in model.variables if id(v) not in weights]
+  return state
 
 
 class _Batches:
@@ -56,10 +92,9 @@ class TensorFlowEngine:
     input_vocab_size, target_vocab_size: the tokenizers' vocabulary sizes.
     model_dir: where checkpoints go; None keeps nothing (tests).
     strategy: a ``tf.distribute.Strategy`` (default: the default strategy).
-    mixed_precision: ``"none"``, ``"mixed_float16"`` or ``"mixed_bfloat16"``;
-      sets Keras' global dtype policy (float32 for "none") before building.
-    jit_compile: XLA-compile each replica's forward/backward pass
-      (:mod:`transformer.training.tf_steps`).
+    mixed_precision: ``"none"``, ``"mixed_float16"`` (dynamic loss scaling) or
+      ``"mixed_bfloat16"``: Keras' global dtype policy.
+    jit_compile: XLA-compile each replica's forward/backward pass.
   """
 
   def __init__(self, config, *, input_vocab_size: int, target_vocab_size: int,
@@ -74,17 +109,33 @@ class TensorFlowEngine:
                        "each sub-batch to a length known only at run time; use one or the other")
     self.strategy = strategy or tf.distribute.get_strategy()
     self.is_chief = tf_distribute.is_chief(self.strategy)
-    self.model, self.optimizer, self._cooldown = tf_build.build(
-        config, self.strategy, mixed_precision, input_vocab_size, target_vocab_size)
-    self._steps = tf_steps.DistributedSteps(
+    keras.mixed_precision.set_global_policy(
+        "float32" if mixed_precision == "none" else mixed_precision)
+    keras.utils.set_random_seed(int(config.training.seed))
+    variable = lambda name, dtype, value=0: tf.Variable(value, dtype=dtype, trainable=False,
+                                                        name=name)
+    with self.strategy.scope():
+      self.model = Transformer.from_model_config(config.model, input_vocab_size,
+                                                 target_vocab_size)
+      self.model.build(((None, None), (None, None)))
+      # The schedule's cooldown: variables a time budget sets without a new trace.
+      self._cooldown = (variable("budget_cooldown_steps", tf.int64,
+                                 int(config.training.cooldown_steps)),
+                        variable("budget_cooldown_end_step", tf.int64,
+                                 int(config.training.cooldown_end_step)))
+      self.optimizer = optimization.make_optimizer(config, self._cooldown)
+      if mixed_precision == "mixed_float16":
+        self.optimizer = AllReplicaLossScaleOptimizer(self.optimizer)
+      # Slots made now: a checkpoint restores into them, and a mismatch shows at restore.
+      self.optimizer.build(self.model.trainable_variables)
+    self._steps = tf_step.DistributedSteps(
         self.model, self.optimizer, self.strategy,
         label_smoothing=float(config.training.label_smoothing), length_groups=length_groups,
         jit_compile=jit_compile)
     # The loop's state as checkpoints hold it, by the names they have always had.
-    variable = lambda name, dtype: tf.Variable(0, dtype=dtype, trainable=False, name=name)
     self._position = {name: variable(name, tf.int64)
                       for name in ("epoch", "step_in_epoch", "steps_per_epoch")}
-    self._epoch_sums = tf_build.EpochSums()
+    self._epoch_sums = EpochSums()
     self._budget = {}
     if config.training.time_budget_minutes:
       self._budget = {"used_seconds": variable(_BUDGET_NAMES["used_seconds"], tf.float64),
@@ -95,7 +146,7 @@ class TensorFlowEngine:
         None if model_dir is None else Path(model_dir), self.strategy,
         keep=int(config.training.keep_checkpoints),
         model=self.model, optimizer=self.optimizer, **self._position,
-        added_state={"dropout_rng": tf_build.dropout_random_state(self.model),
+        added_state={"dropout_rng": dropout_random_state(self.model),
                      "epoch_sums": self._epoch_sums},
         **{_BUDGET_NAMES[name]: value for name, value in self._budget.items()})
 
@@ -115,9 +166,8 @@ class TensorFlowEngine:
 
   def epoch_batches(self, train_data: Callable[[int], tf.data.Dataset], epoch: int, skip: int,
                     length: int) -> _Batches:
-    # The batches after the first ``skip`` (the restore's line said where). A
-    # shuffle reshuffles on each pass over one dataset: the count passes over one
-    # of its own, so that training takes the epoch's first pass, resumed or not.
+    # A shuffle reshuffles on each pass over one dataset: the count passes over
+    # one of its own, so that training takes the epoch's first pass, resumed or not.
     remaining = lambda: train_data(epoch).skip(skip)
     length = length or skip + int(remaining().reduce(tf.constant(0, tf.int64),
                                                      lambda count, _: count + 1))
@@ -135,9 +185,17 @@ class TensorFlowEngine:
     return 0, losses.TokenMetrics().add(*trained).loss
 
   def train_on_batches(self, dataset, max_steps: Optional[int] = None) -> List[Dict]:
-    """One optimizer step per batch of ``dataset`` and nothing else: the lab's
-    benchmarks (:meth:`transformer.training.tf_steps.DistributedSteps.train_on_batches`)."""
-    return self._steps.train_on_batches(dataset, max_steps)
+    """One optimizer step per global batch of ``dataset`` and nothing else (no
+    checkpoints, signals or summaries: the lab's benchmarks); one
+    ``{"loss", "tokens", "correct"}`` record a step."""
+    dist = tf_distribute.distribute_dataset(self.strategy, dataset)
+    train = self._steps.train_fn(dist.element_spec)
+    records = []
+    for batch in itertools.islice(dist, max_steps):
+      metrics = losses.TokenMetrics().add(*train(batch))
+      records.append({"loss": metrics.loss, "tokens": metrics.tokens,
+                      "correct": metrics.correct})
+    return records
 
   def evaluate(self, validation: tf.data.Dataset) -> losses.TokenMetrics:
     return self._steps.evaluate(validation)
@@ -156,9 +214,9 @@ class TensorFlowEngine:
     """Writes a checkpoint numbered by the step (all workers must call it)."""
     for name, variable in self._position.items():
       variable.assign(state[name])
-    sums = state["epoch_sums"]
-    self._epoch_sums.assign(losses.TokenMetrics(sums["loss"], sums["tokens"], sums["correct"]),
-                            sums["seconds"])
+    sums = self._epoch_sums
+    for name, value in state["epoch_sums"].items():
+      getattr(sums, name).assign(value)
     for name, variable in self._budget.items():
       variable.assign(state["budget"][name])
     self._checkpoints.save()
@@ -166,10 +224,10 @@ class TensorFlowEngine:
   def restore(self) -> Optional[Dict]:
     if not self._checkpoints.restore():
       return None
-    metrics, seconds = self._epoch_sums.read()
+    sums = self._epoch_sums
     return {**{name: int(variable.numpy()) for name, variable in self._position.items()},
-            "epoch_sums": ({"loss": metrics.loss_sum, "tokens": metrics.tokens,
-                            "correct": metrics.correct, "seconds": seconds}
+            "epoch_sums": ({name: float(getattr(sums, name).numpy())
+                            for name in ("loss", "tokens", "correct", "seconds")}
                            if self._checkpoints.restored_added_state else None),
             "budget": {name: variable.numpy() for name, variable in self._budget.items()}}
 
