@@ -86,7 +86,7 @@ TABLE3 = (
 TINY = ["--train_examples=256", "--validation_examples=64", "--config.model.num_layers=1",
         "--config.model.d_model=32", "--config.model.dff=64", "--config.model.num_heads=4",
         "--config.data.max_tokens=32", "--config.data.bucket_lengths=(32,)",
-        "--config.data.tokens_per_batch=1024", "--config.training.warmup_steps=100"]
+        "--config.data.tokens_per_batch=1024", "--config.training.warmup_steps=20"]
 TINY_EPOCHS = 30
 TINY_RUNS = ("scaled_untied", "unscaled_tied", "A_h1")
 SAMPLES = 20
