@@ -102,7 +102,7 @@ class JaxEngine:
     return seconds  # one process
 
   def save(self, state: Dict) -> None:
-    values = self._steps.host_values()
+    values = jax.device_get(self._steps.values)  # the next stack donates the device buffers
     self.checkpoints.save(self.step, lambda: self._steps.write_variables(values),
                           values[2], values[1], state)
 

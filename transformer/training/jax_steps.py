@@ -88,8 +88,7 @@ def make_stack_step(train_step, schedule):
       sums_shape = jax.eval_shape(train_step, values, first)[1]
       zeros = jax.tree_util.tree_map(lambda s: jax.numpy.zeros(s.shape, s.dtype), sums_shape)
 
-      def skipped(values, batch):  # pylint: disable=unused-argument
-        return values, zeros
+      skipped = lambda values, batch: (values, zeros)
 
       def one_step(carry, inputs):
         values, totals = carry
@@ -137,10 +136,6 @@ class DeviceSteps:
     for variables, group in zip(self._variables(), values or self.values):
       for variable, value in zip(variables, group):
         variable.assign(value)
-
-  def host_values(self):
-    """The values copied to the host: the next stack donates the device buffers."""
-    return jax.device_get(self.values)
 
   def set_cooldown(self, steps: int, end_step: int) -> None:
     """The schedule's cooldown: on the host for the console, on the devices for the step."""

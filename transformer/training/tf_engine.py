@@ -20,16 +20,16 @@ from transformer.model import losses
 from transformer.model import optimization
 from transformer.model import Transformer
 from transformer.run.progress import plural
+from transformer.training import budget
 from transformer.training import loop
 from transformer.training import tf_checkpointing
 from transformer.training import tf_distribute
 from transformer.training import tf_step
 
 
-# The time budget's state (transformer.training.budget.STATE) by its names in checkpoints.
-_BUDGET_NAMES = {"used_seconds": "budget_used_seconds", "planned": "budget_planned_epochs",
-                 "cooldown_steps": "budget_cooldown_steps",
-                 "cooldown_end_step": "budget_cooldown_end_step"}
+# The time budget's state (budget.STATE) by its names in checkpoints, in that order.
+_BUDGET_NAMES = ("budget_used_seconds", "budget_planned_epochs", "budget_cooldown_steps",
+                 "budget_cooldown_end_step")
 
 
 class AllReplicaLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
@@ -84,18 +84,9 @@ class _Batches:
 
 
 class TensorFlowEngine:
-  """Builds the model and optimizer under a strategy and trains them
-  (:class:`transformer.training.engine.Engine`).
-
-  Args:
-    config: the full configuration (see :mod:`transformer.config`).
-    input_vocab_size, target_vocab_size: the tokenizers' vocabulary sizes.
-    model_dir: where checkpoints go; None keeps nothing (tests).
-    strategy: a ``tf.distribute.Strategy`` (default: the default strategy).
-    mixed_precision: ``"none"``, ``"mixed_float16"`` (dynamic loss scaling) or
-      ``"mixed_bfloat16"``: Keras' global dtype policy.
-    jit_compile: XLA-compile each replica's forward/backward pass.
-  """
+  """Builds the model and optimizer under ``strategy`` (default: the default one)
+  and trains them (:class:`transformer.training.engine.Engine`); ``model_dir`` None
+  keeps no checkpoints (tests); ``mixed_precision``: Keras' dtype policy."""
 
   def __init__(self, config, *, input_vocab_size: int, target_vocab_size: int,
                model_dir=None, strategy=None, mixed_precision: str = "none",
@@ -136,19 +127,18 @@ class TensorFlowEngine:
     self._position = {name: variable(name, tf.int64)
                       for name in ("epoch", "step_in_epoch", "steps_per_epoch")}
     self._epoch_sums = EpochSums()
-    self._budget = {}
+    self._budget = {}  # by budget.STATE's names
     if config.training.time_budget_minutes:
-      self._budget = {"used_seconds": variable(_BUDGET_NAMES["used_seconds"], tf.float64),
-                      "planned": variable(_BUDGET_NAMES["planned"], tf.int64),
-                      "cooldown_steps": self._cooldown[0],
-                      "cooldown_end_step": self._cooldown[1]}
+      self._budget = dict(zip(budget.STATE, (variable(_BUDGET_NAMES[0], tf.float64),
+                                             variable(_BUDGET_NAMES[1], tf.int64),
+                                             *self._cooldown)))
     self._checkpoints = tf_checkpointing.Checkpoints(
         None if model_dir is None else Path(model_dir), self.strategy,
         keep=int(config.training.keep_checkpoints),
         model=self.model, optimizer=self.optimizer, **self._position,
         added_state={"dropout_rng": dropout_random_state(self.model),
                      "epoch_sums": self._epoch_sums},
-        **{_BUDGET_NAMES[name]: value for name, value in self._budget.items()})
+        **dict(zip(_BUDGET_NAMES, self._budget.values())))
 
   @property
   def step(self) -> int:
@@ -161,8 +151,6 @@ class TensorFlowEngine:
 
   def describe(self) -> str:
     return plural(self.strategy.num_replicas_in_sync, "replica")
-
-  # --------------------------------------------------------------- steps
 
   def epoch_batches(self, train_data: Callable[[int], tf.data.Dataset], epoch: int, skip: int,
                     length: int) -> _Batches:
@@ -208,8 +196,6 @@ class TensorFlowEngine:
     # Each worker timed itself; all must plan alike.
     return tf_distribute.mean_over_replicas(self.strategy, seconds)
 
-  # --------------------------------------------------------------- checkpoints
-
   def save(self, state: Dict) -> None:
     """Writes a checkpoint numbered by the step (all workers must call it)."""
     for name, variable in self._position.items():
@@ -242,8 +228,7 @@ class TensorFlowEngine:
 
 
 class TensorFlowTrainer(loop.Trainer):
-  """:class:`transformer.training.loop.Trainer` over a :class:`TensorFlowEngine`;
-  the arguments are the engine's, and the loop's ``log_every_steps`` and ``progress``."""
+  """:class:`transformer.training.loop.Trainer` over a :class:`TensorFlowEngine`."""
 
   def __init__(self, config, *, input_vocab_size: int, target_vocab_size: int,
                model_dir=None, log_every_steps: int = 100, progress: bool = True,

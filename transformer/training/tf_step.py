@@ -98,20 +98,13 @@ def gradients(model, inputs, labels, global_count, *, label_smoothing: float = 0
 
 class DistributedSteps:
   """``tf.function`` s of a distributed ``batch -> (loss_sum, tokens, correct)``,
-  summed over the replicas of ``strategy``; traced again only for a new element spec.
-
-  Args:
-    model, optimizer: built under ``strategy``.
-    label_smoothing: of the loss (paper §5.4).
-    length_groups: sub-batches of similar length per step (see the module's doc).
-    jit_compile: XLA-compile each replica's forward and backward pass.
-  """
+  summed over the replicas of ``strategy``; traced again only for a new element spec;
+  ``length_groups`` and ``jit_compile``: see the module's doc."""
 
   def __init__(self, model, optimizer, strategy, *, label_smoothing: float,
                length_groups: int, jit_compile: bool):
     self.model, self.optimizer, self.strategy = model, optimizer, strategy
-    self.label_smoothing = label_smoothing
-    self.length_groups = length_groups
+    self.label_smoothing, self.length_groups = label_smoothing, length_groups
     self.jit_compile = jit_compile
     self._traced = {}  # kind -> (element spec, its step)
 
