@@ -55,8 +55,7 @@ def stacked(batches: List, size: int):
 
   def stack(*arrays):
     out = np.zeros((size,) + arrays[0].shape, arrays[0].dtype)
-    for index, array in enumerate(arrays):
-      out[index] = array
+    out[:len(arrays)] = arrays
     return out
   return jax.tree_util.tree_map(stack, *batches), np.arange(size) < len(batches)
 

@@ -117,8 +117,7 @@ class DeviceSteps:
     dispatch = f" ({steps_per_dispatch} a dispatch)" if steps_per_dispatch > 1 else ""
     self._step_names = {"train": "training step" + dispatch, "validation": "validation step"}
     self._compiled = {}  # (kind, the batch's shapes) -> its compiled step
-    self.values = None
-    self.read_variables()
+    self.read_variables()  # self.values
     self.set_cooldown(schedule.cooldown_steps, schedule.cooldown_end_step)
 
   def _variables(self):

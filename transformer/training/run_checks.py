@@ -96,7 +96,11 @@ def check_run(config, options: RunOptions, model_dir: Path) -> None:
                      "train with the other one: use a new --model_dir")
   check_records_have_a_checkpoint(model_dir, tensorflow_checkpoints or keras_checkpoints)
   if config_file.is_file() and (tensorflow_checkpoints or keras_checkpoints):
-    stored = read_stored_config(config_file)
+    try:
+      stored = run_folder.read_run_config(config_file)
+    except DataError as e:
+      raise UsageError(f"{e}; restore it, or delete it to resume with this command's "
+                       "configuration") from e
     current = json.loads(config.to_json_best_effort())
     differences = config_lib.resume_differences(stored, current, options.tokenizer == "build")
     if differences:
@@ -169,11 +173,3 @@ def check_vocabulary_sizes(config, sizes, tokenizer) -> None:
     raise UsageError(f"config.model.output_weights='shared' needs one joint vocabulary, but "
                      f"{tokenizer} has {sizes['pt']} pt and {sizes['en']} en tokens")
 
-
-def read_stored_config(config_file: Path) -> dict:
-  """A run's ``config.json``; UsageError if it holds no configuration."""
-  try:
-    return run_folder.read_run_config(config_file)
-  except DataError as e:
-    raise UsageError(f"{e}; restore it, or delete it to resume with this command's "
-                     "configuration") from e

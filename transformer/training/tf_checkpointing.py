@@ -6,11 +6,9 @@ which also drives the learning-rate schedule), with the position in the data:
 the epoch's batches come from a dataset seeded by the epoch, so a resumed run
 skips exactly the batches already trained on.
 
-A resume starts from the newest INTACT checkpoint
-(:mod:`transformer.run.checkpoint_files`: partial writes removed, an unreadable
-newest one moved to ``checkpoints/unreadable/``); only when none is intact, or
-one does not fit this model, is the run refused with :class:`CheckpointError`.
-A failed save (a full disk) raises it too, naming the last good checkpoint.
+A resume starts from the newest intact checkpoint (:mod:`transformer.run.checkpoint_files`);
+none intact, one that does not fit this model, or a failed save (a full disk) raise
+:class:`CheckpointError`, naming what to do.
 
 Under a multi-worker strategy every worker saves; the non-chief ones into a
 throw-away ``<model_dir>/.worker_<id>`` (the ``tf.distribute`` convention).

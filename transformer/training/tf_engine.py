@@ -1,12 +1,8 @@
 """The TensorFlow engine (:class:`TensorFlowEngine`) and :class:`TensorFlowTrainer` (paper §5).
 
-The tutorial calls ``transformer.fit(train_batches, epochs=20, ...)``; here
-:class:`transformer.training.loop.Trainer` runs the epochs and this engine
-trains one global batch a chunk under a ``tf.distribute`` strategy
-(:mod:`transformer.training.tf_step`). Its checkpoints
-(:mod:`transformer.training.tf_checkpointing`) hold the model, the optimizer,
-dropout's random state (a resumed run repeats the uninterrupted one bitwise)
-and the loop's state.
+Where the tutorial calls ``transformer.fit(train_batches, epochs=20, ...)``, the loop
+runs the epochs and this engine trains one global batch a chunk. Its checkpoints hold
+dropout's random state too: a resumed run repeats the uninterrupted one bitwise.
 """
 
 import itertools
@@ -33,14 +29,10 @@ _BUDGET_NAMES = ("budget_used_seconds", "budget_planned_epochs", "budget_cooldow
 
 
 class AllReplicaLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
-  """``keras.optimizers.LossScaleOptimizer`` that skips on the all-reduced gradients.
-
-  Under ``tf.distribute`` Keras 3 checks each replica's OWN gradients for
-  inf/NaN and keeps the first replica's answer (``LossScaleOptimizer._tf_apply``),
-  so another replica's overflow reached every replica's weights. Here the
-  finiteness is all-reduced: every replica skips exactly when the summed
-  gradients are not finite (tests/distributed/test_mixed_precision.py).
-  """
+  """``keras.optimizers.LossScaleOptimizer`` that skips on the all-reduced gradients:
+  under ``tf.distribute`` Keras 3 keeps the first replica's check of its OWN gradients
+  (``LossScaleOptimizer._tf_apply``), so another replica's overflow reached every
+  replica's weights (tests/distributed/test_mixed_precision.py)."""
 
   def check_finite(self, grads):
     finite = super().check_finite(grads)
@@ -160,7 +152,7 @@ class TensorFlowEngine:
     length = length or skip + int(remaining().reduce(tf.constant(0, tf.int64),
                                                      lambda count, _: count + 1))
     dist = tf_distribute.distribute_dataset(self.strategy, remaining())
-    self._train_fn = self._steps.train_fn(dist.element_spec)
+    self._train_fn = self._steps.step("train", dist.element_spec)
     return _Batches(dist, length, skip)
 
   def train(self, chunk):
@@ -177,7 +169,7 @@ class TensorFlowEngine:
     checkpoints, signals or summaries: the lab's benchmarks); one
     ``{"loss", "tokens", "correct"}`` record a step."""
     dist = tf_distribute.distribute_dataset(self.strategy, dataset)
-    train = self._steps.train_fn(dist.element_spec)
+    train = self._steps.step("train", dist.element_spec)
     records = []
     for batch in itertools.islice(dist, max_steps):
       metrics = losses.TokenMetrics().add(*train(batch))
@@ -200,9 +192,8 @@ class TensorFlowEngine:
     """Writes a checkpoint numbered by the step (all workers must call it)."""
     for name, variable in self._position.items():
       variable.assign(state[name])
-    sums = self._epoch_sums
     for name, value in state["epoch_sums"].items():
-      getattr(sums, name).assign(value)
+      getattr(self._epoch_sums, name).assign(value)
     for name, variable in self._budget.items():
       variable.assign(state["budget"][name])
     self._checkpoints.save()

@@ -129,7 +129,7 @@ class DistributedSteps:
     correct, _ = losses.masked_correct_sum(labels, logits)
     return loss_sum, count, correct
 
-  def _step(self, kind: str, element_spec) -> Callable[..., Tuple]:
+  def step(self, kind: str, element_spec) -> Callable[..., Tuple]:
     """The ``kind`` step ("train" or "eval") for batches of ``element_spec``."""
     traced = self._traced.get(kind)
     if traced is not None and traced[0] == element_spec:
@@ -148,14 +148,10 @@ class DistributedSteps:
     self._traced[kind] = (element_spec, tf.function(step, input_signature=[element_spec]))
     return self._traced[kind][1]
 
-  def train_fn(self, element_spec):
-    """The training step for distributed batches of ``element_spec``."""
-    return self._step("train", element_spec)
-
   def evaluate(self, dataset) -> losses.TokenMetrics:
     """The sums over ``dataset`` (no dropout)."""
     dist = tf_distribute.distribute_dataset(self.strategy, dataset)
-    fn = self._step("eval", dist.element_spec)
+    fn = self.step("eval", dist.element_spec)
     metrics = losses.TokenMetrics()
     for batch in dist:
       metrics.add(*fn(batch))
