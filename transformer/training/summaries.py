@@ -40,10 +40,8 @@ class EventFileScalars:
     name = f"events.out.tfevents.{int(now)}.{socket.gethostname()}.{os.getpid()}.{id(self)}.v2"
     self._file = open(logdir / name, "wb")  # pylint: disable=consider-using-with
     self._records = record_writer(self._file)
-    self._write(self._event_pb2.Event(wall_time=now, file_version="brain.Event:2"))
-
-  def _write(self, event) -> None:
-    self._records.write(event.SerializeToString())
+    self._records.write(
+        self._event_pb2.Event(wall_time=now, file_version="brain.Event:2").SerializeToString())
 
   def write(self, step: int, scalars: Dict[str, float]) -> None:
     summary = self._summary_pb2.Summary()
@@ -53,7 +51,8 @@ class EventFileScalars:
       entry.tensor.dtype = 1  # DT_FLOAT
       entry.tensor.tensor_shape.SetInParent()  # a scalar
       entry.tensor.float_val.append(float(value))
-    self._write(self._event_pb2.Event(wall_time=time.time(), step=int(step), summary=summary))
+    event = self._event_pb2.Event(wall_time=time.time(), step=int(step), summary=summary)
+    self._records.write(event.SerializeToString())
 
   def flush(self) -> None:
     self._records.flush()

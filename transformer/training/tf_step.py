@@ -1,15 +1,13 @@
 """The TensorFlow engine's steps on every replica (paper §5.3-5.4).
 
-The loss is the token cross-entropy summed over a replica's share of the batch
-and divided by the real target tokens of the GLOBAL batch (all-reduced), so
-that one device and N replicas over one global batch take the same step, even
-when the replicas' shares hold different numbers of real tokens.
+The loss sums the token cross-entropy over a replica's share of the batch and divides
+by the real target tokens of the GLOBAL batch (all-reduced): one device and N replicas
+take the same step, whatever real tokens each share holds.
 
-``groups > 1`` (``config.training.length_groups``) sorts a batch by length,
-splits it into that many sub-batches, cuts each one's trailing padding and sums
-their gradients: the same gradient on fewer padded positions
-(``tests/unit/test_masking.py``), one ``tf.while_loop`` iteration a sub-batch.
-``jit_compile`` needs static shapes, which the sub-batches do not have.
+``groups > 1`` (``config.training.length_groups``) sorts a batch by length, splits it
+into that many sub-batches, cuts each one's trailing padding and sums their gradients,
+one ``tf.while_loop`` iteration a sub-batch: the same gradient on fewer padded positions
+(``tests/unit/test_masking.py``), in shapes that ``jit_compile`` cannot take.
 
 Shapes: ``source`` ``(batch, src_len)``, ``target_input`` and ``labels``
 ``(batch, tgt_len)``, int ids with 0 as padding at the end of each row.
