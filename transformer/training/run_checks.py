@@ -62,12 +62,11 @@ def check_run(config, options: RunOptions, model_dir: Path) -> None:
     if missing:
       raise UsageError(f"--data={options.data}: not a folder with the TED HRLR files "
                        f"(missing {', '.join(missing)}); pass the folder or 'tfds'")
-  if options.tokenizer != "build" and not on_shards(options):
-    tok = Path(options.tokenizer)
-    if not (tok / "saved_model.pb").is_file():
-      raise UsageError(f"--tokenizer={options.tokenizer}: no tokenizer SavedModel there "
-                       "(no saved_model.pb); pass the path of one, e.g. "
-                       "../shared/data/tutorial_tokenizer, or --tokenizer=build")
+  if (options.tokenizer != "build" and not on_shards(options)
+      and not (Path(options.tokenizer) / "saved_model.pb").is_file()):
+    raise UsageError(f"--tokenizer={options.tokenizer}: no tokenizer SavedModel there "
+                     "(no saved_model.pb); pass the path of one, e.g. "
+                     "../shared/data/tutorial_tokenizer, or --tokenizer=build")
   for name, low in (("train_examples", 0), ("validation_examples", 0),
                     ("eval_bleu_every_epochs", 0), ("bleu_examples", -1), ("log_every_steps", 1)):
     if getattr(options, name) < low:

@@ -58,7 +58,7 @@ class Checkpoints:
       self._directory = model_dir / CHECKPOINT_SUBDIR
       self._write_dir = self._directory
       if not self._is_chief:
-        self._worker_tmp = model_dir / f".worker_{tf_distribute.worker_id(strategy)}"
+        self._worker_tmp = model_dir / f".worker_{strategy.cluster_resolver.task_id}"
         self._write_dir = self._worker_tmp / CHECKPOINT_SUBDIR
       self._manager = self._new_manager()
 
@@ -69,9 +69,7 @@ class Checkpoints:
 
   def latest(self) -> Optional[str]:
     """The path of the chief's latest checkpoint, or None."""
-    if self._directory is None:
-      return None
-    return tf.train.latest_checkpoint(str(self._directory))
+    return None if self._directory is None else tf.train.latest_checkpoint(str(self._directory))
 
   def restore(self) -> int:
     """Restores the newest intact checkpoint, if any, and makes the
@@ -94,13 +92,11 @@ class Checkpoints:
                                         int(self._step_in_epoch.numpy())))
     return step
 
-  def _holds_added_state(self, path: str) -> bool:
-    names = tf.train.load_checkpoint(path).get_variable_to_shape_map()
-    return all(any(n.startswith(f"{added}/") for n in names) for added in self._added_names)
-
   def _restore_from(self, path: str) -> None:
     """Restores ``path``, without the added state if it predates it."""
-    self.restored_added_state = self._holds_added_state(path)
+    names = tf.train.load_checkpoint(path).get_variable_to_shape_map()
+    self.restored_added_state = all(any(n.startswith(f"{added}/") for n in names)
+                                    for added in self._added_names)
     if not self.restored_added_state:
       logging.warning("%s predates the checkpointing of %s: the resumed run goes on "
                       "from fresh values of these", path, ", ".join(self._added_names))

@@ -111,7 +111,3 @@ def mean_over_replicas(strategy, value: float) -> float:
   per_replica = strategy.run(lambda: tf.identity(local))
   return float(strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None))
 
-
-def worker_id(strategy) -> int:
-  resolver = getattr(strategy, "cluster_resolver", None)
-  return int(getattr(resolver, "task_id", 0) or 0) if resolver is not None else 0
