@@ -44,17 +44,6 @@ class AllReplicaLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
     return tf.equal(overflowed, 0.0)
 
 
-class EpochSums(tf.Module):
-  """The current epoch's token sums and seconds, float64 variables in checkpoints
-  (``loss``, ``tokens``, ``correct``, ``seconds``), so that an epoch resumed
-  mid-way records all of its batches."""
-
-  def __init__(self):
-    super().__init__(name="epoch_sums")
-    for name in ("loss", "tokens", "correct", "seconds"):
-      setattr(self, name, tf.Variable(0.0, dtype=tf.float64, trainable=False, name=name))
-
-
 def dropout_random_state(model) -> tf.Module:
   """A trackable of the state of ``model``'s ``keras.random.SeedGenerator`` s
   (dropout's masks): ``model.variables`` less ``model.weights``."""
@@ -118,7 +107,12 @@ class TensorFlowEngine:
     # The loop's state as checkpoints hold it, by the names they have always had.
     self._position = {name: variable(name, tf.int64)
                       for name in ("epoch", "step_in_epoch", "steps_per_epoch")}
-    self._epoch_sums = EpochSums()
+    # The epoch's sums and seconds so far: an epoch resumed mid-way records all its batches.
+    self._epoch_sums = {name: variable(name, tf.float64)
+                        for name in ("loss", "tokens", "correct", "seconds")}
+    epoch_sums = tf.Module(name="epoch_sums")
+    for name, sum_variable in self._epoch_sums.items():
+      setattr(epoch_sums, name, sum_variable)
     self._budget = {}  # by budget.STATE's names
     if config.training.time_budget_minutes:
       self._budget = dict(zip(budget.STATE, (variable(_BUDGET_NAMES[0], tf.float64),
@@ -129,7 +123,7 @@ class TensorFlowEngine:
         keep=int(config.training.keep_checkpoints),
         model=self.model, optimizer=self.optimizer, **self._position,
         added_state={"dropout_rng": dropout_random_state(self.model),
-                     "epoch_sums": self._epoch_sums},
+                     "epoch_sums": epoch_sums},
         **dict(zip(_BUDGET_NAMES, self._budget.values())))
 
   @property
@@ -193,7 +187,7 @@ class TensorFlowEngine:
     for name, variable in self._position.items():
       variable.assign(state[name])
     for name, value in state["epoch_sums"].items():
-      getattr(self._epoch_sums, name).assign(value)
+      self._epoch_sums[name].assign(value)
     for name, variable in self._budget.items():
       variable.assign(state["budget"][name])
     self._checkpoints.save()
@@ -201,10 +195,9 @@ class TensorFlowEngine:
   def restore(self) -> Optional[Dict]:
     if not self._checkpoints.restore():
       return None
-    sums = self._epoch_sums
     return {**{name: int(variable.numpy()) for name, variable in self._position.items()},
-            "epoch_sums": ({name: float(getattr(sums, name).numpy())
-                            for name in ("loss", "tokens", "correct", "seconds")}
+            "epoch_sums": ({name: float(variable.numpy())
+                            for name, variable in self._epoch_sums.items()}
                            if self._checkpoints.restored_added_state else None),
             "budget": {name: variable.numpy() for name, variable in self._budget.items()}}
 
