@@ -3,8 +3,7 @@
 The TensorFlow engine's model, schedule, smoothing, dropout and loss; its checkpoints'
 ``model.weights.h5`` loads there (``evaluate.py``); several devices split each batch's rows.
 Not here: ``training.length_groups`` (the padded shapes of
-:func:`transformer.data.shards.epoch_batches` do its work) and ``mixed_float16`` (no loss scaling).
-"""
+:func:`transformer.data.shards.epoch_batches` do its work), ``mixed_float16`` (no loss scaling)."""
 
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple

@@ -1,9 +1,6 @@
-"""train.py's checks of its flags, configuration and run folder, before any work.
-
-Without TensorFlow, so that a bad command line answers at once; a run folder
-that another configuration, tokenizer or trainer wrote is refused up front,
-saying why (resuming it would fail at restore).
-"""
+"""train.py's checks of its flags, configuration and run folder, before any work: without
+TensorFlow, so that a bad command line answers at once, and a run folder that another
+configuration, tokenizer or trainer wrote is refused saying why (not failing at restore)."""
 
 import dataclasses
 import json

@@ -1,18 +1,14 @@
 """The TensorFlow engine's checkpoints, and resuming from them (paper §5).
 
-``tf.train.Checkpoint`` with a ``tf.train.CheckpointManager`` under
-``<model_dir>/checkpoints``, numbered by the step (``optimizer.iterations``,
-which also drives the learning-rate schedule), with the position in the data:
-the epoch's batches come from a dataset seeded by the epoch, so a resumed run
-skips exactly the batches already trained on.
-
-A resume starts from the newest intact checkpoint (:mod:`transformer.run.checkpoint_files`);
-none intact, one that does not fit this model, or a failed save (a full disk) raise
-:class:`CheckpointError`, naming what to do.
+``tf.train.CheckpointManager`` files under ``<model_dir>/checkpoints``, numbered by the
+step (``optimizer.iterations``, which drives the learning-rate schedule too), with the
+position in the data: a resumed run skips exactly the batches trained on (an epoch's data
+is seeded by the epoch). A resume starts from the newest intact checkpoint
+(:mod:`transformer.run.checkpoint_files`); none intact, one that does not fit this model,
+or a failed save (a full disk) raise :class:`CheckpointError`, saying what to do.
 
 Under a multi-worker strategy every worker saves; the non-chief ones into a
-throw-away ``<model_dir>/.worker_<id>`` (the ``tf.distribute`` convention).
-"""
+throw-away ``<model_dir>/.worker_<id>`` (the ``tf.distribute`` convention)."""
 
 from pathlib import Path
 import shutil

@@ -5,8 +5,7 @@
 none: the local TPU VM), ``multi_worker`` (the cluster from ``TF_CONFIG``) and
 ``auto`` (``tpu`` given an address, else ``mirrored`` on two or more GPUs, else
 ``default``). Only :func:`get_strategy` touches devices: the rest is tested
-on a machine without TPUs or GPUs.
-"""
+on a machine without TPUs or GPUs."""
 
 import os
 from typing import Optional

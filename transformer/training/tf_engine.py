@@ -2,8 +2,7 @@
 
 Where the tutorial calls ``transformer.fit(train_batches, epochs=20, ...)``, the loop
 runs the epochs and this engine trains one global batch a chunk. Its checkpoints hold
-dropout's random state too: a resumed run repeats the uninterrupted one bitwise.
-"""
+dropout's random state too: a resumed run repeats the uninterrupted one bitwise."""
 
 import itertools
 from pathlib import Path

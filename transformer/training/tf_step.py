@@ -10,8 +10,7 @@ one ``tf.while_loop`` iteration a sub-batch: the same gradient on fewer padded p
 (``tests/unit/test_masking.py``), in shapes that ``jit_compile`` cannot take.
 
 Shapes: ``source`` ``(batch, src_len)``, ``target_input`` and ``labels``
-``(batch, tgt_len)``, int ids with 0 as padding at the end of each row.
-"""
+``(batch, tgt_len)``, int ids with 0 as padding at the end of each row."""
 
 from typing import Callable, Tuple
 
