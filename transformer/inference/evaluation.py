@@ -1,22 +1,18 @@
 """Scoring a trained run on a split: BLEU of its translations, its teacher-forced loss (§6.1).
 
-The tutorial does not measure BLEU. :func:`evaluate` is the one evaluation, on
-token ids, for both backends: the run restored (:func:`restore_run`), sorted by
-length and decoded, detokenized, scored (:mod:`transformer.inference.scoring`),
-and its teacher-forced loss. The backends differ only in the decoding function
-and the detokenizer: :class:`TensorFlowData` (the TED files, the run's
-tokenizer, a ``tf.function``) and
-:class:`~transformer.inference.evaluation_jax.PreparedData` (a ``prepare.py``
-folder, ``JaxDecoder``, ``Detokenizer``: no TensorFlow import). A translator
-SavedModel serves strings only, so :func:`evaluate_bleu` scores translators on
-strings.
+The tutorial does not measure BLEU. :func:`evaluate` serves both backends on
+token ids; they differ only in the decoding function and the detokenizer:
+:class:`TensorFlowData` (the TED files, the run's tokenizer, a ``tf.function``)
+and :class:`~transformer.inference.evaluation_jax.PreparedData` (a ``prepare.py``
+folder, no TensorFlow). A translator SavedModel serves strings only:
+:func:`evaluate_bleu` scores it on strings.
 
 ``bleu`` is sacreBLEU's (``13a``) on lower-cased, Moses-tokenized text, the
-references after the tokenizer's round trip (it splits ``did n't`` into ``did n
-' t``): comparable within this project only; ``whole_word`` is the published
-scoring of this split (:mod:`transformer.inference.bleu`). Under JAX, sentences
-longer than the prepared ``max_tokens`` (none of TED's dev and test at 128) were
-cut there; TensorFlow cuts sources at ``max_position``.
+references after the tokenizer's round trip (``did n't`` becomes ``did n ' t``):
+comparable within this project only; ``whole_word`` is the published scoring of
+this split (:mod:`transformer.inference.bleu`). JAX cuts sentences at the
+prepared ``max_tokens`` (none of TED's dev and test at 128), TensorFlow sources
+at ``max_position``.
 """
 
 from pathlib import Path
