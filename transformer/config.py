@@ -156,9 +156,8 @@ def _validate_bucket_lengths(data) -> None:
           "trimmed to max_tokens and the longest bucket must hold them, no longer")
 
 
-# Fields that shape the model's weights: a checkpoint cannot be resumed with
-# other values.
-_MODEL_SECTIONS = ("model",)
+# Fields that shape the model's weights (and every model.* one): a checkpoint
+# cannot be resumed with other values.
 _VOCAB_FIELDS = ("data.vocabulary", "data.vocab_size")
 # Fields whose state is checkpointed (the time budget's plan).
 _RUN_FIELDS = ("training.time_budget_minutes", "training.cooldown_fraction")
@@ -185,7 +184,7 @@ def resume_differences(stored: dict, current: dict, built_tokenizer: bool):
   defaults = _flatten(json.loads(default_config().to_json_best_effort()))
   old, new = {**defaults, **_flatten(stored)}, _flatten(current)
   names = [n for n in sorted(set(old) | set(new))
-           if n.split(".")[0] in _MODEL_SECTIONS or n in _RUN_FIELDS
+           if n.startswith("model.") or n in _RUN_FIELDS
            or (built_tokenizer and n in _VOCAB_FIELDS)]
   return [f"field {n} was {old.get(n, '<absent>')!r}, now {new.get(n, '<absent>')!r}"
           for n in names if old.get(n) != new.get(n)]
