@@ -175,12 +175,10 @@ def _flatten(d, prefix=""):
 
 
 def resume_differences(stored: dict, current: dict, built_tokenizer: bool):
-  """Fields that must not change on resume and did: ["field a.b was 1, now 2", ...].
-
-  ``stored`` is a run's ``config.json``, ``current`` the configuration it is
-  resumed with; the vocabulary fields count only when the tokenizer is built
-  from them. A field absent from ``stored`` counts as its default (the
-  behaviour before the field)."""
+  """Fields that must not change on resume and did: ["field a.b was 1, now 2", ...]
+  between a run's ``config.json`` (``stored``; a field absent counts as its
+  default, the behaviour before it) and ``current``; the vocabulary fields count
+  only when the tokenizer is built from them."""
   defaults = _flatten(json.loads(default_config().to_json_best_effort()))
   old, new = {**defaults, **_flatten(stored)}, _flatten(current)
   names = [n for n in sorted(set(old) | set(new))

@@ -266,13 +266,10 @@ def _group(order: np.ndarray, bucket_lengths: np.ndarray, data_config,
 def epoch_batches(split: Split, data_config, *, seed: int = 0, shuffle: bool = True,
                   rows_multiple: int = 1) -> List[Tuple[Tuple[np.ndarray, np.ndarray], np.ndarray]]:
   """An epoch of ``((source, target_input), labels)`` batches of ``split``
-  (trimmed already, :meth:`Split.trimmed`), each int32 ``(rows, length)``,
-  0-padded as the module docstring says.
-
-  Args:
-    data_config: ``config.data``.
-    seed: the shuffle's seed (:func:`epoch_seed`); ``shuffle=False`` keeps order.
-    rows_multiple: rows are padded to a multiple of this (the devices).
+  (trimmed already, :meth:`Split.trimmed`) as ``data_config`` (``config.data``)
+  sets them, each int32 ``(rows, length)``, 0-padded as the module docstring
+  says; shuffled by ``seed`` (:func:`epoch_seed`) unless ``shuffle=False``, the
+  rows padded to a multiple of ``rows_multiple`` (the devices).
   """
   pairs = len(split)
   order = np.random.default_rng(seed).permutation(pairs) if shuffle else np.arange(pairs)

@@ -34,7 +34,6 @@ from transformer.run import run_folder
 from transformer.run.run_folder import PathLike
 from transformer.run.errors import DataError
 
-Pair = Tuple[str, str]
 # A batch of sources (id arrays, or strings for a translator) → their outputs, in order.
 DecodeBatch = Callable[[list], list]
 
@@ -165,14 +164,14 @@ def newer_checkpoints(model_dir: PathLike, used: str) -> List[str]:
   return [name for name in names if checkpoint_step(name) > checkpoint_step(used)]
 
 
-def load_pairs(data: PathLike, split: str, limit: int = 0) -> Tuple[List[Pair], int]:
+def load_pairs(data: PathLike, split: str, limit: int = 0) -> Tuple[List[ted.Pair], int]:
   """``(pairs, split_size)``: the first ``limit`` (all with 0) (pt, en) pairs of
   ``split`` in ``data`` (a folder of the TED files, or "tfds"), and the split's size."""
   pairs = ted.split_pairs(data, split)
   return (pairs[:limit] if limit else pairs), len(pairs)
 
 
-def tokenized(tokenizers, pairs: Sequence[Pair]) -> shards.Split:
+def tokenized(tokenizers, pairs: Sequence[ted.Pair]) -> shards.Split:
   """The (pt, en) ``pairs``' ids by the TensorFlow ``tokenizers`` ([START] … [END], int32)."""
   # Deferred: TensorFlow's tokenizers; the JAX path reads prepared ids.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -240,15 +239,13 @@ def evaluate(data, run: Restored, method: str, output_dir: PathLike, batch_size:
   return result
 
 
-def evaluate_bleu(translate_batch: DecodeBatch, pairs: Sequence[Pair], output_dir: PathLike,
+def evaluate_bleu(translate_batch: DecodeBatch, pairs: Sequence[ted.Pair], output_dir: PathLike,
                   split_name: str, method: str, batch_size: int = 64, reference_tokenizer=None,
                   split_size: Optional[int] = None, record: Optional[dict] = None) -> dict:
   """Scores ``translate_batch`` (strings → strings: a translator) on ``pairs``,
   batched by word count; returns the record, written as :func:`evaluate` does.
-
-  ``reference_tokenizer`` (the English tokenizer): ``bleu`` after its round trip;
-  ``split_size``: the whole split's pairs (None: ``pairs`` are the split).
-  """
+  ``bleu`` after the round trip of ``reference_tokenizer`` (the English one) if
+  given; ``split_size``: the whole split's pairs (None: ``pairs`` are the split)."""
   check_sentences(len(pairs), split_name)
   sources, references = zip(*pairs)
   hypotheses = decode_by_length(translate_batch, sources, batch_size,

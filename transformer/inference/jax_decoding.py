@@ -4,14 +4,11 @@ compiled with ``jax.jit``, with no TensorFlow import.
 ``jax.jit`` needs every shape static, so the output buffers are as long as the
 padded source allows (its width + ``extra_length``, at most ``max_position``),
 not the batch's longest limit; the compiled function returns whole buffers and
-the steps taken, cut here in NumPy. The weights are arguments of the compiled function
-(``keras.StatelessScope``), not constants baked into it. One compilation per
-batch shape: callers that decode many batches (``evaluation_jax.py``) pad them
-to a few shapes.
-
-Rows of padding only (no token at all) get an output limit of 0, so that the
-rows a caller adds to fill a batch cost no decoding steps; a real sentence
-always has [START] and [END].
+the steps taken, cut here in NumPy. The weights are its arguments
+(``keras.StatelessScope``), not constants baked in. One compilation per batch
+shape: callers pad many batches to a few shapes (``evaluation_jax.py``). Rows of
+padding only get an output limit of 0: the rows a caller adds to fill a batch
+cost no steps (a real sentence always has [START] and [END]).
 """
 
 import jax
