@@ -61,14 +61,11 @@ def id_dtype(vocab_sizes: Sequence[int]):
 def write_prepared(out_dir: PathLike, splits, vocabularies, manifest: dict,
                    vocabulary_sha256: str, references=None) -> Path:
   """Writes a prepared folder whole (:func:`transformer.run.files.staged`), or
-  raises :class:`DataError` naming the file and leaves the old one.
-
-  Args:
-    splits: ``{split: (pt_ids, en_ids)}``, each a list of 1-D int arrays.
-    vocabularies: ``{"pt": [token, ...], "en": [...]}`` in id order.
-    manifest: ``prepare.py``'s fields; counts, sizes and dtype are added here.
-    references: ``{split: [English sentence, ...]}`` in the splits' order.
-  """
+  raises :class:`DataError` naming the file and leaves the old one: ``splits``
+  ``{split: (pt_ids, en_ids)}`` (lists of 1-D int arrays), ``vocabularies``
+  ``{"pt": [token, ...], "en": [...]}`` in id order, ``references`` ``{split:
+  [English sentence, ...]}`` in the splits' order, and ``manifest``, ``prepare.py``'s
+  fields, to which counts, sizes and dtype are added."""
   out_dir = Path(out_dir)
   sizes = [len(vocabularies[language]) for language in LANGUAGES]
   try:
