@@ -103,11 +103,12 @@ def test_converge_small_trains_stops_on_validation_loss_and_scores(
 def test_loop_speed_the_whole_loop_costs_no_more_than_the_compiled_step(tmp_path):
   """loop_speed.py --small on a one-layer model: the JAX trainer's whole loop
   at 8 steps a dispatch takes at most 1.05 times the CPU seconds per step of
-  the compiled step alone, one step a call (medians of alternating rounds in
-  one process, so that other load weighs on both)."""
+  the compiled step alone, one step a call (medians of 3 alternating rounds in
+  one process, so that other load weighs on both; 0.63 times on the 2-core
+  development VM)."""
   output = tmp_path / "loop_speed.json"
   result = subprocess.run([sys.executable, "lab/bench/accelerator/loop_speed.py", "--small",
-                           "--pairs=512", "--rounds=5", f"--output={output}"], cwd=REPO_DIR,
+                           "--pairs=512", "--rounds=3", f"--output={output}"], cwd=REPO_DIR,
                           capture_output=True, text=True, timeout=1200,
                           env={**os.environ, "PYTHONPATH": ""})
   assert result.returncode == 0, result.stderr[-3000:]
@@ -119,7 +120,7 @@ def test_loop_speed_the_whole_loop_costs_no_more_than_the_compiled_step(tmp_path
   assert record["loop_over_step_1"]["cpu_seconds"] <= 1.05, record
   # A checkpoint a round: the loop's wait for it, then the write done on its thread.
   rounds = record["checkpoint"]["rounds"]
-  assert len(rounds) == 5 and all(0 < waits <= written for waits, written in rounds), record
+  assert len(rounds) == 3 and all(0 < waits <= written for waits, written in rounds), record
 
 
 def test_converge_refuses_a_folder_prepared_without_the_test_split(tmp_path):

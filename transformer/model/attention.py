@@ -1,17 +1,11 @@
 """The attention layers (tutorial: "The attention layers"; paper §3.2).
 
-Masks are boolean tensors where True means "may attend", broadcastable to
-``(batch, heads, query_length, key_length)``. They are built from token ids and
-passed explicitly to every attention layer. Keras' implicit mask propagation
-is deliberately not used: Keras 3's ``MultiHeadAttention`` removes
-``_keras_mask`` from its inputs and ``Add`` drops masks, so in the tutorial's
-code only the first encoder and first decoder self-attention see the padding
-mask, and the causal mask is lost when ``use_causal_mask=True`` meets dropout
-or returned scores (keras-team/keras#23038). The tests in
-``tests/unit/test_masking.py`` check every layer.
-
-The layers are written in ``keras.ops`` and run on every Keras backend
-(TensorFlow, JAX, PyTorch).
+Masks are boolean (True: "may attend"), broadcastable to ``(batch, heads, q_len, k_len)``,
+built from token ids and passed explicitly to every layer. The tutorial relies on Keras'
+implicit mask propagation instead, but Keras 3's ``MultiHeadAttention`` and ``Add`` drop
+``_keras_mask``: only its first encoder and decoder self-attention see the padding mask, and
+``use_causal_mask=True`` is lost with dropout or returned scores (keras-team/keras#23038;
+``tests/unit/test_masking.py``). Written in ``keras.ops``: runs on every Keras backend.
 """
 
 import warnings
@@ -38,18 +32,12 @@ def causal_mask(length):
 
 
 def attention_logits(query, key, scale_attention_logits: bool = True):
-  """QKᵀ, divided by √d_k when ``scale_attention_logits`` (eq. 1).
+  """QKᵀ, divided by √d_k when ``scale_attention_logits`` (eq. 1): unit-variance entries
+  give dot products of variance d_k, and the softmax would saturate (§3.2.1, footnote 4).
 
-  For query and key entries with unit variance the dot product of two d_k-wide
-  vectors has variance d_k; dividing by √d_k brings it back to 1 so that the
-  softmax does not saturate (§3.2.1, footnote 4).
-
-  Shapes: query ``(..., q_len, d_k)``, key ``(..., k_len, d_k)`` →
-  ``(..., q_len, k_len)``.
+  Shapes: query ``(..., q_len, d_k)``, key ``(..., k_len, d_k)`` → ``(..., q_len, k_len)``.
   """
-  # An einsum, not matmul(query, swapaxes(key)): under TensorFlow that
-  # transposes the keys (and their gradient) in memory, where the einsum is
-  # one batched matmul reading the keys transposed.
+  # Not matmul(query, swapaxes(key)): under TensorFlow that transposes the keys in memory.
   logits = ops.einsum("...qd,...kd->...qk", query, key)
   if scale_attention_logits:
     logits = logits / ops.sqrt(ops.cast(ops.shape(key)[-1], logits.dtype))
@@ -72,11 +60,9 @@ def scaled_dot_product_attention(query, key, value, mask=None, weights_dropout=N
                                  scale_attention_logits: bool = True):
   """softmax(QKᵀ/√d_k)V (eq. 1). Returns ``(output, weights)``.
 
-  Shapes: query ``(..., q_len, d_k)``, key ``(..., k_len, d_k)``,
-  value ``(..., k_len, d_v)``, mask broadcastable to ``(..., q_len, k_len)``.
-  ``weights_dropout`` (a callable) is applied to the weights before they meet
-  the values; the returned weights are those before dropout.
-  ``scale_attention_logits=False`` leaves out the 1/√d_k (the ablation).
+  Shapes: query ``(..., q_len, d_k)``, key ``(..., k_len, d_k)``, value ``(..., k_len, d_v)``,
+  mask broadcastable to ``(..., q_len, k_len)``. ``weights_dropout`` (a callable) drops the
+  weights that meet the values; the returned weights are those before it.
   """
   weights = masked_softmax(attention_logits(query, key, scale_attention_logits), mask)
   used = ops.cast(weights, value.dtype)
@@ -92,19 +78,11 @@ class MultiHeadAttention(keras.layers.Layer):
 
   ``call(query, value, attention_mask)``: query ``(batch, q_len, d_model)``, value
   ``(batch, k_len, d_model)`` (also the keys) → output ``(batch, q_len, d_model)``
-  and weights ``(batch, heads, q_len, k_len)``. Incremental decoding uses the halves
-  :meth:`project_key_value` (once per key) and :meth:`attend` (per new query).
-
-  ``attention_dropout_rate`` drops attention weights (the tutorial's choice,
-  via Keras' ``MultiHeadAttention(dropout=...)``); the paper drops none.
-  Returned weights are taken before that dropout, so every row sums to 1.
-
-  ``scale_attention_logits=False`` drops the 1/√d_k of eq. 1 (logits are
-  exactly QKᵀ), in training and in both halves used by decoding.
-
-  ``fused`` (a runtime switch, off by default; see :meth:`Transformer.use_fused_attention`) lets
-  ``call`` use ``keras.ops.dot_product_attention`` when no attention dropout is in
-  effect, returning weights None.
+  and weights ``(batch, heads, q_len, k_len)``, taken before dropout (rows sum to 1).
+  Decoding uses the halves :meth:`project_key_value` and :meth:`attend`.
+  ``attention_dropout_rate`` drops attention weights (the tutorial's, via Keras'
+  ``MultiHeadAttention(dropout=...)``); the paper drops none. ``fused``: see
+  :meth:`Transformer.use_fused_attention` (then weights are None).
   """
 
   def __init__(self, num_heads: int, key_dim: int, attention_dropout_rate: float = 0.0,
@@ -190,14 +168,10 @@ class BaseAttention(keras.layers.Layer):
   """An attention sub-layer with its residual connection and post-LayerNorm (§3.1, §5.4):
   ``LayerNorm(x + Dropout(MultiHeadAttention(x, context)))``.
 
-  The keyword names and defaults are the tutorial's (its ``BaseAttention(**kwargs)``
-  hands them to Keras' ``MultiHeadAttention``): ``dropout`` is the attention
-  weights' dropout, ``config.model.attention_dropout_rate``. ``scale_attention_logits`` is
-  :class:`MultiHeadAttention`'s; ``dropout_rate`` drops out the sub-layer
-  output (the paper's residual dropout, §5.4), which the tutorial leaves out
-  (0); ``layer_norm_epsilon`` 1e-3 is Keras' default. The attention weights of
-  the last call are kept in ``last_attn_scores`` ``(batch, heads, q_len,
-  k_len)``, the tutorial's name, for plotting.
+  Keyword names and defaults are the tutorial's: ``dropout`` is the attention weights'
+  (``attention_dropout_rate``); ``dropout_rate`` drops the sub-layer output (the paper's
+  residual dropout, §5.4), which the tutorial leaves out (0). ``last_attn_scores``
+  ``(batch, heads, q_len, k_len)``, the tutorial's name: the last call's weights, for plotting.
   """
 
   def __init__(self, num_heads: int, key_dim: int, dropout: float = 0.0, *,
@@ -236,7 +210,7 @@ class BaseAttention(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="transformer")
 class GlobalSelfAttention(BaseAttention):
-  """Encoder self-attention: every position attends to every real source token.
+  """Encoder self-attention over every real source token.
 
   ``call(x, attention_mask)``: x ``(batch, src_len, d_model)``, mask from :func:`padding_mask`."""
 
@@ -250,12 +224,10 @@ class GlobalSelfAttention(BaseAttention):
 class CausalSelfAttention(BaseAttention):
   """Decoder self-attention: position i attends to positions ≤ i only (§3.2.3).
 
-  ``call(x)``: x ``(batch, tgt_len, d_model)``. Padding at the end of the target
-  needs no mask of its own: a real position never sees a later (padded) one.
-  ``step(x, cache, index)`` is the incremental form used in decoding: x is the
-  one new position ``(batch, 1, d_model)`` at ``index``; ``cache`` holds the keys
-  and values of all positions, ``{"key", "value"}`` each
-  ``(batch, heads, max_length, key_dim)``, and comes back with this position added.
+  ``call(x)``: x ``(batch, tgt_len, d_model)``; trailing target padding needs no mask (a
+  real position never sees a later one). ``step(x, cache, index)`` decodes the one position
+  ``(batch, 1, d_model)`` at ``index``; ``cache`` ``{"key", "value"}``, each
+  ``(batch, heads, max_length, key_dim)``, comes back with this position added.
   """
 
   def call(self, x, training=None):
@@ -280,8 +252,7 @@ class CrossAttention(BaseAttention):
 
   ``call(x, context, attention_mask)``: x ``(batch, tgt_len, d_model)``, context (the encoder
   output) ``(batch, src_len, d_model)``, mask from :func:`padding_mask` of the source.
-  In decoding the context's keys and values are projected once
-  (``mha.project_key_value``) and ``step`` attends over them.
+  ``step`` attends over the context's keys/values, projected once (``mha.project_key_value``).
   """
 
   def build(self, x_shape, context_shape):

@@ -1,8 +1,7 @@
 """The decoder (tutorial: "The decoder layer" and "The decoder"; paper §3.1).
 
-Built like the encoder (see :mod:`transformer.model.encoder`): the tutorial's
-arguments build the tutorial's layers. Decoding one position at a time with a
-key/value cache (:meth:`Decoder.step`) is this module's addition.
+Built like the encoder (:mod:`transformer.model.encoder`). Decoding one position at a time
+with a key/value cache (:meth:`Decoder.step`) is this module's addition to the tutorial.
 """
 
 import keras
@@ -16,21 +15,15 @@ from transformer.model.encoder import BaseLayer, Stack
 class DecoderLayer(BaseLayer):
   """Causal self-attention, cross-attention over the encoder output, feed-forward.
 
-  ``DecoderLayer(d_model=512, num_heads=8, dff=2048)`` is the tutorial's layer;
-  the other :class:`~transformer.model.encoder.BaseLayer` arguments are keyword
-  arguments too.
-
   ``call(x, context, source_mask)``: x ``(batch, tgt_len, d_model)``, context
   ``(batch, src_len, d_model)``, source_mask ``(batch, 1, 1, src_len)`` (None:
-  every source position is real) → ``(batch, tgt_len, d_model)``. The
-  cross-attention weights of the last call are in ``last_attn_scores``
-  ``(batch, heads, tgt_len, src_len)``.
+  every source position is real) → ``(batch, tgt_len, d_model)``. ``last_attn_scores``:
+  the last call's cross-attention ``(batch, heads, tgt_len, src_len)``.
   """
 
   def __init__(self, **kwargs):
     super().__init__(**kwargs)
-    # Stored as `self_attention` (the tutorial's `causal_self_attention`):
-    # checkpoints address the variables by this name.
+    # The tutorial's `causal_self_attention`; checkpoints address the variables by this name.
     self.self_attention = self.attention(CausalSelfAttention, "causal_self_attention")
     self.cross_attention = self.attention(CrossAttention, "cross_attention")
     self.ffn = self.feed_forward()
@@ -61,15 +54,11 @@ class DecoderLayer(BaseLayer):
 
 @keras.saving.register_keras_serializable(package="transformer")
 class Decoder(Stack):
-  """Positional embedding and a stack of ``num_layers`` decoder layers.
+  """Positional embedding and ``num_layers`` decoder layers (the tutorial's
+  ``Decoder(num_layers=4, d_model=512, num_heads=8, dff=2048, vocab_size=8000)``).
 
-  ``Decoder(num_layers=4, d_model=512, num_heads=8, dff=2048, vocab_size=8000)``
-  is the tutorial's decoder; the :class:`~transformer.model.encoder.Stack` arguments
-  are keyword arguments too.
-
-  ``call(x, context, source_mask)``: x, the target ids ``(batch, tgt_len)`` (named
-  as in the tutorial) → ``(batch, tgt_len, d_model)``. ``last_attn_scores`` is the last layer's
-  cross-attention ``(batch, heads, tgt_len, src_len)``, as in the tutorial.
+  ``call(x, context, source_mask)``: x, the target ids ``(batch, tgt_len)`` →
+  ``(batch, tgt_len, d_model)``. ``last_attn_scores``: the last layer's.
   """
 
   layer_class = DecoderLayer
@@ -110,25 +99,18 @@ class Decoder(Stack):
 
   @staticmethod
   def reorder_cache(cache, gather):
-    """``cache`` with ``gather`` (a row permutation, e.g. beams taking over their
-    parents' rows) applied to the self-attention keys and values. The context's
-    keys and values are left alone: every row that ``gather`` may exchange
-    belongs to the same sentence, so they are equal, and copying them at every
-    step would cost more than the rest of the reordering."""
+    """``cache`` with ``gather`` (a row permutation, e.g. beams taking over their parents'
+    rows) applied to the self-attention keys and values. The context's are left alone: the
+    rows ``gather`` exchanges belong to one sentence, so they are equal."""
     return [{**layer_cache, "key": gather(layer_cache["key"]),
              "value": gather(layer_cache["value"])} for layer_cache in cache]
 
   def step(self, ids, index, cache, source_mask):
     """Decodes one position with cached keys/values (inference only, no dropout).
 
-    Args:
-      ids: ``(batch,)`` the tokens at position ``index``.
-      index: scalar int, the position of ``ids``.
-      cache: from :meth:`initial_cache` or the previous step.
-      source_mask: ``(batch, 1, 1, src_len)``.
-    Returns:
-      ``(x, cache, cross_weights)``: x ``(batch, 1, d_model)``, the updated cache,
-      and the last layer's cross-attention weights ``(batch, heads, 1, src_len)``.
+    ``ids`` ``(batch,)`` at scalar position ``index``; ``cache`` from :meth:`initial_cache`
+    or the previous step; ``source_mask`` ``(batch, 1, 1, src_len)``. Returns x
+    ``(batch, 1, d_model)``, the cache, the last cross-attention ``(batch, heads, 1, src_len)``.
     """
     x = self.embedding(ids[:, None], offset=index)
     new_cache = []

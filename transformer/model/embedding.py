@@ -1,6 +1,6 @@
-"""Positional encoding and token embedding (tutorial: "The embedding and positional encoding layer").
+"""Positional encoding and token embedding (paper §3.4, §3.5).
 
-Paper §3.4 and §3.5.
+Tutorial: "The embedding and positional encoding layer".
 """
 
 import keras
@@ -11,22 +11,14 @@ from transformer.model import settings
 
 
 def positional_encoding(length: int, depth: int, positional_layout: str = "concatenated"):
-  """The sinusoidal positional encoding of §3.5, shape ``(length, depth)``, a
-  float32 tensor of the Keras backend.
+  """The sinusoidal positional encoding of §3.5: float32 ``(length, depth)``, depth = d_model.
 
   PE(pos, 2i) = sin(pos / 10000^(2i/depth)), PE(pos, 2i+1) = cos(pos / 10000^(2i/depth)).
-
-  Args:
-    length: number of positions.
-    depth: number of channels (d_model); must be even.
-    positional_layout: ``"concatenated"`` (the default, the tutorial's) puts all sines in
-      channels [0, depth/2) and all cosines in [depth/2, depth).
-      ``"interleaved"`` puts sin(pos·ω_i) in channel 2i and cos(pos·ω_i) in
-      channel 2i+1, as the paper's formula and the 2021 tutorial do. Same
-      values, channels permuted: both are correct, but a model trained with
-      one layout does not work with the other.
+  ``positional_layout="concatenated"`` (the tutorial's) puts all sines in channels
+  [0, depth/2), all cosines after; ``"interleaved"`` puts them in channels 2i and 2i+1, as
+  the paper's formula (and the 2021 tutorial). Same values, channels permuted: a model
+  trained with one layout does not work with the other.
   """
-  # depth is the model's d_model, and checked as such.
   settings.validate_model({"d_model": depth, "positional_layout": positional_layout})
   positions = np.arange(length, dtype=np.float64)[:, np.newaxis]
   frequencies = 1.0 / 10000.0 ** (np.arange(0, depth, 2, dtype=np.float64) / depth)
@@ -42,33 +34,16 @@ def positional_encoding(length: int, depth: int, positional_layout: str = "conca
 class PositionalEmbedding(settings.StoredArguments, keras.layers.Layer):
   """Token embedding × √d_model + positional encoding, then dropout (§3.4, §3.5, §5.4).
 
-  Input: token ids ``(batch, length)``. Output: ``(batch, length, d_model)``.
+  Token ids ``(batch, length)`` → ``(batch, length, d_model)``. ``PositionalEmbedding(
+  vocab_size, d_model)`` is the tutorial's layer (``vocab_size`` may be its NumPy integer);
+  the other keyword arguments are ``config.model``'s fields (:mod:`transformer.model.settings`).
 
-  ``PositionalEmbedding(vocab_size, d_model)`` is the tutorial's layer; the
-  other keyword arguments are ``config.model``'s fields of the same names
-  (:mod:`transformer.model.settings`), their defaults the tutorial's.
+  The √d_model factor brings the embeddings to the scale of the positional encoding (RMS
+  1/√2): unit RMS with ``embedding_initializer="normal"``; with ``"uniform"`` the RMS is
+  0.029·√d_model, below the encoding's up to d_model ≈ 600 (``notebooks/scaling.ipynb``).
 
-  The √d_model factor brings the embeddings to the scale of the positional
-  encoding, whose entries are in [-1, 1] (root mean square 1/√2 at every
-  position): it is what makes the N(0, d_model^-1)
-  ``embedding_initializer="normal"``, natural for tied output weights, give
-  unit-RMS inputs. With Keras' default U(-0.05, 0.05) (``"uniform"``) the
-  product's RMS is 0.029·√d_model, below the encoding's up to d_model ≈ 600.
-  ``scale_embeddings=False`` is the ablation; ``notebooks/scaling.ipynb``
-  measures both.
-
-  ``positional_encoding="learned"`` adds a trainable ``(max_position, d_model)``
-  table instead of the sinusoids (Table 3, row E), initialized like the token
-  embeddings; ``positional_layout`` then does not apply. ``positional_scale``
-  multiplies the positions (sinusoids or table) before they are added: with
-  ``scale_embeddings=False`` and d_model^-0.5 it keeps the scaled model's ratio
-  of token to position at the unscaled magnitude.
-
-  Padding is not masked here: masks are built from the token ids and passed to
-  the attention layers explicitly (see ``attention.py``). The dropout that the
-  tutorial's ``Encoder`` and ``Decoder`` apply after their embedding is this
-  layer's last step. ``vocab_size`` may be a NumPy or TensorFlow integer, as the
-  tutorial's ``tokenizers.pt.get_vocab_size().numpy()`` is.
+  Padding is not masked here (see :mod:`transformer.model.attention`). The dropout the
+  tutorial's ``Encoder`` and ``Decoder`` apply after their embedding is this layer's last step.
   """
 
   # The keyword arguments a Stack or a Transformer hands to its embedding.
@@ -81,8 +56,7 @@ class PositionalEmbedding(settings.StoredArguments, keras.layers.Layer):
                scale_embeddings: bool = True, embedding_initializer: str = "uniform",
                **kwargs):
     super().__init__(**kwargs)
-    # Keras' Embedding accepts only Python ints.
-    self.store_arguments(
+    self.store_arguments(  # Keras' Embedding accepts only Python ints.
         vocab_size=int(vocab_size), d_model=d_model, dropout_rate=dropout_rate,
         max_position=max_position, positional_layout=positional_layout,
         positional_encoding=positional_encoding, positional_scale=positional_scale,
@@ -100,11 +74,9 @@ class PositionalEmbedding(settings.StoredArguments, keras.layers.Layer):
   def _table(self, rows: int, name: str) -> keras.layers.Embedding:
     """A ``(rows, d_model)`` embedding drawn as ``embedding_initializer`` says.
 
-    ``"uniform"``: Keras' ``Embedding`` default, U(-0.05, 0.05), standard
-    deviation 0.05/√3 ≈ 0.029 whatever d_model (the tutorial's, by not choosing).
-    ``"normal"``: N(0, σ = d_model^-0.5), the paper's lineage (tensor2tensor):
-    × √d_model gives unit-variance inputs, and tied output logits x·Eᵀ of a
-    unit-variance x have unit variance too.
+    ``"uniform"``: Keras' default (the tutorial's), σ = 0.05/√3 ≈ 0.029 whatever d_model.
+    ``"normal"``: σ = d_model^-0.5 (tensor2tensor): × √d_model gives unit-variance inputs,
+    and tied output logits x·Eᵀ of a unit-variance x have unit variance too.
     """
     if self.embedding_initializer == "uniform":
       initializer = keras.initializers.RandomUniform(-0.05, 0.05)
@@ -114,8 +86,7 @@ class PositionalEmbedding(settings.StoredArguments, keras.layers.Layer):
                                   name=name)
 
   def _sinusoids(self):
-    """The §3.5 table ``(max_position, d_model)`` × ``positional_scale`` (× 1.0 is
-    exact: the default is the table bit for bit). A method because in
+    """The §3.5 table ``(max_position, d_model)`` × ``positional_scale``. A method: in
     ``__init__`` the argument ``positional_encoding`` hides the function."""
     return (positional_encoding(self.max_position, self.d_model, self.positional_layout)
             * self.positional_scale)
@@ -128,8 +99,7 @@ class PositionalEmbedding(settings.StoredArguments, keras.layers.Layer):
 
   def encode_positions(self, offset, length):
     """The encodings of positions ``offset .. offset + length - 1``: ``(length, d_model)``."""
-    # ops.slice, not [offset:offset + length]: JAX slices at a traced offset
-    # (decoding's position) only with static sizes.
+    # ops.slice: JAX slices at a traced offset (decoding's position) only with static sizes.
     if self.position_table is None:
       return ops.slice(self.encoding, (offset, 0), (length, self.d_model))
     table = ops.convert_to_tensor(self.position_table.embeddings)
@@ -142,10 +112,7 @@ class PositionalEmbedding(settings.StoredArguments, keras.layers.Layer):
     return self.token_embedding.embeddings
 
   def call(self, ids, training=None, offset=0):
-    """Embeds ``ids`` placed at positions ``offset, offset + 1, ...``.
-
-    ``offset`` lets incremental decoding embed one token at its position.
-    """
+    """Embeds ``ids`` at positions ``offset, offset + 1, ...`` (decoding embeds one token)."""
     x = self.token_embedding(ids)
     if self.scale_embeddings:
       x = x * ops.cast(ops.sqrt(float(self.d_model)), x.dtype)

@@ -1,12 +1,9 @@
 """The encoder (tutorial: "The encoder layer" and "The encoder"; paper §3.1).
 
-The layers take the tutorial's arguments (``EncoderLayer(d_model=512,
-num_heads=8, dff=2048)``, ``Encoder(num_layers=4, ..., vocab_size=8500)``) and
-build the tutorial's layers with them. Every other choice is a keyword argument
-named as its ``config.model`` field (:mod:`transformer.model.settings`), stored
-once as an attribute of that name, from which ``get_config`` is derived. The defaults
-are the tutorial's; the paper's values are ``configs/base.py``'s (README:
-"Where the tutorial and the paper differ").
+The tutorial's arguments (``EncoderLayer(d_model=512, num_heads=8, dff=2048)``) build the
+tutorial's layers. Every other choice is a keyword argument named as its ``config.model``
+field (:mod:`transformer.model.settings` describes each), defaulting to the tutorial's; the
+paper's are ``configs/base.py``'s (README: "Where the tutorial and the paper differ").
 """
 
 from typing import Optional
@@ -23,18 +20,8 @@ class BaseLayer(settings.StoredArguments, keras.layers.Layer):
   """What an encoder and a decoder layer share: their keyword arguments and
   how they build their sub-layers.
 
-  Args:
-    d_model, num_heads, dff, dropout_rate: the tutorial's arguments.
-    key_dim: the width of each head. None: ``d_model``, the tutorial's
-      ``key_dim=d_model``; the paper's is ``d_model / num_heads`` (§3.2.2).
-    attention_dropout_rate: dropout on the attention weights. None:
-      ``dropout_rate``, as the tutorial passes ``dropout=dropout_rate`` to
-      ``MultiHeadAttention``; the paper has none.
-    residual_dropout_on_attention: whether attention sub-layer outputs are
-      dropped out too (paper §5.4); the tutorial drops only the feed-forward's.
-    scale_attention_logits: QKᵀ/√d_k (eq. 1); False is the ablation.
-    layer_norm_epsilon: every LayerNorm's ε: 1e-3 is Keras' default and so the
-      tutorial's; 1e-6 the paper's lineage (tensor2tensor).
+  ``key_dim`` None is the tutorial's ``d_model`` (:func:`settings.head_size`), and
+  ``attention_dropout_rate`` None its ``dropout_rate`` (:func:`settings.attention_dropout`).
   """
 
   # The keyword arguments a Stack hands to each of its layers.
@@ -76,9 +63,6 @@ class BaseLayer(settings.StoredArguments, keras.layers.Layer):
 class EncoderLayer(BaseLayer):
   """Self-attention then feed-forward, each with residual, dropout and LayerNorm.
 
-  ``EncoderLayer(d_model=512, num_heads=8, dff=2048)`` is the tutorial's layer;
-  the other :class:`BaseLayer` arguments are keyword arguments too.
-
   ``call(x, attention_mask)``: x ``(batch, src_len, d_model)``, attention_mask
   ``(batch, 1, 1, src_len)`` from :func:`transformer.model.attention.padding_mask`
   (None: every position is real) → ``(batch, src_len, d_model)``.
@@ -100,21 +84,16 @@ class EncoderLayer(BaseLayer):
 
 
 class Stack(settings.StoredArguments, keras.layers.Layer):
-  """A positional embedding and ``num_layers`` layers of one kind: what the
-  encoder and the decoder share. Subclasses set ``layer_class``, and
-  ``tutorial_layers_name``, the tutorial's name for :attr:`layers`.
+  """A positional embedding and ``num_layers`` layers of ``layer_class``: what the encoder
+  and the decoder share; ``tutorial_layers_name`` is the tutorial's name for :attr:`layers`.
 
-  Its keyword arguments are the :class:`PositionalEmbedding`'s and the
-  :class:`BaseLayer`'s, under the same names, with the same (the tutorial's)
-  defaults. ``embedding`` lets a model share one :class:`PositionalEmbedding`
-  between the encoder and the decoder (the paper's three-way weight sharing,
-  §3.4).
+  Keyword arguments: the :class:`PositionalEmbedding`'s and the :class:`BaseLayer`'s;
+  ``embedding`` shares one between encoder and decoder (three-way sharing, §3.4).
   """
 
   layer_class = None
   tutorial_layers_name = None
-  # The keyword arguments a Transformer hands to its encoder and decoder
-  # (dropout_rate is in both).
+  # The keyword arguments a Transformer hands to its encoder and decoder.
   SETTINGS = ("num_layers", *BaseLayer.SETTINGS, *PositionalEmbedding.SETTINGS)
 
   def __init__(self, *, num_layers: int, d_model: int, num_heads: int, dff: int,
@@ -141,8 +120,7 @@ class Stack(settings.StoredArguments, keras.layers.Layer):
     self.embedding = embedding or PositionalEmbedding(
         self.vocab_size, d_model, name="embedding",
         **self.arguments_of(PositionalEmbedding.SETTINGS))
-    # A tuple, not a list: TF checkpoints do not follow the TrackedList that
-    # Keras 3 makes of a list attribute, and would silently skip these layers.
+    # A tuple: TF checkpoints would silently skip the TrackedList Keras 3 makes of a list.
     self.layers = tuple(self.layer_class(name=f"layer_{i}",
                                          **self.arguments_of(BaseLayer.SETTINGS))
                         for i in range(num_layers))
@@ -153,10 +131,8 @@ class Stack(settings.StoredArguments, keras.layers.Layer):
     return self.embedding
 
   def __getattr__(self, name):
-    # The tutorial's enc_layers / dec_layers, served here rather than by a
-    # property: Keras' .keras saving walks properties in name order and would
-    # file the weights under "dec_layers" instead of "layers", so that files
-    # written before would no longer load (tests/notebooks/test_tutorial.py).
+    # The tutorial's enc_layers / dec_layers, not a property: .keras saving walks properties
+    # in name order and would file the weights under "dec_layers", so saved files would not load.
     if name == self.tutorial_layers_name:
       return self.layers
     raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
@@ -164,14 +140,11 @@ class Stack(settings.StoredArguments, keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="transformer")
 class Encoder(Stack):
-  """Positional embedding and a stack of ``num_layers`` encoder layers.
+  """Positional embedding and ``num_layers`` encoder layers (the tutorial's
+  ``Encoder(num_layers=4, d_model=512, num_heads=8, dff=2048, vocab_size=8500)``).
 
-  ``Encoder(num_layers=4, d_model=512, num_heads=8, dff=2048, vocab_size=8500)``
-  is the tutorial's encoder; ``pad_id`` and the :class:`Stack` arguments are
-  keyword arguments too.
-
-  ``call(source_ids)``: ``(batch, src_len)`` int → ``(batch, src_len, d_model)``.
-  The padding mask is computed from ``pad_id`` and given to every layer.
+  ``call(source_ids)``: ``(batch, src_len)`` int → ``(batch, src_len, d_model)``; the
+  padding mask (from ``pad_id``) goes to every layer.
   """
 
   layer_class = EncoderLayer

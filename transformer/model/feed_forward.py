@@ -1,7 +1,4 @@
-"""The position-wise feed-forward network (tutorial: "The feed forward network"; paper §3.3).
-
-With its residual connection and post-LayerNorm.
-"""
+"""The position-wise feed-forward network (tutorial: "The feed forward network"; paper §3.3)."""
 
 import keras
 
@@ -11,8 +8,6 @@ class FeedForward(keras.layers.Layer):
   """``LayerNorm(x + Dropout(W₂·ReLU(W₁·x + b₁) + b₂))`` (eq. 2, §5.4).
 
   Input and output: ``(batch, length, d_model)``; the inner layer is ``dff`` wide.
-  ``layer_norm_epsilon`` is the LayerNorm's ε (``model.layer_norm_epsilon``);
-  its default, 1e-3, is Keras' and so the tutorial's.
   """
 
   def __init__(self, d_model: int, dff: int, dropout_rate: float = 0.1,

@@ -1,9 +1,7 @@
 """The loss and the metrics (tutorial: "Set up the loss and metrics"; paper §5.4).
 
-Both ignore padding (label 0). The loss is returned as a (sum, count) pair so
-that a distributed training step can divide by the number of real tokens of the
-whole global batch rather than average per replica; :class:`TokenMetrics` keeps
-such sums over many batches.
+Both ignore padding (label 0) and come as (sum, count) pairs, so that a distributed step
+divides by the real tokens of the global batch; :class:`TokenMetrics` sums them over batches.
 """
 
 import dataclasses
@@ -15,9 +13,8 @@ from keras import ops
 def masked_cross_entropy_sum(labels, logits, label_smoothing: float = 0.0, pad_id: int = 0):
   """Summed token cross-entropy over real tokens, and how many there are.
 
-  With ``label_smoothing`` = ε_ls the target distribution puts 1 - ε_ls on the
-  label and spreads ε_ls uniformly over all ``vocab`` classes (§5.4,
-  Szegedy et al. 2016), as ``keras.losses.CategoricalCrossentropy`` does.
+  ``label_smoothing`` ε_ls puts 1 - ε_ls on the label and spreads ε_ls uniformly over all
+  ``vocab`` classes (§5.4), as ``keras.losses.CategoricalCrossentropy`` does.
 
   Shapes: labels ``(batch, length)`` int, logits ``(batch, length, vocab)``.
   Returns two float32 scalars: ``(loss_sum, token_count)``.
@@ -25,10 +22,8 @@ def masked_cross_entropy_sum(labels, logits, label_smoothing: float = 0.0, pad_i
   logits = ops.cast(logits, "float32")
   labels = ops.cast(labels, "int32")
   log_probs = ops.log_softmax(logits, axis=-1)
-  # Each label's log-probability, taken from the flattened log softmax:
-  # ops.take_along_axis copies the whole (batch, length, vocab) tensor under
-  # TensorFlow (a broadcast and a transpose), 4% of a training step
-  # (lab/bench/README.md, "The model in keras.ops").
+  # From the flattened log softmax: ops.take_along_axis copies the whole tensor under
+  # TensorFlow, 4% of a training step (lab/bench/README.md, "The model in keras.ops").
   flat_labels = ops.reshape(labels, (-1,))
   rows = ops.arange(ops.shape(flat_labels)[0], dtype="int32") * ops.shape(logits)[-1]
   nll = -ops.reshape(ops.take(ops.reshape(log_probs, (-1,)), rows + flat_labels),
@@ -52,9 +47,7 @@ def masked_loss(labels, logits, label_smoothing: float = 0.0, pad_id: int = 0):
 def masked_correct_sum(labels, logits, pad_id: int = 0):
   """Number of real tokens whose argmax prediction is right, and how many there are."""
   labels = ops.cast(labels, "int32")
-  # The first of the largest logits, as argmax gives it. Keras' argmax also
-  # makes -0.0 lose to +0.0 on CPUs: three more passes over the logits, which
-  # made it about four times slower than top_k in a TensorFlow step.
+  # The first of the largest logits, as argmax gives it; Keras' argmax is ~4x slower on TF.
   predictions = ops.top_k(logits, 1)[1][..., 0]
   mask = ops.not_equal(labels, pad_id)
   correct = ops.logical_and(mask, ops.equal(predictions, labels))
@@ -72,10 +65,8 @@ def masked_accuracy(labels, logits, pad_id: int = 0):
 class TokenMetrics:
   """Running sums over real target tokens, and the mean loss and accuracy they give.
 
-  One object per thing counted (an epoch, a logging interval, an evaluation
-  pass): :meth:`add` takes a batch's ``(loss_sum, tokens, correct)`` as
-  :func:`masked_cross_entropy_sum` and :func:`masked_correct_sum` give them, and
-  ``+=`` merges another object's sums. Python floats, summed on the host.
+  One per thing counted (an epoch, a logging interval): :meth:`add` takes a batch's sums as
+  :func:`masked_cross_entropy_sum` and :func:`masked_correct_sum` give them; ``+=`` merges.
   """
   loss_sum: float = 0.0  # summed token losses
   tokens: float = 0.0    # real target tokens
@@ -99,4 +90,3 @@ class TokenMetrics:
   def accuracy(self) -> float:
     """Share of tokens predicted right (0 before any token)."""
     return self.correct / max(self.tokens, 1.0)
-

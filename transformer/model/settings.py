@@ -1,17 +1,10 @@
 """The model's settings: ``config.model``'s fields, their defaults, how they resolve, their check.
 
-One name per setting: each field is the keyword argument of the same name of
-:class:`~transformer.model.transformer.Transformer` and of every layer that
-uses it, down to ``PositionalEmbedding`` and ``MultiHeadAttention``. Two sets
-of defaults: the constructors' are the tutorial's, so that its lines build its
-model; :func:`paper_settings`, the ``model`` section of
-``transformer.config.default_config``, are the paper's. The settings left
-unset in a constructor resolve here (:func:`head_size`,
-:func:`attention_dropout`), and :func:`validate_model` is their one check, on
-every route: ``transformer.config.validate_config`` calls it before anything
-is loaded, ``Transformer`` whenever a model is built.
-
-This module imports nothing of the package, so that ``model/`` stands alone.
+Each field is the keyword argument of the same name of ``Transformer`` and of every layer
+that uses it. The constructors' defaults are the tutorial's, so that its lines build its model;
+:func:`paper_settings` (``config.model``'s defaults) are the paper's. Settings left unset
+resolve here (:func:`head_size`, :func:`attention_dropout`); :func:`validate_model` is their
+one check. This module imports nothing of the package, so that ``model/`` stands alone.
 """
 
 import numbers
@@ -31,14 +24,12 @@ def paper_settings() -> dict:
       d_model=512,
       num_heads=8,
       dff=2048,
-      # §5.4 residual dropout: applied to every sub-layer output and to the
-      # embedding sums.
+      # §5.4 residual dropout: on every sub-layer output and on the embedding sums.
       dropout_rate=0.1,
       # Dropout on the attention weights. The paper has none; the tutorial passes
       # dropout_rate to keras.layers.MultiHeadAttention, which drops weights.
       attention_dropout_rate=0.0,
-      # The paper drops out every sub-layer output (§5.4). The tutorial only drops
-      # out the feed-forward output (its attention blocks add the raw MHA output).
+      # The paper drops out every sub-layer output (§5.4); the tutorial only the feed-forward's.
       residual_dropout_on_attention=True,
       # "split": each head is d_model / num_heads wide (paper §3.2.2, d_k = d_v = 64).
       # "full": each head is d_model wide (the tutorial's key_dim=d_model).
@@ -49,37 +40,30 @@ def paper_settings() -> dict:
       # "interleaved": sin on even channels, cos on odd (paper §3.5, old tutorial).
       # "concatenated": all sines then all cosines (current tutorial).
       positional_layout="interleaved",
-      # "sinusoid": the fixed encoding of §3.5. "learned": a trainable
-      # (max_position, d_model) table added in its place (Table 3, row E; the paper
-      # cites Gehring et al. 2017), initialized like the token embeddings.
+      # "sinusoid": the fixed encoding of §3.5. "learned": a trainable (max_position, d_model)
+      # table in its place (Table 3, row E), initialized like the token embeddings.
       positional_encoding="sinusoid",
       # Multiplies the positional encoding before it is added (1.0 in the paper).
       # With scale_embeddings=False, d_model^-0.5 keeps the scaled model's ratio of
       # token embedding to position at the unscaled magnitude (lab/bench/table3.py).
       positional_scale=1.0,
-      # §3.4: embeddings are multiplied by sqrt(d_model) before the positional
-      # encoding is added. False is the ablation.
+      # §3.4: embeddings × sqrt(d_model) before the positions are added. False: the ablation.
       scale_embeddings=True,
       # §3.2.1: attention logits are QKᵀ/sqrt(d_k). False (logits exactly QKᵀ) is
       # the ablation; honoured in training, cached decoding and beam search.
       scale_attention_logits=True,
-      # The ε added to the variance in every LayerNormalization (§3.1 names the
-      # layer but no ε). 1e-6: the paper's lineage (tensor2tensor). 1e-3: Keras'
-      # default, which the tutorial keeps. A config.json without the field means
-      # 1e-6 (tests/unit/test_model.py::test_model_config_without_layer_norm_epsilon_*).
+      # Every LayerNormalization's ε (§3.1 gives none). 1e-6: the paper's lineage
+      # (tensor2tensor). 1e-3: Keras' default, which the tutorial keeps.
       layer_norm_epsilon=1e-6,
-      # Token embedding initializer. "uniform": Keras' Embedding default
-      # U(-0.05, 0.05) (the tutorial's). "normal": N(0, sigma = d_model^-0.5), the
-      # paper's lineage (tensor2tensor), which makes x sqrt(d_model) unit-variance
-      # and tied output logits unit-variance. notebooks/scaling.ipynb measures both.
+      # "uniform": Keras' Embedding default U(-0.05, 0.05) (the tutorial's). "normal":
+      # N(0, d_model^-1), the paper's lineage (tensor2tensor); see PositionalEmbedding._table.
       embedding_initializer="uniform",
       # "tied": pre-softmax projection = decoder embedding transposed (§3.4).
       # "shared": one matrix for source embedding, target embedding and output
       #   (the paper's three-way sharing; needs a joint vocabulary).
       # "untied": a separate Dense layer with bias (current tutorial).
       output_weights="tied",
-      # Length of the positional-encoding table: the longest sequence the model
-      # can ever see (the tutorial uses 2048).
+      # Length of the positional-encoding table: the longest sequence (the tutorial's 2048).
       max_position=2048)
 
 
@@ -147,13 +131,9 @@ def require_choice(field: str, value, choices) -> None:
 def validate_model(settings: Mapping) -> None:
   """The one check of the model's settings; raises ConfigError naming the first bad one.
 
-  ``settings`` maps ``config.model``'s field names to values; only the settings
-  present (and not None) are checked, so that ``validate_config`` (the whole
-  ``config.model``, before any data is read), ``Transformer`` (where the
-  configuration's route and direct construction meet) and the embedding layer
-  built alone, as the tutorial does, check each setting the same way.
-  ``input_vocab_size`` and ``target_vocab_size``, when present, are checked
-  against ``output_weights``.
+  ``settings`` maps ``config.model``'s field names (and the vocabulary sizes) to values;
+  only those present and not None are checked, so that ``validate_config``, ``Transformer``
+  and a layer built alone, as in the tutorial, check each setting the same way.
   """
   given = {name: value for name, value in settings.items() if value is not None}
   for name in ("num_layers", "d_model", "num_heads", "dff", "max_position"):

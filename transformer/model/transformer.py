@@ -21,27 +21,11 @@ class Transformer(settings.StoredArguments, keras.Model):
   logits ``(batch, tgt_len, target_vocab_size)``.
 
   The keyword arguments are ``config.model``'s fields (:mod:`transformer.model.settings`
-  describes each), under the same names down to the layers that use them. The
-  defaults are the tutorial's: its line ``Transformer(num_layers=4,
-  d_model=128, num_heads=8, dff=512, input_vocab_size=7765,
-  target_vocab_size=7010, dropout_rate=0.1)`` builds its 10,184,162-parameter
-  model, and ``configs/tutorial.py`` sets the same values
-  (``tests/unit/test_model.py::test_the_constructors_defaults_are_configs_tutorial``).
-  The paper's are ``configs/base.py``'s; :meth:`from_model_config` builds the
-  model of a configuration. The two settings that act here, and the two
-  whose constructor default means "unset":
-
-  Args:
-    head_width: ``"full"``: each of the ``num_heads`` heads is ``d_model`` wide
-      (the tutorial's ``key_dim=d_model``), h times the attention parameters;
-      ``"split"``: each head is ``d_model / num_heads`` wide (paper §3.2.2).
-    output_weights: ``"untied"``: a separate output Dense layer with bias (the
-      tutorial); ``"tied"``: logits = decoder output × (target embedding)ᵀ, one
-      matrix for both (§3.4); ``"shared"``: additionally the source embedding is
-      that same matrix (three-way sharing over a joint vocabulary, §3.4).
-    attention_dropout_rate: None: ``dropout_rate``, as the tutorial's
-      ``MultiHeadAttention(dropout=dropout_rate)``; the paper's is 0.
-    key_dim: if > 0, every head's width (d_k = d_v), overriding ``head_width``.
+  describes each, tutorial against paper). The defaults are the tutorial's: its line
+  ``Transformer(num_layers=4, d_model=128, num_heads=8, dff=512, input_vocab_size=7765,
+  target_vocab_size=7010, dropout_rate=0.1)`` builds its 10,184,162-parameter model, as
+  ``configs/tutorial.py`` does; the paper's are ``configs/base.py``'s. ``head_width`` and
+  ``output_weights`` act here; ``attention_dropout_rate`` None and ``key_dim`` 0 mean unset.
   """
 
   def __init__(self, *, num_layers: int, d_model: int, num_heads: int, dff: int,
@@ -93,21 +77,17 @@ class Transformer(settings.StoredArguments, keras.Model):
 
   @classmethod
   def from_model_config(cls, model_config, input_vocab_size: int, target_vocab_size: int):
-    """Builds the model from ``config.model`` (see :mod:`transformer.model.settings`):
-    the one factory from a configuration to the layers.
+    """The model of ``config.model``: the one factory from a configuration to the layers.
 
-    A field missing from ``model_config`` (a ``config.json`` written before the
-    field existed) takes the paper's value (:func:`~transformer.model.settings.paper_settings`,
-    ``config.model``'s default), which is what such runs were trained with, not
-    the constructor's (the tutorial's) default.
+    A field missing from an older ``config.json`` takes ``config.model``'s default (the
+    paper's, :func:`~transformer.model.settings.paper_settings`), not the tutorial's.
     """
     fields = {**settings.paper_settings(), **model_config.to_dict()}
     return cls(input_vocab_size=input_vocab_size, target_vocab_size=target_vocab_size,
                **fields)
 
   def build(self, inputs_shape=None):
-    # Called with the shapes of (source_ids, target_ids); builds every weight so
-    # that a model restored from a .keras file can load its variables.
+    # Every weight, so that a model restored from a .keras file can load its variables.
     source_shape, target_shape = inputs_shape or ((None, None), (None, None))
     self.encoder.build(tuple(source_shape))
     self.decoder.build(tuple(target_shape), (*source_shape, self.d_model))
@@ -147,11 +127,10 @@ class Transformer(settings.StoredArguments, keras.Model):
     return self.logits(x)
 
   def use_fused_attention(self, enabled: bool = True):
-    """Lets every attention layer compute with ``keras.ops.dot_product_attention``
-    (cuDNN flash attention under JAX on a GPU) where no attention dropout is in
-    effect; ``last_attn_scores`` are then None. Off by default, since the tutorial
-    reads those scores; a runtime switch, not a setting: no weight or config.json
-    field changes, so a run may resume with it either way."""
+    """Lets every attention layer use ``keras.ops.dot_product_attention`` (cuDNN flash
+    attention under JAX on a GPU) where no attention dropout is in effect; then
+    ``last_attn_scores`` are None, so off by default (the tutorial plots them). A runtime
+    switch, not a setting: weights and config.json are the same either way."""
     for layer in self._flatten_layers():  # pylint: disable=protected-access
       if isinstance(layer, MultiHeadAttention):
         layer.fused = enabled
@@ -161,8 +140,7 @@ class Transformer(settings.StoredArguments, keras.Model):
     return self.decoder.initial_cache(context, max_length)
 
   def reorder_cache(self, cache, gather):
-    """The cache with ``gather`` applied to its per-hypothesis rows (see
-    :meth:`Decoder.reorder_cache`)."""
+    """See :meth:`Decoder.reorder_cache`."""
     return self.decoder.reorder_cache(cache, gather)
 
   def decode_step(self, ids, index, cache, source_mask):
