@@ -1,14 +1,9 @@
 """A reference Keras/TensorFlow Transformer (Vaswani et al. 2017, "Attention Is All You Need").
 
 Each folder imports only the folders before it, and ``config``
-(``tests/unit/test_layering.py``): ``model/``, the Transformer in ``keras.ops``
-(TensorFlow or JAX) with its settings, losses and learning-rate schedule,
-importing nothing else of the package; ``run/``, a ``train.py`` output folder
-and what every script shares (files, checkpoints, signals, progress, process
-set-up); ``data/``, the TED HRLR files, tokenizers, the ``tf.data`` pipeline
-and the JAX path's NumPy shards; ``inference/``, decoding, the exported
-translator, BLEU, checkpoint averaging and plots; ``training/``, the two
-trainers and the loop that runs them.
+(``tests/unit/test_layering.py``): ``model/`` (nothing else of the package),
+``run/``, ``data/``, ``inference/``, ``training/``; each one's ``__init__`` says
+what it holds.
 
 The modules follow the reading order of the TensorFlow tutorial
 "Neural machine translation with a Transformer and Keras":

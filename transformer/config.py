@@ -156,9 +156,8 @@ def _validate_bucket_lengths(data) -> None:
           "trimmed to max_tokens and the longest bucket must hold them, no longer")
 
 
-# Fields that shape the model's weights: a checkpoint cannot be resumed with
-# other values.
-_MODEL_SECTIONS = ("model",)
+# Fields that shape the model's weights (and every model.* one): a checkpoint
+# cannot be resumed with other values.
 _VOCAB_FIELDS = ("data.vocabulary", "data.vocab_size")
 # Fields whose state is checkpointed (the time budget's plan).
 _RUN_FIELDS = ("training.time_budget_minutes", "training.cooldown_fraction")
@@ -176,16 +175,14 @@ def _flatten(d, prefix=""):
 
 
 def resume_differences(stored: dict, current: dict, built_tokenizer: bool):
-  """Fields that must not change on resume and did: ["field a.b was 1, now 2", ...].
-
-  ``stored`` is a run's ``config.json``, ``current`` the configuration it is
-  resumed with; the vocabulary fields count only when the tokenizer is built
-  from them. A field absent from ``stored`` counts as its default (the
-  behaviour before the field)."""
+  """Fields that must not change on resume and did: ["field a.b was 1, now 2", ...]
+  between a run's ``config.json`` (``stored``; a field absent counts as its
+  default, the behaviour before it) and ``current``; the vocabulary fields count
+  only when the tokenizer is built from them."""
   defaults = _flatten(json.loads(default_config().to_json_best_effort()))
   old, new = {**defaults, **_flatten(stored)}, _flatten(current)
   names = [n for n in sorted(set(old) | set(new))
-           if n.split(".")[0] in _MODEL_SECTIONS or n in _RUN_FIELDS
+           if n.startswith("model.") or n in _RUN_FIELDS
            or (built_tokenizer and n in _VOCAB_FIELDS)]
   return [f"field {n} was {old.get(n, '<absent>')!r}, now {new.get(n, '<absent>')!r}"
           for n in names if old.get(n) != new.get(n)]

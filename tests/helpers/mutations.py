@@ -192,6 +192,10 @@ MUTATIONS = (
              "          self.save_checkpoint()\n          self.summaries.append_metrics(record)\n"
              "          history.append(record)",
              (f"{LOOP}::test_the_record_is_written_before_the_checkpoint_that_closes_its_epoch",)),
+    Mutation("loop_saves_a_position_twice", "the loop writes a checkpoint of a position "
+             "already saved or restored", "transformer/training/loop.py",
+             "    if self._saved != (self.step, self.epoch, self.step_in_epoch):",
+             "    if True:", (f"{LOOP}::test_a_position_is_saved_once",)),
     Mutation("loop_reads_at_once", "the loop reads each chunk's sums as soon as it is "
              "dispatched (the host waits for the devices)", "transformer/training/loop.py",
              "      read_all = (saving_due", "      read_all = (True or saving_due",
@@ -200,7 +204,7 @@ MUTATIONS = (
     Mutation("checkpoint_position", "checkpoints do not hold the step within the epoch",
              "transformer/training/tf_checkpointing.py",
              "epoch=epoch, step_in_epoch=step_in_epoch,", "epoch=epoch,",
-             (f"{CHECKPOINTING}::test_a_position_is_saved_once",)),
+             (f"{CHECKPOINTING}::test_a_checkpoint_holds_its_position",)),
     Mutation("checkpoint_averaging", "averaging keeps the last checkpoint's weights",
              "transformer/inference/averaging.py",
              "variable.assign((total / len(paths)).astype(",

@@ -113,6 +113,21 @@ def test_checkpoints_come_an_interval_after_the_last_and_at_each_epochs_end(tmp_
   assert [e[1] for e in engine.events if e[0] == "save"] == [4, 6, 10, 12]
 
 
+def test_a_position_is_saved_once(tmp_path):
+  engine = FakeEngine()
+  trainer = loop.Trainer(config(epochs=1), engine, model_dir=tmp_path, progress=False)
+  trainer.fit(six_batches)
+  trainer.save_checkpoint()  # the epoch's close saved this position
+  resumed = loop.Trainer(config(epochs=1), engine, model_dir=tmp_path, progress=False)
+  assert resumed.restore() == 6
+  resumed.save_checkpoint()  # nor is a restored one written again
+  assert [e[1] for e in engine.events if e[0] == "save"] == [4, 6]
+  # The same step at another position is.
+  resumed.epoch, resumed.step_in_epoch = 1, 2
+  resumed.save_checkpoint()
+  assert [e[1] for e in engine.events if e[0] == "save"] == [4, 6, 6]
+
+
 def test_the_record_is_written_before_the_checkpoint_that_closes_its_epoch(tmp_path):
   engine = FakeEngine()
   records_at_save = []

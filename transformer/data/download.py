@@ -202,19 +202,14 @@ def _take(chunks: Iterable[bytes], expected: Digest) -> Optional[str]:
   return None
 
 
-def cache_folder() -> Path:
-  """Where a local archive's pt->en files are extracted."""
-  return user_cache("ted_hrlr_pt_to_en")
-
-
 def extract_archive(archive: Path, dest: Optional[Path] = None,
                     expected: Optional[Digest] = None) -> Path:
   """The folder of a local archive's pt->en files, checked, then extracted once
-  into ``dest`` (default: :func:`cache_folder`): only the six regular files of
+  into ``dest`` (default: the user's cache folder): only the six regular files of
   ``datasets/pt_to_en/``, under their own names. DataError when the file
   is not the archive."""
   expected = expected or pinned()
-  dest = dest or cache_folder()
+  dest = dest or user_cache("ted_hrlr_pt_to_en")
   answer = check_archive(archive, expected)
   if answer is not None:
     raise DataError(f"{archive}: {answer}, not the TED HRLR archive {ARCHIVE_NAME} "

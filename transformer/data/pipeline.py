@@ -79,29 +79,19 @@ def batch_tokenized(tokenized: tf.data.Dataset, *, max_tokens: int = 128,
                     shuffle_buffer: int = 20000, seed: int = 0,
                     drop_remainder: bool = False,
                     static_shapes: bool = False) -> tf.data.Dataset:
-  """Shuffled, padded batches of already tokenized pairs.
+  """Shuffled, padded batches of :func:`tokenize_pairs`' pairs: build ``tokenized``
+  once with ``.cache()`` and call this for each epoch with its own seed, so that
+  the pipelines share the cache.
 
-  Build ``tokenized`` once with ``tokenize_pairs(...).cache()`` and call this
-  for each epoch with its own seed: the pipelines share the cache.
+  ``max_tokens`` to ``bucket_lengths`` and ``shuffle_buffer`` are ``config.data``'s
+  fields (:func:`transformer.config.default_config`); a token budget or explicit
+  buckets imply bucketing. The same ``seed`` gives the same batches in the same
+  order (reshuffled each iteration); ``drop_remainder`` drops each bucket's
+  incomplete last batch; ``static_shapes`` pads each batch to its bucket's
+  longest length (``max_tokens`` without buckets), so that XLA meets few shapes.
 
-  Args:
-    tokenized: (pt_ids, en_ids) pairs from :func:`tokenize_pairs`.
-    max_tokens: longest sequence in any batch tensor.
-    batch_size: sentences per (global) batch, used when tokens_per_batch is 0.
-    tokens_per_batch: if > 0, as many sentences a batch as fit
-      `batch size * padded length <= tokens_per_batch` (§5.1: about 25,000
-      source and target tokens each); implies bucketing.
-    bucketing: group sentences of similar length (:data:`GROWING_BUCKETS`).
-    bucket_lengths: if given, the buckets' longest lengths, increasing, the
-      last ``max_tokens``; implies bucketing.
-    shuffle, shuffle_buffer, seed: the shuffle (anew each iteration); the same
-      seed gives the same batches in the same order.
-    drop_remainder: drop incomplete final batches (of each bucket).
-    static_shapes: pad each batch to its bucket's longest length (to
-      `max_tokens` without bucketing), so that XLA meets few shapes.
-
-  Returns `((source_ids, target_input_ids), label_ids)` batches, int64
-  `[batch, length <= max_tokens]`, 0-padded (one length with `static_shapes`).
+  Returns ``((source_ids, target_input_ids), label_ids)`` batches, int64
+  ``[batch, length <= max_tokens]``, 0-padded (one length with ``static_shapes``).
   """
   if tokens_per_batch and tokens_per_batch < max_tokens:
     raise ValueError(f"tokens_per_batch={tokens_per_batch} cannot hold one "

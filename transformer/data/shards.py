@@ -61,14 +61,11 @@ def id_dtype(vocab_sizes: Sequence[int]):
 def write_prepared(out_dir: PathLike, splits, vocabularies, manifest: dict,
                    vocabulary_sha256: str, references=None) -> Path:
   """Writes a prepared folder whole (:func:`transformer.run.files.staged`), or
-  raises :class:`DataError` naming the file and leaves the old one.
-
-  Args:
-    splits: ``{split: (pt_ids, en_ids)}``, each a list of 1-D int arrays.
-    vocabularies: ``{"pt": [token, ...], "en": [...]}`` in id order.
-    manifest: ``prepare.py``'s fields; counts, sizes and dtype are added here.
-    references: ``{split: [English sentence, ...]}`` in the splits' order.
-  """
+  raises :class:`DataError` naming the file and leaves the old one: ``splits``
+  ``{split: (pt_ids, en_ids)}`` (lists of 1-D int arrays), ``vocabularies``
+  ``{"pt": [token, ...], "en": [...]}`` in id order, ``references`` ``{split:
+  [English sentence, ...]}`` in the splits' order, and ``manifest``, ``prepare.py``'s
+  fields, to which counts, sizes and dtype are added."""
   out_dir = Path(out_dir)
   sizes = [len(vocabularies[language]) for language in LANGUAGES]
   try:
@@ -266,13 +263,10 @@ def _group(order: np.ndarray, bucket_lengths: np.ndarray, data_config,
 def epoch_batches(split: Split, data_config, *, seed: int = 0, shuffle: bool = True,
                   rows_multiple: int = 1) -> List[Tuple[Tuple[np.ndarray, np.ndarray], np.ndarray]]:
   """An epoch of ``((source, target_input), labels)`` batches of ``split``
-  (trimmed already, :meth:`Split.trimmed`), each int32 ``(rows, length)``,
-  0-padded as the module docstring says.
-
-  Args:
-    data_config: ``config.data``.
-    seed: the shuffle's seed (:func:`epoch_seed`); ``shuffle=False`` keeps order.
-    rows_multiple: rows are padded to a multiple of this (the devices).
+  (trimmed already, :meth:`Split.trimmed`) as ``data_config`` (``config.data``)
+  sets them, each int32 ``(rows, length)``, 0-padded as the module docstring
+  says; shuffled by ``seed`` (:func:`epoch_seed`) unless ``shuffle=False``, the
+  rows padded to a multiple of ``rows_multiple`` (the devices).
   """
   pairs = len(split)
   order = np.random.default_rng(seed).permutation(pairs) if shuffle else np.arange(pairs)

@@ -10,12 +10,11 @@ weights). The interface is the converter's (:data:`INTERFACE`,
 :mod:`transformer.data.tokenizer_module`).
 
 ``detokenize(tokenize(s))`` is not ``s``: BertTokenizer lower-cases, strips
-accents (NFD) and splits around punctuation, and detokenization joins words
-with single spaces ("Olá, Mundo!" -> "ola , mundo !"; unknown characters
-become ``[UNK]``). On the lower-cased, Moses-tokenized TED data, accents are
-folded ("impressão" -> "impressao", about 85% of Portuguese sentences) and
-Moses tokens split ("did n't" -> "did n ' t"): compare output with references
-only after the same round trip.
+accents (NFD: "impressão" -> "impressao", in about 85% of TED's Portuguese
+sentences), splits around punctuation (Moses' "did n't" -> "did n ' t"), and
+detokenization joins words with single spaces ("Olá, Mundo!" -> "ola , mundo !";
+unknown characters become ``[UNK]``): compare output with references only after
+the same round trip.
 """
 
 import hashlib

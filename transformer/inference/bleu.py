@@ -6,8 +6,7 @@ tutorial tokenizer's English splits every punctuation mark off (``that ' s``).
 :func:`moses_join` re-joins it, and :func:`whole_word_bleu` scores it on the
 references split on spaces (sacreBLEU ``tokenize='none'``, ``lowercase=True``,
 as ``multi-bleu.perl -lc``). Stripped accents and Moses' abbreviations are not
-restored: the dev references' own round trip scores just under 100. It does
-not compare with :mod:`transformer.inference.evaluation`'s round-trip score.
+restored: the dev references' own round trip scores just under 100.
 """
 
 import re

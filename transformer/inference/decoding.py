@@ -148,12 +148,9 @@ def greedy_steps(model, source_ids, max_lengths, length, end_id: int = END_ID):
 
 
 def greedy_decode(model, source_ids, max_lengths, end_id: int = END_ID):
-  """Greedy decoding with the key/value cache (see :func:`greedy_steps`).
-
-  Returns:
-    ``(batch, out_len)`` int32: the chosen tokens, [END] included, then padding.
-    ``out_len`` is the longest output. Each row is what decoding it alone gives.
-  """
+  """Greedy decoding with the key/value cache (:func:`greedy_steps`): ``(batch,
+  out_len)`` int32 tokens, [END] included, then padding, ``out_len`` the longest
+  output. Each row is what decoding it alone gives."""
   source_ids, max_lengths = _as_int32(source_ids, max_lengths)
   ids, steps = greedy_steps(model, source_ids, max_lengths, _longest(max_lengths), end_id)
   return ids[:, 1:steps + 1]
@@ -264,12 +261,9 @@ def beam_steps(model, source_ids, max_lengths, length, beam_size: int = 4,
 
 def beam_search(model, source_ids, max_lengths, beam_size: int = 4, alpha: float = 0.6,
                 end_id: int = END_ID):
-  """Beam search (see :func:`beam_steps`) on buffers as long as the longest limit.
-
-  Returns:
-    ``(tokens, scores)``: the best hypothesis per sentence ``(batch, out_len)``
-    int32 ([END] then padding, no [START]) and its score ``(batch,)`` float32.
-  """
+  """Beam search (:func:`beam_steps`) on buffers as long as the longest limit:
+  ``(tokens, scores)``, the best hypothesis per sentence ``(batch, out_len)``
+  int32 ([END] then padding, no [START]) and its score ``(batch,)`` float32."""
   source_ids, max_lengths = _as_int32(source_ids, max_lengths)
   ids, scores, steps = beam_steps(model, source_ids, max_lengths, _longest(max_lengths),
                                   beam_size, alpha, end_id)
@@ -282,12 +276,9 @@ def decode(model, source_ids, method: str, *, beam_size: int = 4, length_penalty
   (``decode(model, ids, method, **config.decoding.to_dict())``): trims the
   source to the model's ``max_position``, limits each output to its input
   length + ``extra_length``, and runs ``method``: "greedy", or "beam" with
-  ``beam_size`` and α = ``length_penalty``.
-
-  Args:
-    source_ids: ``(batch, src_len)`` int, padded with 0; any length.
-  Returns:
-    ``(batch, out_len)`` int32 output tokens ([END] then padding, no [START]).
+  ``beam_size`` and α = ``length_penalty``. ``source_ids``: ``(batch, src_len)``
+  int, 0-padded, any length; returns ``(batch, out_len)`` int32 output tokens
+  ([END] then padding, no [START]).
   """
   if method not in METHODS:
     raise ValueError(f"unknown decoding method {method!r}; choose one of {METHODS}")

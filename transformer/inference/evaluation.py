@@ -1,22 +1,18 @@
 """Scoring a trained run on a split: BLEU of its translations, its teacher-forced loss (§6.1).
 
-The tutorial does not measure BLEU. :func:`evaluate` is the one evaluation, on
-token ids, for both backends: the run restored (:func:`restore_run`), sorted by
-length and decoded, detokenized, scored (:mod:`transformer.inference.scoring`),
-and its teacher-forced loss. The backends differ only in the decoding function
-and the detokenizer: :class:`TensorFlowData` (the TED files, the run's
-tokenizer, a ``tf.function``) and
-:class:`~transformer.inference.evaluation_jax.PreparedData` (a ``prepare.py``
-folder, ``JaxDecoder``, ``Detokenizer``: no TensorFlow import). A translator
-SavedModel serves strings only, so :func:`evaluate_bleu` scores translators on
-strings.
+The tutorial does not measure BLEU. :func:`evaluate` serves both backends on
+token ids; they differ only in the decoding function and the detokenizer:
+:class:`TensorFlowData` (the TED files, the run's tokenizer, a ``tf.function``)
+and :class:`~transformer.inference.evaluation_jax.PreparedData` (a ``prepare.py``
+folder, no TensorFlow). A translator SavedModel serves strings only:
+:func:`evaluate_bleu` scores it on strings.
 
 ``bleu`` is sacreBLEU's (``13a``) on lower-cased, Moses-tokenized text, the
-references after the tokenizer's round trip (it splits ``did n't`` into ``did n
-' t``): comparable within this project only; ``whole_word`` is the published
-scoring of this split (:mod:`transformer.inference.bleu`). Under JAX, sentences
-longer than the prepared ``max_tokens`` (none of TED's dev and test at 128) were
-cut there; TensorFlow cuts sources at ``max_position``.
+references after the tokenizer's round trip (``did n't`` becomes ``did n ' t``):
+comparable within this project only; ``whole_word`` is the published scoring of
+this split (:mod:`transformer.inference.bleu`). JAX cuts sentences at the
+prepared ``max_tokens`` (none of TED's dev and test at 128), TensorFlow sources
+at ``max_position``.
 """
 
 from pathlib import Path
@@ -38,7 +34,6 @@ from transformer.run import run_folder
 from transformer.run.run_folder import PathLike
 from transformer.run.errors import DataError
 
-Pair = Tuple[str, str]
 # A batch of sources (id arrays, or strings for a translator) → their outputs, in order.
 DecodeBatch = Callable[[list], list]
 
@@ -169,14 +164,14 @@ def newer_checkpoints(model_dir: PathLike, used: str) -> List[str]:
   return [name for name in names if checkpoint_step(name) > checkpoint_step(used)]
 
 
-def load_pairs(data: PathLike, split: str, limit: int = 0) -> Tuple[List[Pair], int]:
+def load_pairs(data: PathLike, split: str, limit: int = 0) -> Tuple[List[ted.Pair], int]:
   """``(pairs, split_size)``: the first ``limit`` (all with 0) (pt, en) pairs of
   ``split`` in ``data`` (a folder of the TED files, or "tfds"), and the split's size."""
   pairs = ted.split_pairs(data, split)
   return (pairs[:limit] if limit else pairs), len(pairs)
 
 
-def tokenized(tokenizers, pairs: Sequence[Pair]) -> shards.Split:
+def tokenized(tokenizers, pairs: Sequence[ted.Pair]) -> shards.Split:
   """The (pt, en) ``pairs``' ids by the TensorFlow ``tokenizers`` ([START] … [END], int32)."""
   # Deferred: TensorFlow's tokenizers; the JAX path reads prepared ids.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -244,15 +239,13 @@ def evaluate(data, run: Restored, method: str, output_dir: PathLike, batch_size:
   return result
 
 
-def evaluate_bleu(translate_batch: DecodeBatch, pairs: Sequence[Pair], output_dir: PathLike,
+def evaluate_bleu(translate_batch: DecodeBatch, pairs: Sequence[ted.Pair], output_dir: PathLike,
                   split_name: str, method: str, batch_size: int = 64, reference_tokenizer=None,
                   split_size: Optional[int] = None, record: Optional[dict] = None) -> dict:
   """Scores ``translate_batch`` (strings → strings: a translator) on ``pairs``,
   batched by word count; returns the record, written as :func:`evaluate` does.
-
-  ``reference_tokenizer`` (the English tokenizer): ``bleu`` after its round trip;
-  ``split_size``: the whole split's pairs (None: ``pairs`` are the split).
-  """
+  ``bleu`` after the round trip of ``reference_tokenizer`` (the English one) if
+  given; ``split_size``: the whole split's pairs (None: ``pairs`` are the split)."""
   check_sentences(len(pairs), split_name)
   sources, references = zip(*pairs)
   hypotheses = decode_by_length(translate_batch, sources, batch_size,

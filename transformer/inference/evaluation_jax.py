@@ -1,12 +1,8 @@
-"""The JAX backend of :func:`transformer.inference.evaluation.evaluate`: a
-``prepare.py`` folder's split, with no TensorFlow import.
-
-``KERAS_BACKEND=jax python evaluate.py --model_dir=<run> --data=<prepare.py folder>``:
-the split's ids (the TensorFlow tokenizer's, made once by ``prepare.py``) are
-decoded by :class:`~transformer.inference.jax_decoding.JaxDecoder` and turned
-back into text by :class:`~transformer.data.detokenize.Detokenizer` from the
-folder's ``vocab.en.txt``; ``whole_word`` reads the references as in the data
-from its ``references.<split>.en.txt``, both checked against the manifest.
+"""The JAX backend of :func:`transformer.inference.evaluation.evaluate`, with no
+TensorFlow import: a ``prepare.py`` folder's ids decoded by
+:class:`~transformer.inference.jax_decoding.JaxDecoder`, turned back into text
+from its ``vocab.en.txt``; ``whole_word`` reads its ``references.<split>.en.txt``;
+both checked against the manifest.
 """
 
 from typing import List

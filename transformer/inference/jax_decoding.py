@@ -1,19 +1,14 @@
 """Decoding under ``KERAS_BACKEND=jax``: :mod:`transformer.inference.decoding`
 compiled with ``jax.jit``, with no TensorFlow import.
 
-The decoders of :mod:`transformer.inference.decoding` run here unchanged;
-``jax.jit`` needs every shape static, so the output buffers are as long as
-the padded source allows (its width + ``extra_length``, at most the model's
-``max_position``) rather than the batch's longest limit, and the compiled
-function returns whole buffers and the number of steps taken, cut here in
-NumPy. The weights are arguments of the compiled function
-(``keras.StatelessScope``), not constants baked into it. One compilation per
-batch shape: callers that decode many batches (``evaluation_jax.py``) pad them
-to a few shapes.
-
-Rows of padding only (no token at all) get an output limit of 0, so that the
-rows a caller adds to fill a batch cost no decoding steps; a real sentence
-always has [START] and [END].
+``jax.jit`` needs every shape static, so the output buffers are as long as the
+padded source allows (its width + ``extra_length``, at most ``max_position``),
+not the batch's longest limit; the compiled function returns whole buffers and
+the steps taken, cut here in NumPy. The weights are its arguments
+(``keras.StatelessScope``), not constants baked in. One compilation per batch
+shape: callers pad many batches to a few shapes (``evaluation_jax.py``). Rows of
+padding only get an output limit of 0: the rows a caller adds to fill a batch
+cost no steps (a real sentence always has [START] and [END]).
 """
 
 import jax
@@ -28,11 +23,7 @@ class JaxDecoder:
   """``decoder(source_ids)`` → ``(tokens, scores)`` as :func:`decoding.decode`
   gives them: ``(batch, out_len)`` int32 NumPy tokens ([END] then padding, no
   [START]) and, for beam search, the ``(batch,)`` float32 scores (None for greedy).
-
-  Args:
-    model: a built :class:`transformer.model.Transformer` (JAX backend).
-    method: "greedy" or "beam".
-    beam_size, length_penalty, extra_length: ``config.decoding``'s (§6.1).
+  ``model``: a built Transformer (JAX backend); the rest ``config.decoding``'s (§6.1).
   """
 
   def __init__(self, model, method: str, *, beam_size: int = 4, length_penalty: float = 0.6,

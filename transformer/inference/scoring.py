@@ -19,31 +19,14 @@ TOKENIZED_BLEU_NOTE = ("BLEU of lower-cased, tokenized text (on purpose, see "
                        "transformer/inference/evaluation.py): comparable within this project only")
 
 
-def result_stem(split_name: str, method: str, num_sentences: int,
-                split_size: Optional[int] = None) -> str:
-  """The name of a BLEU pass's files without the suffix: ``test.beam`` for a
-  whole split, ``test.beam.partial200`` for its first 200 sentences only, so
-  that a partial score neither passes for a full one nor overwrites it."""
-  partial = split_size is not None and num_sentences < split_size
-  return f"{split_name}.{method}" + (f".partial{num_sentences}" if partial else "")
-
-
 def score_hypotheses(hypotheses: Sequence[str], references: Sequence[str],
                      output_dir: PathLike, split_name: str, method: str,
                      round_tripped_references: Optional[Sequence[str]] = None,
                      split_size: Optional[int] = None) -> dict:
-  """The BLEU record of ``hypotheses``, to be written by :func:`write_result` as
-  ``<output_dir>/<stem>.txt`` and ``.json``.
-
-  Args:
-    hypotheses, references: one string per sentence, references as in the data.
-    round_tripped_references: the references after the tokenizer's round trip,
-      for ``bleu`` (None: ``bleu`` on the references as in the data).
-    split_size: as :func:`result_stem`.
-  Returns:
-    The JSON's content: bleu, signature, method, split, num_sentences, partial
-    (only the split's first ones), references, hypotheses_file, sacreBLEU's
-    details, a note that the text is tokenized on purpose, and ``whole_word``.
+  """The BLEU record of ``hypotheses`` on ``references`` (as in the data), to be
+  written by :func:`write_result` as ``<output_dir>/<stem>.txt`` and ``.json``;
+  ``bleu`` on ``round_tripped_references`` when given. ``split_size``: the whole
+  split's sentences (None: these are all of it).
   """
   whole_word = bleu_lib.whole_word_bleu(hypotheses, references)
   scored = references if round_tripped_references is None else round_tripped_references
@@ -51,10 +34,13 @@ def score_hypotheses(hypotheses: Sequence[str], references: Sequence[str],
   # "forgot to detokenize" warning does not apply; the JSON says so instead.
   bleu = sacrebleu.BLEU(force=True)
   score = bleu.corpus_score(list(hypotheses), [list(scored)])
-  stem = result_stem(split_name, method, len(hypotheses), split_size)
+  # test.beam.partial200 for the first 200 only: a partial score neither passes
+  # for a full one nor overwrites it.
+  partial = split_size is not None and len(hypotheses) < split_size
+  stem = f"{split_name}.{method}" + (f".partial{len(hypotheses)}" if partial else "")
   return {"bleu": score.score, "signature": str(bleu.get_signature()), "method": method,
           "split": split_name, "num_sentences": len(hypotheses),
-          "partial": stem != f"{split_name}.{method}",
+          "partial": partial,
           "references": ("tokenizer round trip" if round_tripped_references is not None
                          else "as in the data"),
           "hypotheses_file": str(Path(output_dir) / f"{stem}.txt"), "details": str(score),

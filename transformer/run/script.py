@@ -31,15 +31,12 @@ def run_main(main: Callable[[list], None], argv: list, script: str,
              errors: Callable[[], ErrorTypes] = tuple,
              described: ErrorTypes = (),
              stopped_line: Callable[[KeyboardInterrupt], str] = stopped_by) -> None:
-  """Runs ``main(argv)``; exits as the module docstring says.
-
-  Args:
-    script: the script's name, which starts each line (``evaluate.py``).
-    errors: returns the error types whose message is the line (called only
-      when an error arrives, so that it may import TensorFlow's modules then).
-    described: error types shown by :func:`~transformer.run.errors.describe_error`.
-    stopped_line: the line after a signal, after ``<script>: ``.
-  """
+  """Runs ``main(argv)``; exits as the module docstring says, each line starting
+  with ``script`` (``evaluate.py``). ``errors()`` gives the error types whose
+  message is the line (called only when an error arrives, so that it may import
+  TensorFlow's modules then), ``described`` those shown by
+  :func:`~transformer.run.errors.describe_error`; ``stopped_line`` gives the
+  line after a signal, after ``<script>: ``."""
   def say_stopped(interrupted: KeyboardInterrupt) -> None:
     said = getattr(interrupted, "said", "") or stopped_line(interrupted)
     print(f"{script}: {said}", file=sys.stderr, flush=True)

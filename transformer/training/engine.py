@@ -1,10 +1,5 @@
-"""What the training loop (:mod:`transformer.training.loop`) needs of an engine.
-
-:class:`transformer.training.tf_engine.TensorFlowEngine` and
-:class:`transformer.training.jax_engine.JaxEngine` implement it: an engine
-trains chunks of batches and hands back their sums, evaluates, saves and
-restores; the loop owns everything periodic.
-"""
+"""What the training loop (:mod:`transformer.training.loop`) needs of an engine:
+``tf_engine.TensorFlowEngine`` and ``jax_engine.JaxEngine`` implement it."""
 
 from typing import Dict, Iterator, List, Optional, Protocol, Tuple
 

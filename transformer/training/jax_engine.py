@@ -3,8 +3,7 @@
 The TensorFlow engine's model, schedule, smoothing, dropout and loss; its checkpoints'
 ``model.weights.h5`` loads there (``evaluate.py``); several devices split each batch's rows.
 Not here: ``training.length_groups`` (the padded shapes of
-:func:`transformer.data.shards.epoch_batches` do its work) and ``mixed_float16`` (no loss scaling).
-"""
+:func:`transformer.data.shards.epoch_batches` do its work), ``mixed_float16`` (no loss scaling)."""
 
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -102,7 +101,7 @@ class JaxEngine:
     return seconds  # one process
 
   def save(self, state: Dict) -> None:
-    values = self._steps.host_values()
+    values = jax.device_get(self._steps.values)  # the next stack donates the device buffers
     self.checkpoints.save(self.step, lambda: self._steps.write_variables(values),
                           values[2], values[1], state)
 

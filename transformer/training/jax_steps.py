@@ -88,8 +88,7 @@ def make_stack_step(train_step, schedule):
       sums_shape = jax.eval_shape(train_step, values, first)[1]
       zeros = jax.tree_util.tree_map(lambda s: jax.numpy.zeros(s.shape, s.dtype), sums_shape)
 
-      def skipped(values, batch):  # pylint: disable=unused-argument
-        return values, zeros
+      skipped = lambda values, batch: (values, zeros)
 
       def one_step(carry, inputs):
         values, totals = carry
@@ -118,8 +117,7 @@ class DeviceSteps:
     dispatch = f" ({steps_per_dispatch} a dispatch)" if steps_per_dispatch > 1 else ""
     self._step_names = {"train": "training step" + dispatch, "validation": "validation step"}
     self._compiled = {}  # (kind, the batch's shapes) -> its compiled step
-    self.values = None
-    self.read_variables()
+    self.read_variables()  # self.values
     self.set_cooldown(schedule.cooldown_steps, schedule.cooldown_end_step)
 
   def _variables(self):
@@ -137,10 +135,6 @@ class DeviceSteps:
     for variables, group in zip(self._variables(), values or self.values):
       for variable, value in zip(variables, group):
         variable.assign(value)
-
-  def host_values(self):
-    """The values copied to the host: the next stack donates the device buffers."""
-    return jax.device_get(self.values)
 
   def set_cooldown(self, steps: int, end_step: int) -> None:
     """The schedule's cooldown: on the host for the console, on the devices for the step."""

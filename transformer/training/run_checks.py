@@ -1,9 +1,6 @@
-"""train.py's checks of its flags, configuration and run folder, before any work.
-
-Without TensorFlow, so that a bad command line answers at once; a run folder
-that another configuration, tokenizer or trainer wrote is refused up front,
-saying why (resuming it would fail at restore).
-"""
+"""train.py's checks of its flags, configuration and run folder, before any work: without
+TensorFlow, so that a bad command line answers at once, and a run folder that another
+configuration, tokenizer or trainer wrote is refused saying why (not failing at restore)."""
 
 import dataclasses
 import json
@@ -62,12 +59,11 @@ def check_run(config, options: RunOptions, model_dir: Path) -> None:
     if missing:
       raise UsageError(f"--data={options.data}: not a folder with the TED HRLR files "
                        f"(missing {', '.join(missing)}); pass the folder or 'tfds'")
-  if options.tokenizer != "build" and not on_shards(options):
-    tok = Path(options.tokenizer)
-    if not (tok / "saved_model.pb").is_file():
-      raise UsageError(f"--tokenizer={options.tokenizer}: no tokenizer SavedModel there "
-                       "(no saved_model.pb); pass the path of one, e.g. "
-                       "../shared/data/tutorial_tokenizer, or --tokenizer=build")
+  if (options.tokenizer != "build" and not on_shards(options)
+      and not (Path(options.tokenizer) / "saved_model.pb").is_file()):
+    raise UsageError(f"--tokenizer={options.tokenizer}: no tokenizer SavedModel there "
+                     "(no saved_model.pb); pass the path of one, e.g. "
+                     "../shared/data/tutorial_tokenizer, or --tokenizer=build")
   for name, low in (("train_examples", 0), ("validation_examples", 0),
                     ("eval_bleu_every_epochs", 0), ("bleu_examples", -1), ("log_every_steps", 1)):
     if getattr(options, name) < low:
@@ -96,7 +92,11 @@ def check_run(config, options: RunOptions, model_dir: Path) -> None:
                      "train with the other one: use a new --model_dir")
   check_records_have_a_checkpoint(model_dir, tensorflow_checkpoints or keras_checkpoints)
   if config_file.is_file() and (tensorflow_checkpoints or keras_checkpoints):
-    stored = read_stored_config(config_file)
+    try:
+      stored = run_folder.read_run_config(config_file)
+    except DataError as e:
+      raise UsageError(f"{e}; restore it, or delete it to resume with this command's "
+                       "configuration") from e
     current = json.loads(config.to_json_best_effort())
     differences = config_lib.resume_differences(stored, current, options.tokenizer == "build")
     if differences:
@@ -169,11 +169,3 @@ def check_vocabulary_sizes(config, sizes, tokenizer) -> None:
     raise UsageError(f"config.model.output_weights='shared' needs one joint vocabulary, but "
                      f"{tokenizer} has {sizes['pt']} pt and {sizes['en']} en tokens")
 
-
-def read_stored_config(config_file: Path) -> dict:
-  """A run's ``config.json``; UsageError if it holds no configuration."""
-  try:
-    return run_folder.read_run_config(config_file)
-  except DataError as e:
-    raise UsageError(f"{e}; restore it, or delete it to resume with this command's "
-                     "configuration") from e

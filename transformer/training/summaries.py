@@ -1,7 +1,7 @@
 """What a training run records: TensorBoard scalars and ``metrics.jsonl``, and the epoch's clock.
 
 Under ``model_dir``, by the chief only: scalars in ``logs/train`` and ``logs/validation``
-(with train.py's ``bleu``), one JSON line per epoch in :data:`METRICS_FILE`."""
+(with train.py's ``bleu``), one JSON line per epoch in ``metrics.jsonl``."""
 
 import json
 import os
@@ -15,8 +15,6 @@ from absl import logging
 from transformer.model import losses
 from transformer.run import run_folder
 from transformer.run.files import write_text_atomically
-
-METRICS_FILE = run_folder.METRICS_FILE
 
 
 def _tensorboard():
@@ -42,10 +40,8 @@ class EventFileScalars:
     name = f"events.out.tfevents.{int(now)}.{socket.gethostname()}.{os.getpid()}.{id(self)}.v2"
     self._file = open(logdir / name, "wb")  # pylint: disable=consider-using-with
     self._records = record_writer(self._file)
-    self._write(self._event_pb2.Event(wall_time=now, file_version="brain.Event:2"))
-
-  def _write(self, event) -> None:
-    self._records.write(event.SerializeToString())
+    self._records.write(
+        self._event_pb2.Event(wall_time=now, file_version="brain.Event:2").SerializeToString())
 
   def write(self, step: int, scalars: Dict[str, float]) -> None:
     summary = self._summary_pb2.Summary()
@@ -55,7 +51,8 @@ class EventFileScalars:
       entry.tensor.dtype = 1  # DT_FLOAT
       entry.tensor.tensor_shape.SetInParent()  # a scalar
       entry.tensor.float_val.append(float(value))
-    self._write(self._event_pb2.Event(wall_time=time.time(), step=int(step), summary=summary))
+    event = self._event_pb2.Event(wall_time=time.time(), step=int(step), summary=summary)
+    self._records.write(event.SerializeToString())
 
   def flush(self) -> None:
     self._records.flush()
@@ -88,11 +85,11 @@ class Summaries:
     self._writers[name].flush()
 
   def append_metrics(self, record: Dict) -> None:
-    """Appends ``record`` as one JSON line to :data:`METRICS_FILE`, after removing
+    """Appends ``record`` as one JSON line to ``metrics.jsonl``, after removing
     a last line cut short by a kill, so that no record is glued onto it."""
     if self._dir is None:
       return
-    path = self._dir / METRICS_FILE
+    path = self._dir / run_folder.METRICS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)  # before the first checkpoint makes it
     with open(path, "a+b") as f:
       f.seek(0)
@@ -106,10 +103,10 @@ class Summaries:
       os.fsync(f.fileno())
 
   def keep_records_up_to(self, step: int, epoch: int) -> None:
-    """Drops from :data:`METRICS_FILE` the records after the checkpoint just
+    """Drops from ``metrics.jsonl`` the records after the checkpoint just
     restored (at ``step``, ``epoch`` epochs completed) and lines cut short: the
     resumed run writes them again, once."""
-    path = None if self._dir is None else self._dir / METRICS_FILE
+    path = None if self._dir is None else self._dir / run_folder.METRICS_FILE
     if path is None or not path.is_file():
       return
     records = run_folder.read_metrics(path)

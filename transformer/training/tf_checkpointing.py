@@ -1,20 +1,14 @@
 """The TensorFlow engine's checkpoints, and resuming from them (paper §5).
 
-``tf.train.Checkpoint`` with a ``tf.train.CheckpointManager`` under
-``<model_dir>/checkpoints``, numbered by the step (``optimizer.iterations``,
-which also drives the learning-rate schedule), with the position in the data:
-the epoch's batches come from a dataset seeded by the epoch, so a resumed run
-skips exactly the batches already trained on.
-
-A resume starts from the newest INTACT checkpoint
-(:mod:`transformer.run.checkpoint_files`: partial writes removed, an unreadable
-newest one moved to ``checkpoints/unreadable/``); only when none is intact, or
-one does not fit this model, is the run refused with :class:`CheckpointError`.
-A failed save (a full disk) raises it too, naming the last good checkpoint.
+``tf.train.CheckpointManager`` files under ``<model_dir>/checkpoints``, numbered by the
+step (``optimizer.iterations``, which drives the learning-rate schedule too), with the
+position in the data: a resumed run skips exactly the batches trained on (an epoch's data
+is seeded by the epoch). A resume starts from the newest intact checkpoint
+(:mod:`transformer.run.checkpoint_files`); none intact, one that does not fit this model,
+or a failed save (a full disk) raise :class:`CheckpointError`, saying what to do.
 
 Under a multi-worker strategy every worker saves; the non-chief ones into a
-throw-away ``<model_dir>/.worker_<id>`` (the ``tf.distribute`` convention).
-"""
+throw-away ``<model_dir>/.worker_<id>`` (the ``tf.distribute`` convention)."""
 
 from pathlib import Path
 import shutil
@@ -33,20 +27,11 @@ from transformer.training import tf_distribute
 
 
 class Checkpoints:
-  """Saves and restores the model, the optimizer and the position in the data.
-
-  Args:
-    model_dir: the run's folder (a ``Path``); None keeps nothing (tests).
-    strategy: the ``tf.distribute.Strategy`` the variables were built under.
-    keep: how many checkpoints the chief keeps (a non-chief keeps 1).
-    model, optimizer: the Keras model and optimizer; ``optimizer.iterations``
-      is the step.
-    epoch, step_in_epoch, steps_per_epoch: the position in the data, int64
-      ``tf.Variable`` s (batches per epoch: 0 until one epoch has been seen).
-    added_state: trackables by name that older checkpoints lack: saved always,
-      restored when the checkpoint holds them (:attr:`restored_added_state`).
-    **run_state: more variables by name (the time budget's plan).
-  """
+  """Saves and restores the model, the optimizer (its ``iterations`` is the step)
+  and the position in the data, int64 variables (``steps_per_epoch``: 0 until one
+  epoch has been seen); ``model_dir`` None keeps nothing (tests). ``added_state``:
+  trackables that older checkpoints lack, restored when the checkpoint holds them
+  (:attr:`restored_added_state`); ``run_state``: more variables (the time budget's)."""
 
   def __init__(self, model_dir: Optional[Path], strategy, *, keep: int, model, optimizer,
                epoch: tf.Variable, step_in_epoch: tf.Variable,
@@ -64,16 +49,12 @@ class Checkpoints:
     self.restored_added_state = True  # False after restoring a checkpoint without it
     self._is_chief = tf_distribute.is_chief(strategy)
     self._keep = keep
-    self._directory = None
-    self._write_dir = None
-    self._manager = None
-    self._worker_tmp = None
-    self._last_saved = None  # (step, epoch, step_in_epoch) last saved or restored
+    self._directory = self._write_dir = self._manager = self._worker_tmp = None
     if model_dir is not None:
       self._directory = model_dir / CHECKPOINT_SUBDIR
       self._write_dir = self._directory
       if not self._is_chief:
-        self._worker_tmp = model_dir / f".worker_{tf_distribute.worker_id(strategy)}"
+        self._worker_tmp = model_dir / f".worker_{strategy.cluster_resolver.task_id}"
         self._write_dir = self._worker_tmp / CHECKPOINT_SUBDIR
       self._manager = self._new_manager()
 
@@ -82,16 +63,9 @@ class Checkpoints:
     return tf.train.CheckpointManager(self._checkpoint, directory=str(self._write_dir),
                                       max_to_keep=self._keep if self._is_chief else 1)
 
-  def _position(self):
-    """``(step, epoch, step_in_epoch)`` as ints."""
-    return (int(self._optimizer.iterations.numpy()), int(self._epoch.numpy()),
-            int(self._step_in_epoch.numpy()))
-
   def latest(self) -> Optional[str]:
     """The path of the chief's latest checkpoint, or None."""
-    if self._directory is None:
-      return None
-    return tf.train.latest_checkpoint(str(self._directory))
+    return None if self._directory is None else tf.train.latest_checkpoint(str(self._directory))
 
   def restore(self) -> int:
     """Restores the newest intact checkpoint, if any, and makes the
@@ -108,19 +82,17 @@ class Checkpoints:
       write_index(self._directory, intact)
       self._manager = self._new_manager()
     self._restore_from(path)
-    self._last_saved = self._position()
-    step, epoch, step_in_epoch = self._last_saved
+    step = int(self._optimizer.iterations.numpy())
     logging.info("restored checkpoint %s at step %d (%s)", path, step,
-                 progress.position_text(epoch, step_in_epoch))
+                 progress.position_text(int(self._epoch.numpy()),
+                                        int(self._step_in_epoch.numpy())))
     return step
-
-  def _holds_added_state(self, path: str) -> bool:
-    names = tf.train.load_checkpoint(path).get_variable_to_shape_map()
-    return all(any(n.startswith(f"{added}/") for n in names) for added in self._added_names)
 
   def _restore_from(self, path: str) -> None:
     """Restores ``path``, without the added state if it predates it."""
-    self.restored_added_state = self._holds_added_state(path)
+    names = tf.train.load_checkpoint(path).get_variable_to_shape_map()
+    self.restored_added_state = all(any(n.startswith(f"{added}/") for n in names)
+                                    for added in self._added_names)
     if not self.restored_added_state:
       logging.warning("%s predates the checkpointing of %s: the resumed run goes on "
                       "from fresh values of these", path, ", ".join(self._added_names))
@@ -136,23 +108,20 @@ class Checkpoints:
           f"{self._directory} to start over. Cause: {describe_error(e)}") from e
 
   def save(self) -> Optional[str]:
-    """Writes a checkpoint numbered by the step (all workers must call it),
-    unless its position was the last saved; its path (None without ``model_dir``)."""
+    """Writes a checkpoint numbered by the step (all workers must call it; the loop
+    saves a position once); its path (None without ``model_dir``)."""
     if self._manager is None:
       return None
-    position = self._position()
-    if self._last_saved == position and self._manager.latest_checkpoint:
-      return self._manager.latest_checkpoint
+    step = int(self._optimizer.iterations.numpy())
     try:
-      path = self._manager.save(checkpoint_number=position[0])
+      path = self._manager.save(checkpoint_number=step)
     except (tf.errors.OpError, OSError) as e:  # a full disk, a folder gone read-only
       remove_partial_writes(self._write_dir)
       raise CheckpointError(
-          f"cannot write the checkpoint {self._write_dir / f'ckpt-{position[0]}'}: "
+          f"cannot write the checkpoint {self._write_dir / f'ckpt-{step}'}: "
           f"{describe_error(e)}. The last good checkpoint is "
           f"{self._manager.latest_checkpoint or 'none (none was written yet)'}; free "
           "space and rerun the same command to resume from it") from e
-    self._last_saved = position
     if self._is_chief:
       logging.info("saved checkpoint %s", path)
     return path

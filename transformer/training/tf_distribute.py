@@ -5,8 +5,7 @@
 none: the local TPU VM), ``multi_worker`` (the cluster from ``TF_CONFIG``) and
 ``auto`` (``tpu`` given an address, else ``mirrored`` on two or more GPUs, else
 ``default``). Only :func:`get_strategy` touches devices: the rest is tested
-on a machine without TPUs or GPUs.
-"""
+on a machine without TPUs or GPUs."""
 
 import os
 from typing import Optional
@@ -27,14 +26,13 @@ def check_strategy_flags(name: str, tpu_address: Optional[str] = None,
     raise UsageError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
   if mixed_precision not in MIXED_PRECISION:
     raise UsageError(f"unknown mixed precision policy {mixed_precision!r}; "
-                        f"choose one of {', '.join(MIXED_PRECISION)}")
+                     f"choose one of {', '.join(MIXED_PRECISION)}")
   if tpu_address and name not in ("tpu", "auto"):
     raise UsageError(f"a TPU address ({tpu_address!r}) was given with strategy "
-                        f"{name!r}; use --strategy=tpu or --strategy=auto, or drop --tpu")
+                     f"{name!r}; use --strategy=tpu or --strategy=auto, or drop --tpu")
   on_tpu = name == "tpu" or (name == "auto" and bool(tpu_address))
   if on_tpu and mixed_precision == "mixed_float16":
-    raise UsageError("mixed_float16 is for GPUs; on a TPU use "
-                        "--mixed_precision=mixed_bfloat16")
+    raise UsageError("mixed_float16 is for GPUs; on a TPU use --mixed_precision=mixed_bfloat16")
 
 
 def resolve_strategy_name(name: str, tpu_address: Optional[str] = None,
@@ -43,11 +41,7 @@ def resolve_strategy_name(name: str, tpu_address: Optional[str] = None,
   check_strategy_flags(name, tpu_address)
   if name != "auto":
     return name
-  if tpu_address:
-    return "tpu"
-  if num_gpus >= 2:
-    return "mirrored"
-  return "default"
+  return "tpu" if tpu_address else "mirrored" if num_gpus >= 2 else "default"
 
 
 def get_strategy(name: str, tpu_address: Optional[str] = None):
@@ -116,7 +110,3 @@ def mean_over_replicas(strategy, value: float) -> float:
   per_replica = strategy.run(lambda: tf.identity(local))
   return float(strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None))
 
-
-def worker_id(strategy) -> int:
-  resolver = getattr(strategy, "cluster_resolver", None)
-  return int(getattr(resolver, "task_id", 0) or 0) if resolver is not None else 0

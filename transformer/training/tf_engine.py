@@ -1,13 +1,8 @@
 """The TensorFlow engine (:class:`TensorFlowEngine`) and :class:`TensorFlowTrainer` (paper §5).
 
-The tutorial calls ``transformer.fit(train_batches, epochs=20, ...)``; here
-:class:`transformer.training.loop.Trainer` runs the epochs and this engine
-trains one global batch a chunk under a ``tf.distribute`` strategy
-(:mod:`transformer.training.tf_step`). Its checkpoints
-(:mod:`transformer.training.tf_checkpointing`) hold the model, the optimizer,
-dropout's random state (a resumed run repeats the uninterrupted one bitwise)
-and the loop's state.
-"""
+Where the tutorial calls ``transformer.fit(train_batches, epochs=20, ...)``, the loop
+runs the epochs and this engine trains one global batch a chunk. Its checkpoints hold
+dropout's random state too: a resumed run repeats the uninterrupted one bitwise."""
 
 import itertools
 from pathlib import Path
@@ -20,27 +15,23 @@ from transformer.model import losses
 from transformer.model import optimization
 from transformer.model import Transformer
 from transformer.run.progress import plural
+from transformer.training import budget
 from transformer.training import loop
 from transformer.training import tf_checkpointing
 from transformer.training import tf_distribute
 from transformer.training import tf_step
 
 
-# The time budget's state (transformer.training.budget.STATE) by its names in checkpoints.
-_BUDGET_NAMES = {"used_seconds": "budget_used_seconds", "planned": "budget_planned_epochs",
-                 "cooldown_steps": "budget_cooldown_steps",
-                 "cooldown_end_step": "budget_cooldown_end_step"}
+# The time budget's state (budget.STATE) by its names in checkpoints, in that order.
+_BUDGET_NAMES = ("budget_used_seconds", "budget_planned_epochs", "budget_cooldown_steps",
+                 "budget_cooldown_end_step")
 
 
 class AllReplicaLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
-  """``keras.optimizers.LossScaleOptimizer`` that skips on the all-reduced gradients.
-
-  Under ``tf.distribute`` Keras 3 checks each replica's OWN gradients for
-  inf/NaN and keeps the first replica's answer (``LossScaleOptimizer._tf_apply``),
-  so another replica's overflow reached every replica's weights. Here the
-  finiteness is all-reduced: every replica skips exactly when the summed
-  gradients are not finite (tests/distributed/test_mixed_precision.py).
-  """
+  """``keras.optimizers.LossScaleOptimizer`` that skips on the all-reduced gradients:
+  under ``tf.distribute`` Keras 3 keeps the first replica's check of its OWN gradients
+  (``LossScaleOptimizer._tf_apply``), so another replica's overflow reached every
+  replica's weights (tests/distributed/test_mixed_precision.py)."""
 
   def check_finite(self, grads):
     finite = super().check_finite(grads)
@@ -50,17 +41,6 @@ class AllReplicaLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
     overflowed = context.all_reduce(tf.distribute.ReduceOp.SUM,
                                     tf.cast(tf.logical_not(finite), tf.float32))
     return tf.equal(overflowed, 0.0)
-
-
-class EpochSums(tf.Module):
-  """The current epoch's token sums and seconds, float64 variables in checkpoints
-  (``loss``, ``tokens``, ``correct``, ``seconds``), so that an epoch resumed
-  mid-way records all of its batches."""
-
-  def __init__(self):
-    super().__init__(name="epoch_sums")
-    for name in ("loss", "tokens", "correct", "seconds"):
-      setattr(self, name, tf.Variable(0.0, dtype=tf.float64, trainable=False, name=name))
 
 
 def dropout_random_state(model) -> tf.Module:
@@ -84,18 +64,9 @@ class _Batches:
 
 
 class TensorFlowEngine:
-  """Builds the model and optimizer under a strategy and trains them
-  (:class:`transformer.training.engine.Engine`).
-
-  Args:
-    config: the full configuration (see :mod:`transformer.config`).
-    input_vocab_size, target_vocab_size: the tokenizers' vocabulary sizes.
-    model_dir: where checkpoints go; None keeps nothing (tests).
-    strategy: a ``tf.distribute.Strategy`` (default: the default strategy).
-    mixed_precision: ``"none"``, ``"mixed_float16"`` (dynamic loss scaling) or
-      ``"mixed_bfloat16"``: Keras' global dtype policy.
-    jit_compile: XLA-compile each replica's forward/backward pass.
-  """
+  """Builds the model and optimizer under ``strategy`` (default: the default one)
+  and trains them (:class:`transformer.training.engine.Engine`); ``model_dir`` None
+  keeps no checkpoints (tests); ``mixed_precision``: Keras' dtype policy."""
 
   def __init__(self, config, *, input_vocab_size: int, target_vocab_size: int,
                model_dir=None, strategy=None, mixed_precision: str = "none",
@@ -135,20 +106,24 @@ class TensorFlowEngine:
     # The loop's state as checkpoints hold it, by the names they have always had.
     self._position = {name: variable(name, tf.int64)
                       for name in ("epoch", "step_in_epoch", "steps_per_epoch")}
-    self._epoch_sums = EpochSums()
-    self._budget = {}
+    # The epoch's sums and seconds so far: an epoch resumed mid-way records all its batches.
+    self._epoch_sums = {name: variable(name, tf.float64)
+                        for name in ("loss", "tokens", "correct", "seconds")}
+    epoch_sums = tf.Module(name="epoch_sums")
+    for name, sum_variable in self._epoch_sums.items():
+      setattr(epoch_sums, name, sum_variable)
+    self._budget = {}  # by budget.STATE's names
     if config.training.time_budget_minutes:
-      self._budget = {"used_seconds": variable(_BUDGET_NAMES["used_seconds"], tf.float64),
-                      "planned": variable(_BUDGET_NAMES["planned"], tf.int64),
-                      "cooldown_steps": self._cooldown[0],
-                      "cooldown_end_step": self._cooldown[1]}
+      self._budget = dict(zip(budget.STATE, (variable(_BUDGET_NAMES[0], tf.float64),
+                                             variable(_BUDGET_NAMES[1], tf.int64),
+                                             *self._cooldown)))
     self._checkpoints = tf_checkpointing.Checkpoints(
         None if model_dir is None else Path(model_dir), self.strategy,
         keep=int(config.training.keep_checkpoints),
         model=self.model, optimizer=self.optimizer, **self._position,
         added_state={"dropout_rng": dropout_random_state(self.model),
-                     "epoch_sums": self._epoch_sums},
-        **{_BUDGET_NAMES[name]: value for name, value in self._budget.items()})
+                     "epoch_sums": epoch_sums},
+        **dict(zip(_BUDGET_NAMES, self._budget.values())))
 
   @property
   def step(self) -> int:
@@ -162,8 +137,6 @@ class TensorFlowEngine:
   def describe(self) -> str:
     return plural(self.strategy.num_replicas_in_sync, "replica")
 
-  # --------------------------------------------------------------- steps
-
   def epoch_batches(self, train_data: Callable[[int], tf.data.Dataset], epoch: int, skip: int,
                     length: int) -> _Batches:
     # A shuffle reshuffles on each pass over one dataset: the count passes over
@@ -172,7 +145,7 @@ class TensorFlowEngine:
     length = length or skip + int(remaining().reduce(tf.constant(0, tf.int64),
                                                      lambda count, _: count + 1))
     dist = tf_distribute.distribute_dataset(self.strategy, remaining())
-    self._train_fn = self._steps.train_fn(dist.element_spec)
+    self._train_fn = self._steps.step("train", dist.element_spec)
     return _Batches(dist, length, skip)
 
   def train(self, chunk):
@@ -189,7 +162,7 @@ class TensorFlowEngine:
     checkpoints, signals or summaries: the lab's benchmarks); one
     ``{"loss", "tokens", "correct"}`` record a step."""
     dist = tf_distribute.distribute_dataset(self.strategy, dataset)
-    train = self._steps.train_fn(dist.element_spec)
+    train = self._steps.step("train", dist.element_spec)
     records = []
     for batch in itertools.islice(dist, max_steps):
       metrics = losses.TokenMetrics().add(*train(batch))
@@ -208,15 +181,12 @@ class TensorFlowEngine:
     # Each worker timed itself; all must plan alike.
     return tf_distribute.mean_over_replicas(self.strategy, seconds)
 
-  # --------------------------------------------------------------- checkpoints
-
   def save(self, state: Dict) -> None:
     """Writes a checkpoint numbered by the step (all workers must call it)."""
     for name, variable in self._position.items():
       variable.assign(state[name])
-    sums = self._epoch_sums
     for name, value in state["epoch_sums"].items():
-      getattr(sums, name).assign(value)
+      self._epoch_sums[name].assign(value)
     for name, variable in self._budget.items():
       variable.assign(state["budget"][name])
     self._checkpoints.save()
@@ -224,10 +194,9 @@ class TensorFlowEngine:
   def restore(self) -> Optional[Dict]:
     if not self._checkpoints.restore():
       return None
-    sums = self._epoch_sums
     return {**{name: int(variable.numpy()) for name, variable in self._position.items()},
-            "epoch_sums": ({name: float(getattr(sums, name).numpy())
-                            for name in ("loss", "tokens", "correct", "seconds")}
+            "epoch_sums": ({name: float(variable.numpy())
+                            for name, variable in self._epoch_sums.items()}
                            if self._checkpoints.restored_added_state else None),
             "budget": {name: variable.numpy() for name, variable in self._budget.items()}}
 
@@ -242,8 +211,7 @@ class TensorFlowEngine:
 
 
 class TensorFlowTrainer(loop.Trainer):
-  """:class:`transformer.training.loop.Trainer` over a :class:`TensorFlowEngine`;
-  the arguments are the engine's, and the loop's ``log_every_steps`` and ``progress``."""
+  """:class:`transformer.training.loop.Trainer` over a :class:`TensorFlowEngine`."""
 
   def __init__(self, config, *, input_vocab_size: int, target_vocab_size: int,
                model_dir=None, log_every_steps: int = 100, progress: bool = True,

@@ -1,19 +1,16 @@
 """The TensorFlow engine's steps on every replica (paper §5.3-5.4).
 
-The loss is the token cross-entropy summed over a replica's share of the batch
-and divided by the real target tokens of the GLOBAL batch (all-reduced), so
-that one device and N replicas over one global batch take the same step, even
-when the replicas' shares hold different numbers of real tokens.
+The loss sums the token cross-entropy over a replica's share of the batch and divides
+by the real target tokens of the GLOBAL batch (all-reduced): one device and N replicas
+take the same step, whatever real tokens each share holds.
 
-``groups > 1`` (``config.training.length_groups``) sorts a batch by length,
-splits it into that many sub-batches, cuts each one's trailing padding and sums
-their gradients: the same gradient on fewer padded positions
-(``tests/unit/test_masking.py``), one ``tf.while_loop`` iteration a sub-batch.
-``jit_compile`` needs static shapes, which the sub-batches do not have.
+``groups > 1`` (``config.training.length_groups``) sorts a batch by length, splits it
+into that many sub-batches, cuts each one's trailing padding and sums their gradients,
+one ``tf.while_loop`` iteration a sub-batch: the same gradient on fewer padded positions
+(``tests/unit/test_masking.py``), in shapes that ``jit_compile`` cannot take.
 
 Shapes: ``source`` ``(batch, src_len)``, ``target_input`` and ``labels``
-``(batch, tgt_len)``, int ids with 0 as padding at the end of each row.
-"""
+``(batch, tgt_len)``, int ids with 0 as padding at the end of each row."""
 
 from typing import Callable, Tuple
 
@@ -98,20 +95,13 @@ def gradients(model, inputs, labels, global_count, *, label_smoothing: float = 0
 
 class DistributedSteps:
   """``tf.function`` s of a distributed ``batch -> (loss_sum, tokens, correct)``,
-  summed over the replicas of ``strategy``; traced again only for a new element spec.
-
-  Args:
-    model, optimizer: built under ``strategy``.
-    label_smoothing: of the loss (paper §5.4).
-    length_groups: sub-batches of similar length per step (see the module's doc).
-    jit_compile: XLA-compile each replica's forward and backward pass.
-  """
+  summed over the replicas of ``strategy``; traced again only for a new element spec;
+  ``length_groups`` and ``jit_compile``: see the module's doc."""
 
   def __init__(self, model, optimizer, strategy, *, label_smoothing: float,
                length_groups: int, jit_compile: bool):
     self.model, self.optimizer, self.strategy = model, optimizer, strategy
-    self.label_smoothing = label_smoothing
-    self.length_groups = length_groups
+    self.label_smoothing, self.length_groups = label_smoothing, length_groups
     self.jit_compile = jit_compile
     self._traced = {}  # kind -> (element spec, its step)
 
@@ -136,7 +126,7 @@ class DistributedSteps:
     correct, _ = losses.masked_correct_sum(labels, logits)
     return loss_sum, count, correct
 
-  def _step(self, kind: str, element_spec) -> Callable[..., Tuple]:
+  def step(self, kind: str, element_spec) -> Callable[..., Tuple]:
     """The ``kind`` step ("train" or "eval") for batches of ``element_spec``."""
     traced = self._traced.get(kind)
     if traced is not None and traced[0] == element_spec:
@@ -155,14 +145,10 @@ class DistributedSteps:
     self._traced[kind] = (element_spec, tf.function(step, input_signature=[element_spec]))
     return self._traced[kind][1]
 
-  def train_fn(self, element_spec):
-    """The training step for distributed batches of ``element_spec``."""
-    return self._step("train", element_spec)
-
   def evaluate(self, dataset) -> losses.TokenMetrics:
     """The sums over ``dataset`` (no dropout)."""
     dist = tf_distribute.distribute_dataset(self.strategy, dataset)
-    fn = self._step("eval", dist.element_spec)
+    fn = self.step("eval", dist.element_spec)
     metrics = losses.TokenMetrics()
     for batch in dist:
       metrics.add(*fn(batch))
