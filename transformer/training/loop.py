@@ -192,8 +192,7 @@ class Trainer:
           self.summaries.append_metrics(record)  # before the checkpoint: see the module's doc
           history.append(record)
           self.save_checkpoint()
-    finally:
-      self.summaries.flush()
+    finally:  # the scalars are flushed as they are written
       self.engine.finish()
     return TrainResult(step=self.step, start_step=start_step, epoch=self.epoch,
                        interrupted_by=stop.received, history=history)

@@ -127,10 +127,6 @@ class Summaries:
     if text != path.read_text(encoding="utf-8", errors="replace"):
       write_text_atomically(path, text)
 
-  def flush(self) -> None:
-    for writer in self._writers.values():
-      writer.flush()
-
 
 class TrainScalars:
   """The training scalars: the sums of the steps since the last write (``metrics``),
