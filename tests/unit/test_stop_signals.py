@@ -90,3 +90,29 @@ def test_a_signal_that_lands_in_a_destructor_still_stops_the_script():
                           text=True, timeout=60, check=False)
   assert (result.returncode, result.stdout, result.stderr) == (
       128 + signal.SIGTERM, "", "stopped by SIGTERM\n")
+
+
+_SIGNAL_WRAPPED_BY_C_CODE = """
+import signal, sys
+from transformer.run import script, stop_signals
+def main(argv):
+  try:  # as CPython and tf.function's input binding wrap a signal that lands in __array__
+    try:
+      raise stop_signals.Interrupted(signal.SIGTERM)
+    except KeyboardInterrupt as interrupted:
+      raise SystemError("__array__ returned a result with an exception set") from interrupted
+  except SystemError as error:
+    raise TypeError(f"Binding inputs to tf.function failed due to `{error}`") from error
+script.run_main(main, [], "evaluate.py")
+"""
+
+
+def test_a_signal_that_c_code_wrapped_in_another_error_still_stops_in_one_line():
+  """run_main: a SIGTERM that TensorFlow hands back as a TypeError (evaluate.py,
+  tests/faults/test_faults.py::test_sigterm_during_evaluate_is_one_line) is the signal."""
+  repo = Path(__file__).resolve().parents[2]
+  result = subprocess.run([sys.executable, "-c", _SIGNAL_WRAPPED_BY_C_CODE], cwd=repo,
+                          env={**os.environ, "PYTHONPATH": str(repo)}, capture_output=True,
+                          text=True, timeout=60, check=False)
+  assert (result.returncode, result.stdout, result.stderr) == (
+      128 + signal.SIGTERM, "", "evaluate.py: stopped by SIGTERM\n")

@@ -27,6 +27,19 @@ def signal_number(interrupted: KeyboardInterrupt) -> int:
   return getattr(interrupted, "signum", signal.SIGINT)
 
 
+def wrapped_interruption(error: BaseException):
+  """The KeyboardInterrupt behind ``error``, or None: a signal that lands in C
+  code calling back into Python (TensorFlow binding a NumPy batch to a
+  ``tf.function``) comes back wrapped, as a TypeError from a SystemError."""
+  seen = set()
+  while error is not None and id(error) not in seen:
+    if isinstance(error, KeyboardInterrupt):
+      return error
+    seen.add(id(error))
+    error = error.__cause__ or error.__context__
+  return None
+
+
 def run_main(main: Callable[[list], None], argv: list, script: str,
              errors: Callable[[], ErrorTypes] = tuple,
              described: ErrorTypes = (),
@@ -48,6 +61,10 @@ def run_main(main: Callable[[list], None], argv: list, script: str,
     say_stopped(e)
     sys.exit(128 + signal_number(e))
   except Exception as e:  # pylint: disable=broad-except
+    interrupted = wrapped_interruption(e)
+    if interrupted is not None:
+      say_stopped(interrupted)
+      sys.exit(128 + signal_number(interrupted))
     if isinstance(e, errors()):
       sys.exit(f"{script}: error: {e}")
     if isinstance(e, described):
