@@ -66,6 +66,15 @@ def test_nothing_is_installed_off_the_main_thread(previous_handlers):
   assert seen == {**handlers, "received": None}
 
 
+def _run_child(code: str):
+  """``(exit status, stdout, stderr)`` of ``code`` in a child Python at the repository."""
+  repo = Path(__file__).resolve().parents[2]
+  result = subprocess.run([sys.executable, "-c", code], cwd=repo,
+                          env={**os.environ, "PYTHONPATH": str(repo)}, capture_output=True,
+                          text=True, timeout=60, check=False)
+  return result.returncode, result.stdout, result.stderr
+
+
 _SIGNAL_IN_A_DESTRUCTOR = """
 import os, signal, sys, time
 from transformer.run import stop_signals
@@ -84,12 +93,7 @@ print("went on")
 def test_a_signal_that_lands_in_a_destructor_still_stops_the_script():
   """interrupt_on_signals: the Interrupted that a destructor swallows (TensorFlow's
   resources have __del__) still ends the script, in one line, with 143."""
-  repo = Path(__file__).resolve().parents[2]
-  result = subprocess.run([sys.executable, "-c", _SIGNAL_IN_A_DESTRUCTOR], cwd=repo,
-                          env={**os.environ, "PYTHONPATH": str(repo)}, capture_output=True,
-                          text=True, timeout=60, check=False)
-  assert (result.returncode, result.stdout, result.stderr) == (
-      128 + signal.SIGTERM, "", "stopped by SIGTERM\n")
+  assert _run_child(_SIGNAL_IN_A_DESTRUCTOR) == (128 + signal.SIGTERM, "", "stopped by SIGTERM\n")
 
 
 _SIGNAL_WRAPPED_BY_C_CODE = """
@@ -110,9 +114,5 @@ script.run_main(main, [], "evaluate.py")
 def test_a_signal_that_c_code_wrapped_in_another_error_still_stops_in_one_line():
   """run_main: a SIGTERM that TensorFlow hands back as a TypeError (evaluate.py,
   tests/faults/test_faults.py::test_sigterm_during_evaluate_is_one_line) is the signal."""
-  repo = Path(__file__).resolve().parents[2]
-  result = subprocess.run([sys.executable, "-c", _SIGNAL_WRAPPED_BY_C_CODE], cwd=repo,
-                          env={**os.environ, "PYTHONPATH": str(repo)}, capture_output=True,
-                          text=True, timeout=60, check=False)
-  assert (result.returncode, result.stdout, result.stderr) == (
+  assert _run_child(_SIGNAL_WRAPPED_BY_C_CODE) == (
       128 + signal.SIGTERM, "", "evaluate.py: stopped by SIGTERM\n")
